@@ -1,0 +1,108 @@
+"""The ``fwx`` command: a click group whose subcommands load on demand.
+
+Every command is a thin wrapper over a library function (``fwx.exporter.export``,
+``fwx.validators.validate``, ``fwx.serving.server.serve``). Command modules
+import no framework at import time, so ``fwx --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+
+from fwx import __version__, ui
+from fwx.errors import FwxError
+
+#: name -> (module:function, one-line help shown in ``fwx --help``)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "export": ("fwx.commands.export:export", "Export a PyTorch/TF/Keras/ONNX model to TorchScript, .pt2, SavedModel, ONNX, TFLite."),
+    "validate": ("fwx.commands.validate:validate", "Run every format on the same inputs and diff the outputs."),
+    "inspect": ("fwx.commands.inspect:inspect", "Show the signature and metadata of a model or artifact, without running it."),
+    "serve": ("fwx.commands.serve:serve", "Serve an artifact repository over KServe v2 REST + gRPC and TF Serving REST."),
+    "dockerize": ("fwx.commands.dockerize:dockerize", "Write a Dockerfile that serves an artifact repository."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        target, _ = COMMANDS[cmd_name]
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("fwx"):
+                return _unavailable(cmd_name)
+            raise
+        cmd: click.Command = getattr(module, attr)
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Help text comes from COMMANDS so listing commands imports none of them.
+        with formatter.section("Commands"):
+            formatter.write_dl([(n, h) for n, (_, h) in COMMANDS.items()])
+
+
+def _unavailable(name: str) -> click.Command:
+    @click.command(name, help=COMMANDS[name][1])
+    def cmd() -> None:
+        raise FwxError(f"`fwx {name}` is not built into this version of fwx yet")
+
+    return cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="fwx")
+@ui.common_options
+def cli() -> None:
+    """fwx: export a model once, get every deployment format, prove they agree, serve them.
+
+    \b
+    Typical flow:
+      fwx export model.pt --model-class pkg.mod:Net --input x:float32[N,3,32,32] --to all
+      fwx validate artifacts/model/1
+      fwx serve artifacts
+
+    Loading a model never runs code from it unless you pass --trust-model-code.
+    Exit codes: 0 success, 1 export/validation failure, 2 usage or input error.
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    if os.environ.get("FWX_DEBUG"):
+        ui.state.debug = True
+    try:
+        cli.main(args=argv, prog_name="fwx", standalone_mode=False)
+    except FwxError as exc:
+        if ui.state.debug:
+            raise
+        ui.fail(exc.message, exc.hint, exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
+        if ui.state.debug:
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        ui.fail(f"unexpected {type(exc).__name__}: {first[:300]}", "rerun with --debug for the traceback", 1)
+
+
+def run(argv: list[str] | None = None) -> Any:
+    """Entry point for ``python -m fwx``."""
+    main(argv)

@@ -1,0 +1,168 @@
+"""``fwx.json``: the manifest of one model version, the single source of truth.
+
+The exporter writes it last; the server and the validators read it. Checksums
+cover every byte of every artifact so a half-copied or tampered version is
+refused. The schema is versioned; readers refuse newer major versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fwx.errors import ChecksumError, InputError
+from fwx.formats import Format
+from fwx.signature import Signature
+
+SCHEMA_VERSION = 1
+MANIFEST_NAME = "fwx.json"
+
+
+@dataclass
+class Hop:
+    """One conversion step: which tool turned which format into which."""
+
+    source: str
+    target: str
+    tool: str
+    tool_version: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class ArtifactEntry:
+    """One format inside a model version."""
+
+    format: str
+    path: str  # relative to the version folder
+    sha256: str = ""
+    size_bytes: int = 0
+    precision: str = "fp32"
+    opset: int | None = None
+    layout: str | None = None  # e.g. "NCHW", "NHWC"; None when no spatial input
+    signature: dict[str, Any] = field(default_factory=dict)  # as read back from the artifact
+    hops: list[dict[str, Any]] = field(default_factory=list)
+    tool_versions: dict[str, str] = field(default_factory=dict)
+    validation: dict[str, Any] = field(default_factory=dict)
+    quantization: dict[str, Any] = field(default_factory=dict)
+    status: str = "ok"  # "ok" | "failed" (kept with --keep-failed)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fmt(self) -> Format:
+        return Format(self.format)
+
+    def sig(self) -> Signature:
+        return Signature.from_json(self.signature)
+
+
+@dataclass
+class SourceInfo:
+    path: str
+    sha256: str
+    format: str
+    framework: str
+    framework_version: str = ""
+
+
+@dataclass
+class Manifest:
+    name: str
+    version: int
+    source: SourceInfo
+    signature: dict[str, Any]  # the pinned signature
+    artifacts: dict[str, ArtifactEntry] = field(default_factory=dict)
+    command: str = ""
+    created: str = ""
+    fwx_version: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    def sig(self) -> Signature:
+        return Signature.from_json(self.signature)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["artifacts"] = {k: asdict(v) for k, v in self.artifacts.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Manifest:
+        sv = int(data.get("schema_version", 0))
+        if sv < 1 or sv > SCHEMA_VERSION:
+            raise InputError(f"fwx.json schema version {sv} is not supported by this fwx (reads up to {SCHEMA_VERSION})",
+                             hint="upgrade fwx or re-export the model")
+        arts = {k: ArtifactEntry(**v) for k, v in data.get("artifacts", {}).items()}
+        return cls(
+            name=data["name"],
+            version=int(data["version"]),
+            source=SourceInfo(**data["source"]),
+            signature=data["signature"],
+            artifacts=arts,
+            command=data.get("command", ""),
+            created=data.get("created", ""),
+            fwx_version=data.get("fwx_version", ""),
+            schema_version=sv,
+        )
+
+    def write(self, folder: Path) -> Path:
+        path = folder / MANIFEST_NAME
+        text = json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n"
+        with path.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return path
+
+    @classmethod
+    def read(cls, folder: Path) -> Manifest:
+        path = Path(folder) / MANIFEST_NAME
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(f"{folder} has no {MANIFEST_NAME}", hint="point at a version folder written by fwx export") from None
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{path} is not valid JSON: {exc}") from exc
+        try:
+            return cls.from_json(data)
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"{path} is missing or has malformed field {exc}") from exc
+
+    def verify(self, folder: Path) -> None:
+        """Raise ``ChecksumError`` if any artifact differs from its recorded sha256."""
+        for key, entry in self.artifacts.items():
+            p = (Path(folder) / entry.path).resolve()
+            if not p.is_relative_to(Path(folder).resolve()):
+                raise ChecksumError(f"artifact {key!r} points outside its version folder: {entry.path}")
+            if not p.exists():
+                raise ChecksumError(f"artifact {key!r} is missing: {entry.path}")
+            actual = sha256_path(p)
+            if actual != entry.sha256:
+                raise ChecksumError(
+                    f"checksum mismatch for {key} ({entry.path}): fwx.json says {entry.sha256[:12]}…, file is {actual[:12]}…",
+                    hint="the artifact was modified or half-copied; re-export it",
+                )
+
+
+def sha256_path(path: Path, chunk: int = 1 << 20) -> str:
+    """sha256 of a file, or of a folder (relative paths and contents, in sorted order)."""
+    h = hashlib.sha256()
+    path = Path(path)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        if path.is_dir():
+            h.update(f.relative_to(path).as_posix().encode() + b"\0")
+        with f.open("rb") as fh:
+            while block := fh.read(chunk):
+                h.update(block)
+    return h.hexdigest()
+
+
+def size_of(path: Path) -> int:
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

@@ -1,0 +1,145 @@
+"""The on-disk artifact repository: ``<root>/<model>/<version>/`` with atomic publish.
+
+A version folder only ever appears complete: it is assembled in a hidden
+``.fwx-tmp-<uuid>`` folder beside it, fsynced, then renamed (same filesystem,
+so the rename is atomic) and the parent fsynced. A killed export leaves only a
+hidden temp folder, which readers ignore and later exports sweep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from fwx.errors import ExportError, InputError, UsageError
+from fwx.manifest import MANIFEST_NAME, Manifest
+
+MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+TMP_PREFIX = ".fwx-tmp-"
+STALE_TMP_SECONDS = 3600
+
+
+def check_model_name(name: str) -> str:
+    if not MODEL_NAME_RE.match(name) or name in (".", "..") or name.startswith(TMP_PREFIX):
+        raise UsageError(f"invalid model name {name!r}", hint="use 1-128 letters, digits, '_', '.', '-'")
+    return name
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(path: Path) -> None:
+    for p in sorted(path.rglob("*"), reverse=True):
+        if p.is_file() and not p.is_symlink():
+            with p.open("rb") as fh:
+                os.fsync(fh.fileno())
+        elif p.is_dir():
+            _fsync_dir(p)
+    _fsync_dir(path)
+
+
+class Repository:
+    """A folder of models, each a folder of integer versions."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def model_dir(self, name: str) -> Path:
+        return self.root / check_model_name(name)
+
+    def models(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and MODEL_NAME_RE.match(p.name)
+                      and not p.name.startswith("."))
+
+    def versions(self, name: str) -> list[int]:
+        """Complete versions only: numeric folder names (no leading zero) holding a fwx.json."""
+        d = self.model_dir(name)
+        if not d.is_dir():
+            return []
+        out = [int(p.name) for p in d.iterdir()
+               if p.is_dir() and re.fullmatch(r"[1-9]\d*", p.name) and (p / MANIFEST_NAME).is_file()]
+        return sorted(out)
+
+    def version_dir(self, name: str, version: int) -> Path:
+        return self.model_dir(name) / str(int(version))
+
+    def manifest(self, name: str, version: int) -> Manifest:
+        return Manifest.read(self.version_dir(name, version))
+
+    def next_version(self, name: str) -> int:
+        d = self.model_dir(name)
+        taken = [int(p.name) for p in d.iterdir() if p.is_dir() and p.name.isdigit()] if d.is_dir() else []
+        return max(taken, default=0) + 1
+
+    def sweep_stale(self, name: str, older_than: float = STALE_TMP_SECONDS) -> None:
+        d = self.model_dir(name)
+        if not d.is_dir():
+            return
+        now = time.time()
+        for p in d.iterdir():
+            if p.name.startswith(TMP_PREFIX) and now - p.stat().st_mtime > older_than:
+                shutil.rmtree(p, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def staging(self, name: str, version: int | None = None) -> Iterator[Staging]:
+        """Yield a temp folder to fill; ``Staging.publish`` renames it into place.
+
+        Leaving the block without publishing (or with an exception) deletes it.
+        """
+        d = self.model_dir(name)
+        d.mkdir(parents=True, exist_ok=True)
+        self.sweep_stale(name)
+        if version is not None:
+            if version < 1:
+                raise UsageError(f"--version must be a positive integer, got {version}")
+            if (d / str(version)).exists():
+                raise InputError(f"{d / str(version)} already exists",
+                                 hint="versions are immutable; omit --version to publish the next one")
+        tmp = d / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+        tmp.mkdir()
+        st = Staging(self, name, tmp, version)
+        try:
+            yield st
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Staging:
+    """A version being assembled. Artifacts go in ``path``; ``publish`` writes fwx.json last."""
+
+    def __init__(self, repo: Repository, name: str, path: Path, version: int | None) -> None:
+        self.repo = repo
+        self.name = name
+        self.path = path
+        self.version = version
+        self.published: Path | None = None
+
+    def publish(self, manifest: Manifest) -> Path:
+        version = self.version or self.repo.next_version(self.name)
+        manifest.version = version
+        manifest.write(self.path)
+        _fsync_tree(self.path)
+        final = self.repo.model_dir(self.name) / str(version)
+        try:
+            # os.rename refuses to replace a non-empty folder, so a racing export
+            # that took the same number makes us fail rather than clobber it.
+            os.rename(self.path, final)
+        except OSError as exc:
+            raise ExportError(f"cannot publish {final}: {exc}", hint="another export may have taken this version; retry") from exc
+        _fsync_dir(final.parent)
+        self.published = final
+        return final

@@ -1,0 +1,221 @@
+"""Tensor specs and signatures: the names, dtypes and shapes fwx pins.
+
+A dimension is an ``int`` (fixed, >= 0) or a ``str`` symbol such as ``"N"`` or
+``"seq"`` (dynamic). ``-1`` on input is accepted and turned into a generated
+symbol, so two inputs that share a symbol share a size (ONNX dim_param style).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwx.errors import InputError, UsageError
+
+Dim = int | str
+
+#: Canonical dtype names (NumPy's) and their KServe v2 datatype names.
+KSERVE_DTYPES: dict[str, str] = {
+    "bool": "BOOL",
+    "uint8": "UINT8",
+    "uint16": "UINT16",
+    "uint32": "UINT32",
+    "uint64": "UINT64",
+    "int8": "INT8",
+    "int16": "INT16",
+    "int32": "INT32",
+    "int64": "INT64",
+    "float16": "FP16",
+    "float32": "FP32",
+    "float64": "FP64",
+    "bfloat16": "BF16",
+    "bytes": "BYTES",
+}
+FROM_KSERVE: dict[str, str] = {v: k for k, v in KSERVE_DTYPES.items()}
+
+_DTYPE_ALIASES = {
+    "float": "float32",
+    "fp32": "float32",
+    "f32": "float32",
+    "half": "float16",
+    "fp16": "float16",
+    "double": "float64",
+    "fp64": "float64",
+    "int": "int64",
+    "long": "int64",
+    "i64": "int64",
+    "i32": "int32",
+    "u8": "uint8",
+    "string": "bytes",
+    "object": "bytes",
+    "str": "bytes",
+}
+
+
+def normalize_dtype(dtype: Any) -> str:
+    """Map any dtype-like (str, numpy, torch, tf, KServe name) to a canonical NumPy name."""
+    name = getattr(dtype, "name", None) or str(dtype)
+    name = name.replace("torch.", "").replace("tf.", "").replace("<dtype: '", "").rstrip("'>")
+    key = name.strip().lower()
+    if name.upper() in FROM_KSERVE:
+        return FROM_KSERVE[name.upper()]
+    key = _DTYPE_ALIASES.get(key, key)
+    if key not in KSERVE_DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}", hint=f"use one of: {', '.join(KSERVE_DTYPES)}")
+    return key
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One named tensor: its dtype (canonical NumPy name) and shape (ints or symbols)."""
+
+    name: str
+    dtype: str
+    shape: tuple[Dim, ...]
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise UsageError("a tensor needs a non-empty name")
+        object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
+        dims: list[Dim] = []
+        for d in self.shape:
+            if isinstance(d, bool) or not isinstance(d, (int, str)):
+                raise UsageError(f"tensor {self.name!r}: dimension {d!r} is neither an int nor a symbol")
+            if isinstance(d, int) and d < -1:
+                raise UsageError(f"tensor {self.name!r}: dimension {d} is negative")
+            dims.append(d)
+        object.__setattr__(self, "shape", tuple(dims))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dynamic_axes(self) -> tuple[int, ...]:
+        return tuple(i for i, d in enumerate(self.shape) if is_dynamic(d))
+
+    def kserve_shape(self) -> list[int]:
+        """Shape with -1 for every dynamic dimension (KServe/TF Serving metadata style)."""
+        return [-1 if is_dynamic(d) else int(d) for d in self.shape]
+
+    def fits(self, shape: Sequence[int]) -> bool:
+        if len(shape) != len(self.shape):
+            return False
+        return all(is_dynamic(d) or d == s for d, s in zip(self.shape, shape, strict=True))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TensorSpec:
+        return cls(str(data["name"]), str(data["dtype"]), tuple(data["shape"]))
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+
+
+def is_dynamic(d: Dim) -> bool:
+    return isinstance(d, str) or d == -1
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Ordered inputs and outputs of a model."""
+
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        for kind, specs in (("input", self.inputs), ("output", self.outputs)):
+            names = [s.name for s in specs]
+            dupes = {n for n in names if names.count(n) > 1}
+            if dupes:
+                raise UsageError(f"duplicate {kind} name(s): {', '.join(sorted(dupes))}")
+
+    @property
+    def input_names(self) -> list[str]:
+        return [s.name for s in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [s.name for s in self.outputs]
+
+    def input(self, name: str) -> TensorSpec:
+        for s in self.inputs:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def output(self, name: str) -> TensorSpec:
+        for s in self.outputs:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"inputs": [s.to_json() for s in self.inputs], "outputs": [s.to_json() for s in self.outputs]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Signature:
+        return cls(
+            tuple(TensorSpec.from_json(s) for s in data.get("inputs", [])),
+            tuple(TensorSpec.from_json(s) for s in data.get("outputs", [])),
+        )
+
+    def __str__(self) -> str:
+        ins = ", ".join(str(s) for s in self.inputs)
+        outs = ", ".join(str(s) for s in self.outputs)
+        return f"({ins}) -> ({outs})"
+
+
+_SPEC_RE = re.compile(r"^\s*([A-Za-z_][\w.:/-]*?)\s*:\s*([A-Za-z0-9_]+)\s*\[([^\]]*)\]\s*$")
+
+
+def parse_tensor_spec(text: str, *, default_symbol_prefix: str = "d") -> TensorSpec:
+    """Parse ``NAME:DTYPE[DIMS]`` such as ``image:float32[N,3,224,224]``.
+
+    A symbol or ``-1`` marks a dynamic dimension; ``-1`` gets a generated symbol.
+    """
+    m = _SPEC_RE.match(text)
+    if not m:
+        raise UsageError(
+            f"cannot parse tensor spec {text!r}",
+            hint="write NAME:DTYPE[DIMS], e.g. image:float32[N,3,224,224] (a symbol or -1 is dynamic)",
+        )
+    name, dtype, dims_text = m.groups()
+    dims: list[Dim] = []
+    for i, raw in enumerate(x.strip() for x in dims_text.split(",") if x.strip()):
+        if re.fullmatch(r"-?\d+", raw):
+            v = int(raw)
+            if v < -1:
+                raise UsageError(f"tensor spec {text!r}: dimension {v} is negative")
+            dims.append(f"{name}_{default_symbol_prefix}{i}" if v == -1 else v)
+        elif re.fullmatch(r"[A-Za-z_]\w*", raw):
+            dims.append(raw)
+        else:
+            raise UsageError(f"tensor spec {text!r}: dimension {raw!r} is neither an integer nor a symbol")
+    return TensorSpec(name, dtype, tuple(dims))
+
+
+def concrete_shape(spec: TensorSpec, sizes: Mapping[str, int] | None = None, default: int = 1) -> tuple[int, ...]:
+    """Pick a concrete shape for a spec: symbols from ``sizes`` (else ``default``)."""
+    sizes = sizes or {}
+    out: list[int] = []
+    for d in spec.shape:
+        if isinstance(d, str):
+            out.append(int(sizes.get(d, default)))
+        elif d == -1:
+            out.append(default)
+        else:
+            out.append(int(d))
+    return tuple(out)
+
+
+def names_or_default(names: Iterable[str] | None, count: int, prefix: str) -> list[str]:
+    """User-given names, or ``prefix_0..`` when none were given (or too few)."""
+    given = list(names or [])
+    return given + [f"{prefix}_{i}" for i in range(len(given), count)]

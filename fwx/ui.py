@@ -1,0 +1,126 @@
+"""Terminal output shared by every command: steps, tables, JSON, errors.
+
+Human output goes to stderr (progress) and stdout (tables); ``--json`` puts a
+single JSON document on stdout and nothing else there, so scripts can pipe it.
+Kept free of heavy imports: ``fwx --help`` must start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _State:
+    debug = False
+    json = False
+    quiet = False
+
+
+state = _State()
+
+
+def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        state.debug = True
+    return value
+
+
+def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        state.json = True
+    return value
+
+
+def common_options(func: F) -> F:
+    """``--json`` and ``--debug`` on every command (they also work before the command name)."""
+    func = click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+                        help="Show full tracebacks and framework logs.")(func)
+    func = click.option("--json", "json_output", is_flag=True, expose_value=False, is_eager=True,
+                        callback=_set_json, help="Print one JSON document on stdout (for scripts).")(func)
+    return func
+
+
+def info(msg: str) -> None:
+    if not state.quiet:
+        click.echo(msg, err=True)
+
+
+def warn(msg: str) -> None:
+    click.echo(click.style("warning: ", fg="yellow", bold=True) + msg, err=True)
+
+
+@contextmanager
+def step(title: str) -> Iterator[None]:
+    """Print ``title ...`` then ``done (1.2s)``/``failed`` on stderr: progress for long steps."""
+    t0 = time.perf_counter()
+    if not state.quiet:
+        click.echo(f"• {title} …", err=True)
+    try:
+        yield
+    except BaseException:
+        if not state.quiet:
+            click.echo(click.style(f"  ✗ {title} failed after {time.perf_counter() - t0:.1f}s", fg="red"), err=True)
+        raise
+    if not state.quiet:
+        click.echo(click.style(f"  ✓ {title}", fg="green") + f" ({time.perf_counter() - t0:.1f}s)", err=True)
+
+
+def verdict(ok: bool) -> str:
+    return click.style("PASS", fg="green", bold=True) if ok else click.style("FAIL", fg="red", bold=True)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None) -> str:
+    """A plain aligned text table (ANSI colour codes do not count toward widths)."""
+    import re
+
+    strip = re.compile(r"\x1b\[[0-9;]*m")
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [len(h) for h in headers]
+    for r in cells:
+        for i, c in enumerate(r):
+            widths[i] = max(widths[i], len(strip.sub("", c)))
+
+    def fmt(r: Sequence[str]) -> str:
+        return "  ".join(c + " " * (widths[i] - len(strip.sub("", c))) for i, c in enumerate(r)).rstrip()
+
+    lines = [title] if title else []
+    lines += [fmt(list(headers)), "  ".join("-" * w for w in widths)]
+    lines += [fmt(r) for r in cells]
+    return "\n".join(lines)
+
+
+def emit(result: Any, human: Callable[[], str]) -> None:
+    """Print ``result`` as JSON under ``--json``, else the human rendering."""
+    if state.json:
+        click.echo(json.dumps(result, indent=2, default=str))
+    else:
+        text = human()
+        if text:
+            click.echo(text)
+
+
+def human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def fail(message: str, hint: str | None, code: int) -> None:
+    click.echo(click.style("error: ", fg="red", bold=True) + message, err=True)
+    if hint:
+        click.echo(f"  hint: {hint}", err=True)
+    if state.json:
+        click.echo(json.dumps({"ok": False, "error": message, "hint": hint, "exit_code": code}))
+    sys.exit(code)

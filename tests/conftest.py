@@ -1,0 +1,34 @@
+"""Suite-wide settings: quiet frameworks, deterministic threads, GPU marker handling."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # bit-stable TF numbers across runs
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("PYTHONHASHSEED", "0")
+
+import shutil  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+def _has_cuda() -> bool:
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        import onnxruntime as ort
+
+        return "CUDAExecutionProvider" in ort.get_available_providers()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _has_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
