@@ -39,8 +39,13 @@ class Plan:
                  "module": h.module} for h in self.hops]
 
 
+#: Targets whose quantisation is a post-processing step on the float artifact
+#: (fwx.quantize.onnx), so no edge needs to honour ``quantize`` for them.
+POST_QUANTIZED: frozenset[Format] = frozenset({Format.ONNX})
+
+
 def _honours(cls: type[Converter], opts: ConvertOptions, is_last: bool) -> bool:
-    if opts.quantize and is_last and "quantize" not in cls.honours:
+    if opts.quantize and is_last and "quantize" not in cls.honours and cls.target not in POST_QUANTIZED:
         return False
     return not (opts.opset is not None and cls.target is Format.ONNX and is_last and "opset" not in cls.honours)
 

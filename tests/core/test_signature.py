@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import pytest
+
+from fwx.errors import InputError, UsageError
+from fwx.signature import Signature, TensorSpec, concrete_shape, normalize_dtype, parse_tensor_spec
+
+
+def test_parse_spec_with_symbols_and_minus_one() -> None:
+    spec = parse_tensor_spec("image:float32[N,3,-1,224]")
+    assert spec.name == "image"
+    assert spec.dtype == "float32"
+    assert spec.shape == ("N", 3, "image_d2", 224)
+    assert spec.dynamic_axes == (0, 2)
+    assert spec.kserve_shape() == [-1, 3, -1, 224]
+    assert str(spec) == "image:float32[N,3,image_d2,224]"
+
+
+@pytest.mark.parametrize("text", ["image", "image:float32", "x:float32[3,,a-b]", ":float32[1]", "x:float32[-2]"])
+def test_parse_spec_rejects_garbage(text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_tensor_spec(text)
+
+
+def test_unknown_dtype_is_input_error() -> None:
+    with pytest.raises(InputError, match="unknown dtype"):
+        parse_tensor_spec("x:floaty[1]")
+
+
+@pytest.mark.parametrize(("given", "want"), [("FP32", "float32"), ("fp16", "float16"), ("int", "int64"),
+                                              ("torch.int64", "int64"), ("<dtype: 'float32'>", "float32"), ("BYTES", "bytes")])
+def test_normalize_dtype(given: str, want: str) -> None:
+    assert normalize_dtype(given) == want
+
+
+def test_signature_roundtrip_and_duplicates() -> None:
+    sig = Signature((TensorSpec("a", "float32", ("N", 4)),), (TensorSpec("y", "float32", ("N", 2)),))
+    assert Signature.from_json(sig.to_json()) == sig
+    with pytest.raises(UsageError, match="duplicate input"):
+        Signature((TensorSpec("a", "float32", (1,)), TensorSpec("a", "int64", (1,))))
+
+
+def test_fits_and_concrete_shape() -> None:
+    spec = TensorSpec("x", "float32", ("N", 3))
+    assert spec.fits((5, 3))
+    assert not spec.fits((5, 4))
+    assert not spec.fits((5,))
+    assert concrete_shape(spec, {"N": 7}) == (7, 3)

@@ -1,0 +1,106 @@
+"""Dockerfiles are linted with hadolint (no engine here), and `fwx dockerize` writes lint-clean ones."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fwx.docker import plan_image, render_dockerfile, write_docker_files
+from fwx.errors import InputError
+from fwx.manifest import ArtifactEntry, Manifest, SourceInfo
+from fwx.repository import Repository
+
+ROOT = Path(__file__).resolve().parents[2]
+HADOLINT = Path(sys.executable).parent / "hadolint"
+
+
+def hadolint(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(HADOLINT), "--no-color", str(path)], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.gpu"])
+def test_project_dockerfiles_lint_clean(name: str) -> None:
+    res = hadolint(ROOT / "docker" / name)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.gpu"])
+def test_dockerfiles_are_safe_by_default(name: str) -> None:
+    text = (ROOT / "docker" / name).read_text()
+    assert "USER 1000:1000" in text
+    assert "HEALTHCHECK" in text and "EXPOSE 8000 8001" in text
+    assert text.count("FROM ") >= 2  # multi-stage: build tools stay in the first stage
+    final_stage = text.rsplit("FROM ", 1)[1]
+    assert "pip install" not in final_stage and "gcc" not in final_stage
+
+
+def test_hadolint_really_lints(tmp_path: Path) -> None:
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python\nRUN apt-get install curl\n")
+    assert hadolint(bad).returncode != 0
+
+
+def test_compose_binds_loopback_and_outlasts_drain() -> None:
+    spec = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
+    svc = spec["services"]["fwx"]
+    assert all(p.startswith("127.0.0.1:") for p in svc["ports"])
+    assert any(v.endswith(":/models:ro") for v in svc["volumes"])
+    drain = int(svc["command"][svc["command"].index("--drain-seconds") + 1])
+    assert int(svc["stop_grace_period"].rstrip("s")) > drain
+    assert svc["deploy"]["resources"]["limits"]["memory"]
+
+
+def _repo_with(tmp_path: Path, models: dict[str, list[str]]) -> Path:
+    repo = Repository(tmp_path / "artifacts")
+    for name, formats in models.items():
+        with repo.staging(name) as st:
+            man = Manifest(name=name, version=0, source=SourceInfo("s", "0" * 64, "pytorch", "torch"),
+                           signature={"inputs": [], "outputs": []})
+            for f in formats:
+                man.artifacts[f] = ArtifactEntry(f, f"model.{f}")
+            st.publish(man)
+    return repo.root
+
+
+def test_dockerize_picks_only_needed_extras(tmp_path: Path) -> None:
+    root = _repo_with(tmp_path, {"cnn": ["onnx", "tflite", "torchscript"], "kw": ["tflite", "savedmodel"]})
+    plan = plan_image(root)
+    assert plan.served == {"cnn/1": "onnx", "kw/1": "savedmodel"}
+    assert plan.extras == ["onnx", "tf"]
+    written = write_docker_files(plan)
+    assert [p.name for p in written] == ["Dockerfile", ".dockerignore"]
+    res = hadolint(written[0])
+    assert res.returncode == 0, res.stdout
+    assert "fwx[serve,onnx,tf]==" in written[0].read_text()
+    with pytest.raises(InputError, match="already exists"):
+        write_docker_files(plan)
+
+
+def test_dockerize_gpu_lints_clean(tmp_path: Path) -> None:
+    root = _repo_with(tmp_path, {"cnn": ["onnx"]})
+    plan = plan_image(root, gpu=True)
+    df = tmp_path / "Dockerfile.gen"
+    df.write_text(render_dockerfile(plan))
+    res = hadolint(df)
+    assert res.returncode == 0, res.stdout
+    assert "--gpus all" in plan.run_command()
+
+
+def test_dockerize_cli_json_and_errors(tmp_path: Path) -> None:
+    root = _repo_with(tmp_path, {"m": ["onnx"]})
+    out = subprocess.run([sys.executable, "-m", "fwx", "dockerize", str(root), "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["extras"] == ["onnx"] and doc["build"].startswith("docker build")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = subprocess.run([sys.executable, "-m", "fwx", "dockerize", str(empty)], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "no servable model" in bad.stderr
+    assert "Traceback" not in bad.stderr
