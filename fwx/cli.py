@@ -80,7 +80,10 @@ def main(argv: list[str] | None = None) -> None:
     if os.environ.get("FWX_DEBUG"):
         ui.state.debug = True
     try:
-        cli.main(args=argv, prog_name="fwx", standalone_mode=False)
+        rc = cli.main(args=argv, prog_name="fwx", standalone_mode=False)
+        # standalone_mode=False returns ctx.exit(code) instead of exiting.
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except FwxError as exc:
         if ui.state.debug:
             raise

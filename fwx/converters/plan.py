@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from fwx.converters import registry as _registry  # noqa: F401 - fills the edge table
 from fwx.converters.base import Converter, ConvertOptions, EdgeEntry, edge_class, edges
-from fwx.errors import ExportError
+from fwx.errors import ExportError, MissingDependencyError
 from fwx.formats import Format
 
 MAX_HOPS = 4
@@ -44,10 +44,20 @@ class Plan:
 POST_QUANTIZED: frozenset[Format] = frozenset({Format.ONNX})
 
 
-def _honours(cls: type[Converter], opts: ConvertOptions, is_last: bool) -> bool:
-    if opts.quantize and is_last and "quantize" not in cls.honours and cls.target not in POST_QUANTIZED:
+def honours(classes: list[type[Converter]], opts: ConvertOptions) -> bool:
+    """Whether a path (its edges, in order) can give what ``opts`` asks.
+
+    Quantisation and the opset are properties of the last hop's artifact; a
+    forced layout needs some hop that can move the channels (the rest carry the
+    layout they are given), else the version would hold artifacts that take
+    different tensors for the same input.
+    """
+    last = classes[-1]
+    if opts.quantize and "quantize" not in last.honours and last.target not in POST_QUANTIZED:
         return False
-    return not (opts.opset is not None and cls.target is Format.ONNX and is_last and "opset" not in cls.honours)
+    if opts.opset is not None and last.target is Format.ONNX and "opset" not in last.honours:
+        return False
+    return not (opts.layout and not any("layout" in c.honours for c in classes))
 
 
 def plans(source: Format, target: Format, opts: ConvertOptions | None = None,
@@ -70,7 +80,7 @@ def plans(source: Format, target: Format, opts: ConvertOptions | None = None,
                     continue
                 new = (*path, entry)
                 if dst is target:
-                    if _honours(cls, opts, True) and all(_honours(edge_class(h), opts, False) for h in path):
+                    if honours([edge_class(h) for h in new], opts):
                         found.append(Plan(new))
                 else:
                     queue.append((dst, new))
@@ -86,14 +96,19 @@ def best_plans(source: Format, target: Format, opts: ConvertOptions | None = Non
     if found:
         return found
     blocked = plans(source, target, opts, include_unavailable=True)
-    if blocked:
-        missing = sorted({f"{m} (pip install 'fwx[{e}]')" for p in blocked for h in p.hops
-                          for m, e in edge_class(h).missing()})
-        raise ExportError(f"no installed converter takes {source} to {target}",
-                          hint="install: " + ", ".join(missing))
-    why = " with --quantize" if opts and opts.quantize else ""
-    raise ExportError(f"fwx cannot convert {source} to {target}{why}",
+    if blocked:  # name what the cheapest blocked path lacks, and the extra that installs it
+        module, extra = next(m for h in blocked[0].hops for m in edge_class(h).missing())
+        raise MissingDependencyError(module, extra, f"converting {source} to {target}")
+    raise ExportError(f"fwx cannot convert {source} to {target}{_asked(opts)}",
                       hint="run `fwx export --plan` to see the reachable targets")
+
+
+def _asked(opts: ConvertOptions | None) -> str:
+    """The options that narrowed the search, as the user typed them."""
+    asked = [f"--quantize {opts.quantize}" if opts and opts.quantize else "",
+             f"--layout {opts.layout}" if opts and opts.layout else "",
+             f"--opset {opts.opset}" if opts and opts.opset is not None else ""]
+    return (" with " + " ".join(a for a in asked if a)) if any(asked) else ""
 
 
 def reachable(source: Format, opts: ConvertOptions | None = None) -> list[Format]:

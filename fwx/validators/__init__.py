@@ -1,0 +1,17 @@
+"""Validators: run every format on the same inputs, diff the outputs, fail loudly.
+
+Import-light: numpy only. ``validate_runtimes`` compares loaded runtimes;
+``validate`` (``fwx.validators.run``) also finds, verifies and loads the
+artifacts of a model version folder.
+"""
+
+from __future__ import annotations
+
+from fwx.validators.api import validate_runtimes
+from fwx.validators.inputs import InputConfig, generate_inputs
+from fwx.validators.policy import Policy, Tolerance
+from fwx.validators.report import ArtifactResult, OutputResult, ValidationReport
+from fwx.validators.run import ValidateOptions, validate
+
+__all__ = ["ArtifactResult", "InputConfig", "OutputResult", "Policy", "Tolerance", "ValidateOptions",
+           "ValidationReport", "generate_inputs", "validate", "validate_runtimes"]

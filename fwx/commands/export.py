@@ -1,0 +1,136 @@
+"""``fwx export``: a thin wrapper over ``fwx.exporter.export`` (imports no framework at load)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import Any
+
+import click
+
+from fwx import ui
+from fwx.converters.base import ConvertOptions
+
+QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
+
+
+@click.command("export", context_settings={"max_content_width": 100})
+@click.argument("source")
+@click.option("--to", "targets", multiple=True, default=("all",), show_default=True, metavar="FORMATS",
+              help="torchscript, pt2, savedmodel, onnx, tflite or all; repeat or comma-separate.")
+@click.option("--input", "inputs", multiple=True, metavar="NAME:DTYPE[DIMS]",
+              help="Pin an input, e.g. image:float32[N,3,224,224] (a symbol or -1 is dynamic). Repeatable.")
+@click.option("--output", "outputs", multiple=True, metavar="NAME", help="Name an output, in order. Repeatable.")
+@click.option("--example-inputs", type=click.Path(dir_okay=False), metavar="FILE.npz",
+              help="Arrays keyed by input name; give dtype/shape (first axis dynamic) and feed tracing/validation.")
+@click.option("--model-class", metavar="PKG.MOD:NAME", help="Class or factory that rebuilds a state_dict's model.")
+@click.option("--model-kwargs", metavar="JSON", help="Keyword arguments for --model-class (or a factory source).")
+@click.option("--trust-model-code", is_flag=True,
+              help="Allow loading files that run code (TorchScript, pickled classes, Keras Lambda layers).")
+@click.option("--signature", "signature_name", default="serving_default", show_default=True,
+              help="SavedModel signature to export from.")
+@click.option("--torchscript-mode", type=click.Choice(["auto", "script", "trace"]), default="auto", show_default=True,
+              help="auto = script, falling back to trace with a warning.")
+@click.option("--opset", type=click.IntRange(7, 30), help="ONNX opset, written exactly (default 17).")
+@click.option("--out", "out", default="artifacts", show_default=True, type=click.Path(file_okay=False),
+              help="Artifact repository root.")
+@click.option("--name", help="Model name in the repository (default: the source's stem).")
+@click.option("--version", "version", type=click.IntRange(min=1), help="Version number (default: next free).")
+@click.option("--validate/--no-validate", default=True, show_default=True,
+              help="Run every artifact against the source model and fail on a mismatch.")
+@click.option("--keep-failed", is_flag=True, help="Publish artifacts that failed validation, marked failed.")
+@click.option("--keep-intermediate", is_flag=True, help="Keep the intermediate files of multi-hop conversions.")
+@click.option("--plan", "plan", is_flag=True, help="Print the conversion path(s) per target and exit.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Device for read-back and validation.")
+@click.option("--quantize", type=click.Choice(QUANT_KINDS), help="Quantise ONNX/TFLite targets.")
+@click.option("--calibration-data", metavar="PATH", help="Calibration samples for --quantize int8 (or 'random').")
+@click.option("--calibration-method", type=click.Choice(["minmax", "entropy", "percentile"]))
+@click.option("--calibration-samples", type=click.IntRange(min=1), help="How many calibration samples to use.")
+@click.option("--per-channel/--per-tensor", "per_channel", default=None, help="Weight quantisation granularity.")
+@click.option("--io-dtype", type=click.Choice(["int8", "uint8", "float32"]), help="TFLite int8 input/output dtype.")
+@click.option("--strict-int8", is_flag=True, help="TFLite: fail if any op cannot run in int8.")
+@click.option("--eval-data", metavar="PATH", help="Labelled samples to measure the quantised accuracy.")
+@click.option("--preprocess", metavar="SPEC", help="Preprocessing for image calibration/eval folders.")
+@ui.common_options
+def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None:
+    """Export SOURCE (a model file/folder, or pkg.mod:build_fn) to deployment formats.
+
+    \b
+    Examples:
+      fwx export cnn.pt --model-class samples.models:SmallCNN --input image:float32[N,3,32,32] --to all
+      fwx export model.keras --to savedmodel,tflite
+      fwx export model.onnx --plan
+    """
+    from fwx.exporter import export as run_export
+    from fwx.exporter import plan_only
+
+    opts = _options(kw)
+    if plan:
+        plans = plan_only(source, targets, opts)
+        ui.emit({"plans": plans}, lambda: _plan_text(plans))
+        return
+    result = run_export(source, targets, out=kw["out"], name=kw["name"], version=kw["version"], inputs=kw["inputs"],
+                        outputs=kw["outputs"], example_inputs=kw["example_inputs"], model_class=kw["model_class"],
+                        model_kwargs=_kwargs(kw["model_kwargs"]), options=opts, validate=kw["validate"],
+                        keep_failed=kw["keep_failed"], keep_intermediate=kw["keep_intermediate"],
+                        device=kw["device"], command=_command_line())
+    ui.emit(result.to_json(), lambda: _summary(result))
+    if not result.ok:
+        sys.exit(1)
+
+
+def _options(kw: dict[str, Any]) -> ConvertOptions:
+    quant = {"calibration_data": kw["calibration_data"], "method": kw["calibration_method"],
+             "samples": kw["calibration_samples"], "per_channel": kw["per_channel"], "io_dtype": kw["io_dtype"],
+             "strict": kw["strict_int8"], "eval_data": kw["eval_data"], "preprocess": kw["preprocess"]}
+    return ConvertOptions(opset=kw["opset"], torchscript_mode=kw["torchscript_mode"], quantize=kw["quantize"],
+                          quant={k: v for k, v in quant.items() if v not in (None, False)},
+                          trust_model_code=kw["trust_model_code"], saved_model_signature=kw["signature_name"])
+
+
+def _kwargs(text: str | None) -> dict[str, Any]:
+    from fwx.exporter.sources import parse_model_kwargs
+
+    return parse_model_kwargs(text)
+
+
+def _command_line() -> str:
+    """The command as typed when run as ``fwx``; else an equivalent rebuilt from the parsed options."""
+    if sys.argv and os.path.basename(sys.argv[0]) in ("fwx", "fwx.exe"):
+        return shlex.join(["fwx", *sys.argv[1:]])
+    ctx = click.get_current_context()
+    parts = ["fwx", "export"]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if isinstance(param, click.Argument):
+            parts.append(str(value))
+        elif isinstance(param, click.Option) and value not in (None, ()) and value != param.get_default(ctx):
+            if param.is_flag and isinstance(value, bool):
+                flag = param.opts[0] if value else next(iter(param.secondary_opts), "")
+                parts += [flag] if flag else []
+            else:
+                for v in value if isinstance(value, tuple) else (value,):
+                    parts += [param.opts[0], str(v)]
+    return shlex.join(parts)
+
+
+def _plan_text(plans: dict[str, list[str]]) -> str:
+    rows = [(fmt, i + 1, path) for fmt, paths in plans.items() for i, path in enumerate(paths)]
+    return ui.table(["target", "try", "path"], rows)
+
+
+def _summary(result: Any) -> str:
+    rows = [(r.format.value, r.path or "-", ui.human_size(r.size_bytes) if r.size_bytes else "-", r.signature,
+             _check(r.check)) for r in result.rows]
+    text = ui.table(["format", "path", "size", "signature", "check"], rows)
+    return f"{text}\n\npublished {result.version_dir}"
+
+
+def _check(check: str) -> str:
+    if check.startswith("PASS"):
+        return click.style("PASS", fg="green", bold=True) + check[4:]
+    if check.startswith("FAIL"):
+        return click.style("FAIL", fg="red", bold=True) + check[4:]
+    return check

@@ -1,0 +1,27 @@
+"""Keras -> ONNX with tf2onnx and an explicit input signature (Keras 3 needs one).
+
+The model is wrapped in the same named ``tf.function`` the SavedModel edge
+writes, so both artifacts have the pinned input and output names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
+from fwx.formats import Format
+
+
+class KerasToOnnx(Converter):
+    source = Format.KERAS
+    target = Format.ONNX
+    tool = "tf2onnx"
+    honours = frozenset({"opset", "dynamic"})
+    requires = (("tensorflow", "tf"), ("keras", "tf"), ("tf2onnx", "tf"), ("onnx", "onnx"))
+    cost = 10
+
+    def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
+        from fwx.exporter.onnx_common import tf2onnx_convert
+        from fwx.exporter.tf_common import keras_fn, tf_function
+
+        return tf2onnx_convert(tf_function(keras_fn(src.obj, src.signature), src.signature), src, out, opts)

@@ -1,0 +1,45 @@
+"""Keras -> SavedModel with one ``serving_default`` endpoint named after the pinned signature.
+
+``keras.export.ExportArchive`` tracks the model's variables (a bare
+``tf.saved_model.save`` of a Keras 3 model does not); the endpoint's inputs carry
+the pinned names with ``None`` for dynamic dims, and it returns a dict keyed by
+the pinned output names, so TF Serving, TFLite and tf2onnx all see those names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
+from fwx.errors import ExportError
+from fwx.exporter.env import first_line, quiet, require
+from fwx.formats import Format
+
+SERVING_KEY = "serving_default"
+
+
+class KerasToSavedModel(Converter):
+    source = Format.KERAS
+    target = Format.SAVEDMODEL
+    tool = "keras.export.ExportArchive"
+    honours = frozenset({"dynamic"})
+    requires = (("tensorflow", "tf"), ("keras", "tf"))
+    cost = 5
+
+    def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
+        from fwx.exporter.tf_common import keras_fn, tf_specs
+
+        keras = require("keras", "exporting Keras models")
+        tf = require("tensorflow", "exporting Keras models")
+        try:
+            with quiet():
+                archive = keras.export.ExportArchive()
+                archive.track(src.obj)
+                archive.add_endpoint(name=SERVING_KEY, fn=keras_fn(src.obj, src.signature),
+                                     input_signature=tf_specs(src.signature))
+                archive.write_out(str(out), verbose=False)
+        except Exception as exc:  # noqa: BLE001
+            raise ExportError(f"writing the SavedModel failed: {first_line(exc)}",
+                              hint="check that the model runs on the pinned --input shapes") from exc
+        return ConvertResult(out, src.signature, tool=self.tool, tool_version=f"keras {keras.__version__}, "
+                             f"tensorflow {tf.__version__}", layout=src.layout)

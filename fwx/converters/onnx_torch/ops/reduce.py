@@ -1,0 +1,49 @@
+"""Reductions (axes as attribute before opset 13/18, as input after) and ArgMax/ArgMin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from fwx.converters.onnx_torch import runtime as rt
+from fwx.converters.onnx_torch.builder import GraphBuilder
+from fwx.converters.onnx_torch.ops.registry import OnnxNode, op
+from fwx.converters.onnx_torch.ops.shape import axes_of
+from fwx.converters.onnx_torch.values import Value
+
+#: Opset from which each reduction takes its axes as an input.
+AXES_INPUT_SINCE = {"ReduceSum": 13}
+
+
+REDUCE: dict[str, Callable[..., Any]] = {
+    "ReduceMean": torch.mean, "ReduceSum": torch.sum, "ReduceMax": torch.amax, "ReduceMin": torch.amin,
+    "ReduceProd": rt.reduce_prod, "ReduceLogSumExp": torch.logsumexp, "ReduceSumSquare": rt.reduce_sum_square,
+    "ReduceL1": rt.reduce_l1, "ReduceL2": rt.reduce_l2, "ReduceLogSum": rt.reduce_log_sum,
+}
+
+
+@op(*REDUCE)
+def _reduce(b: GraphBuilder, n: OnnxNode) -> Value:
+    x = n.need(0)
+    rank = b.rank(x)
+    axes = axes_of(b, n, 1, AXES_INPUT_SINCE.get(n.op_type, 18))
+    keepdim = bool(n.attr("keepdims", 1))
+    if not axes:
+        if n.attr("noop_with_empty_axes", 0):
+            return x
+        axes = list(range(rank))
+    dims = sorted(a + rank if a < 0 else a for a in axes)
+    return b.call(REDUCE[n.op_type], x, dims, keepdim)
+
+
+@op("ArgMax", "ArgMin")
+def _arg(b: GraphBuilder, n: OnnxNode) -> Value:
+    x = n.need(0)
+    axis = int(n.attr("axis", 0))
+    axis = axis + b.rank(x) if axis < 0 else axis
+    keepdim, is_max = bool(n.attr("keepdims", 1)), n.op_type == "ArgMax"
+    if n.attr("select_last_index", 0):
+        return b.call(rt.arg_last, x, axis, keepdim, is_max)
+    return b.call(torch.argmax if is_max else torch.argmin, x, axis, keepdim)

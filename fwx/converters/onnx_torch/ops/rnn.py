@@ -1,0 +1,125 @@
+"""ONNX LSTM as a module with two bodies: torch's fused kernel, and a scan for torch.export.
+
+``torch.lstm`` is one fast op under TorchScript, but torch.export decomposes it
+into a Python loop over time, which bakes the sequence length. Under export
+the module instead runs the same cell through ``torch._higher_order_ops.scan``,
+which keeps the time axis symbolic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Optional  # noqa: UP035 - TorchScript reads these annotations
+
+import onnx
+import torch
+from torch import Tensor
+
+from fwx.converters.onnx_torch.builder import GraphBuilder
+from fwx.converters.onnx_torch.ops.registry import OnnxNode, attr_of, op
+from fwx.converters.onnx_torch.values import Const, Value
+
+#: ONNX stacks the gates i, o, f, c; torch stacks i, f, g(=c), o.
+ONNX_TO_TORCH_GATES = (0, 2, 3, 1)
+DEFAULT_ACTIVATIONS = ("Sigmoid", "Tanh", "Tanh")
+
+
+def _reorder(t: Tensor, hidden: int) -> Tensor:
+    return torch.cat([t[:, k * hidden:(k + 1) * hidden] for k in ONNX_TO_TORCH_GATES], 1).contiguous()
+
+
+def _lstm_step(w_hh: Tensor) -> Callable[[tuple[Tensor, Tensor], Tensor], tuple[tuple[Tensor, Tensor], Tensor]]:
+    def step(carry: tuple[Tensor, Tensor], xt: Tensor) -> tuple[tuple[Tensor, Tensor], Tensor]:
+        h, c = carry
+        i, f, g, o = (xt + torch.matmul(h, w_hh.t())).chunk(4, -1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        return (h, c), h.clone()
+
+    return step
+
+
+class OnnxLSTM(torch.nn.Module):
+    """One ONNX LSTM node (forward, reverse or bidirectional; layout 0 or 1)."""
+
+    def __init__(self, w: Tensor, r: Tensor, bias: Tensor | None, hidden: int, direction: str, layout: int) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.num_dir = int(w.shape[0])
+        self.reverse = direction == "reverse"
+        self.batch_first = layout == 1
+        bias = torch.zeros(self.num_dir, 8 * hidden, dtype=w.dtype) if bias is None else bias
+        self.register_buffer("w_ih", _reorder(w, hidden))
+        self.register_buffer("w_hh", _reorder(r, hidden))
+        self.register_buffer("b_ih", _reorder(bias[:, :4 * hidden], hidden))
+        self.register_buffer("b_hh", _reorder(bias[:, 4 * hidden:], hidden))
+
+    def forward(self, x: Tensor, h0: Optional[Tensor], c0: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:  # noqa: UP045
+        if self.batch_first:
+            x = x.transpose(0, 1)
+            h0 = None if h0 is None else h0.transpose(0, 1)
+            c0 = None if c0 is None else c0.transpose(0, 1)
+        if h0 is None:
+            h0 = x.new_zeros([self.num_dir, x.size(1), self.hidden])
+        if c0 is None:
+            c0 = x.new_zeros([self.num_dir, x.size(1), self.hidden])
+        if torch.jit.is_scripting():  # type: ignore[attr-defined]
+            y, hn, cn = self._fused(x, h0, c0)
+        else:
+            y, hn, cn = self._traceable(x, h0, c0)
+        if self.batch_first:
+            return y.transpose(0, 1), hn.transpose(0, 1), cn.transpose(0, 1)
+        return y.transpose(1, 2), hn, cn
+
+    def _fused(self, x: Tensor, h0: Tensor, c0: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        params: list[Tensor] = []
+        for d in range(self.num_dir):
+            params += [self.w_ih[d], self.w_hh[d], self.b_ih[d], self.b_hh[d]]  # type: ignore[index]
+        xin = x.flip([0]) if self.reverse else x
+        out, hn, cn = torch.lstm(xin, [h0, c0], params, True, 1, 0.0, False, self.num_dir == 2, False)
+        if self.reverse:
+            out = out.flip([0])
+        return out.reshape(out.size(0), out.size(1), self.num_dir, self.hidden), hn, cn
+
+    @torch.jit.unused
+    def _traceable(self, x: Tensor, h0: Tensor, c0: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        if not torch.compiler.is_exporting():
+            return self._fused(x, h0, c0)
+        from torch._higher_order_ops.scan import scan
+
+        ys, hs, cs = [], [], []
+        for d in range(self.num_dir):
+            xw = torch.matmul(x, self.w_ih[d].t()) + self.b_ih[d] + self.b_hh[d]  # type: ignore[index]
+            init = (h0[d].clone(memory_format=torch.contiguous_format), c0[d].clone(memory_format=torch.contiguous_format))
+            (h, c), y = scan(_lstm_step(self.w_hh[d]), init, xw, dim=0, reverse=self.reverse or d == 1)  # type: ignore[index]
+            ys.append(y)
+            hs.append(h)
+            cs.append(c)
+        return torch.stack(ys, 2), torch.stack(hs, 0), torch.stack(cs, 0)
+
+
+def _check_lstm(node: onnx.NodeProto, opset: int) -> str | None:
+    acts = [a.decode() if isinstance(a, bytes) else a for a in attr_of(node, "activations", []) or []]
+    if acts and any(a != d for a, d in zip(acts, DEFAULT_ACTIVATIONS * 2, strict=False)):
+        return "activations"
+    if attr_of(node, "clip") is not None:
+        return "clip"
+    if attr_of(node, "input_forget", 0):
+        return "input_forget"
+    if len(node.input) > 4 and node.input[4]:
+        return "sequence_lens"
+    return None
+
+
+@op("LSTM", check=_check_lstm)
+def _lstm(b: GraphBuilder, n: OnnxNode) -> list[Value]:
+    w, r, bias = n.const(1), n.const(2), n.const(3)
+    assert w is not None
+    assert r is not None
+    peep = n.input(7)
+    if peep is not None and not (isinstance(peep, Const) and not peep.value.any()):
+        raise n.unsupported("peepholes")
+    hidden = int(n.attr("hidden_size", r.shape[-1]))
+    module = OnnxLSTM(w, r, bias, hidden, str(n.attr("direction", "forward")), int(n.attr("layout", 0)))
+    name = b.submodule(module, "lstm_" + n.name)
+    return b.call_module(name, 3, n.need(0), n.input(5), n.input(6))[: len(n.outputs)]

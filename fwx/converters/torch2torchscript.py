@@ -1,0 +1,70 @@
+"""PyTorch -> TorchScript: ``torch.jit.script`` first, ``torch.jit.trace`` as the fallback.
+
+``--torchscript-mode auto`` scripts (keeps control flow) and falls back to
+tracing with a one-line note saying why; the validator then runs the traced
+module at two batch sizes, which catches a trace that baked in a shape.
+``torch.jit.trace`` is deprecated in torch 2.13 (DeprecationWarning): the
+warning is suppressed and recorded in the artifact's notes instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
+from fwx.errors import ExportError, UsageError
+from fwx.exporter.env import first_line, quiet, require
+from fwx.formats import Format
+
+MODES = ("auto", "script", "trace")
+
+
+class TorchToTorchScript(Converter):
+    source = Format.PYTORCH
+    target = Format.TORCHSCRIPT
+    tool = "torch.jit"
+    honours = frozenset({"dynamic"})
+    requires = (("torch", "torch"),)
+    cost = 5
+
+    def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
+        torch = require("torch", "exporting to TorchScript")
+        mode = opts.torchscript_mode
+        if mode not in MODES:
+            raise UsageError(f"unknown --torchscript-mode {mode!r}", hint="use auto, script or trace")
+        notes: list[str] = []
+        warnings: list[str] = []
+        module, how = None, mode
+        if mode == "auto" and getattr(src.obj, "fwx_trace_only", False):
+            notes.append("a torch.export program cannot be scripted; traced")
+        elif mode in ("auto", "script"):
+            try:
+                with quiet():
+                    module = torch.jit.script(src.obj)
+                how = "script"
+            except Exception as exc:  # noqa: BLE001 - scripting rejects many Python constructs
+                if mode == "script":
+                    raise ExportError(f"torch.jit.script failed: {first_line(exc)}",
+                                      hint="use --torchscript-mode trace (or auto)") from exc
+                warnings.append(f"torch.jit.script failed ({first_line(exc, 160)}); traced instead")
+        if module is None:
+            module, how = self._trace(src, opts), "trace"
+            notes.append("torch.jit.trace is deprecated in torch>=2.13; its warning was suppressed")
+        with quiet():
+            torch.jit.save(module, str(out))
+        return ConvertResult(out, src.signature, tool=f"torch.jit.{how}", tool_version=torch.__version__,
+                             layout=src.layout, notes=warnings + notes,
+                             extra={"torchscript_mode": how, "warnings": warnings})
+
+    def _trace(self, src: SourceModel, opts: ConvertOptions) -> Any:
+        from fwx.exporter import torch_common as tc
+
+        torch = require("torch", "exporting to TorchScript")
+        args = tc.tensors(opts.sample_inputs, src.signature)
+        try:
+            with quiet(), torch.no_grad():
+                return torch.jit.trace(tc.wrap(src.obj, src.signature), args, check_trace=False, strict=False)
+        except Exception as exc:  # noqa: BLE001
+            raise ExportError(f"torch.jit.trace failed: {first_line(exc)}",
+                              hint="check that the model runs on the pinned --input shapes") from exc

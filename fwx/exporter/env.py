@@ -1,0 +1,128 @@
+"""Importing frameworks quietly, and keeping their chatter off the user's terminal.
+
+TensorFlow, tf2onnx and the torch ONNX exporter log to stdout/stderr at import
+and conversion time. ``fwx export --json`` must put exactly one JSON document on
+stdout, and the human output should show fwx's steps, not framework banners, so
+every framework call runs inside ``quiet()`` unless ``--debug``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.metadata
+import importlib.util
+import io
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from types import ModuleType
+
+from fwx import ui
+from fwx.errors import MissingDependencyError
+
+#: import name -> (pip distribution, fwx extra)
+EXTRAS: dict[str, tuple[str, str]] = {
+    "torch": ("torch", "torch"),
+    "tensorflow": ("tensorflow", "tf"),
+    "keras": ("keras", "tf"),
+    "tf2onnx": ("tf2onnx", "tf"),
+    "onnx": ("onnx", "onnx"),
+    "onnxruntime": ("onnxruntime", "onnx"),
+    "onnxscript": ("onnxscript", "onnx"),
+    "ai_edge_litert": ("ai-edge-litert", "tflite"),
+    "h5py": ("h5py", "tf"),
+}
+
+_NOISY_LOGGERS = ("tensorflow", "tf2onnx", "absl", "torch.onnx", "torch.export", "torch._dynamo", "onnxscript",
+                  "keras", "h5py")
+
+
+def require(module: str, purpose: str) -> ModuleType:
+    """Import ``module`` or raise ``MissingDependencyError`` naming the fwx extra that installs it."""
+    if module in ("tensorflow", "keras", "tf2onnx"):
+        _prepare_tf_env()
+    dist, extra = EXTRAS.get(module.split(".")[0], (module, "all"))
+    if importlib.util.find_spec(module.split(".")[0]) is None:
+        raise MissingDependencyError(dist, extra, purpose)
+    if module in sys.modules:
+        return sys.modules[module]
+    with quiet(), silence_stderr_fd(module.split(".")[0] in ("tensorflow", "keras", "tf2onnx")):
+        mod = importlib.import_module(module)
+    return mod
+
+
+@contextlib.contextmanager
+def silence_stderr_fd(active: bool = True) -> Iterator[None]:
+    """Hide fd 2 (C++ logs) unless ``--debug``.
+
+    TF's import-time logs bypass ``TF_CPP_MIN_LOG_LEVEL`` (absl, before
+    InitializeLog) and LiteRT prints its XNNPACK banner from C++.
+    """
+    if not active or ui.state.debug:
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _prepare_tf_env() -> None:
+    """TF reads these at import: set them first so the CLI stays clean (``--debug`` shows everything)."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    if not ui.state.debug:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
+def version_of(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[io.StringIO]:
+    """Swallow Python-level prints, warnings and framework logs (kept in the yielded buffer).
+
+    Under ``--debug`` nothing is hidden. Output written by C++ straight to the
+    file descriptors is not caught here; the env vars in ``_prepare_tf_env``
+    handle TensorFlow's.
+    """
+    buf = io.StringIO()
+    if ui.state.debug:
+        yield buf
+        return
+    levels = {name: logging.getLogger(name).level for name in _NOISY_LOGGERS}
+    for name in _NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            warnings.simplefilter("ignore")
+            yield buf
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first non-empty line of an exception message: what a user can read in one go."""
+    for line in str(exc).strip().splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return type(exc).__name__

@@ -1,0 +1,178 @@
+"""``fwx inspect``: signature and metadata of any model or artifact, without running model code.
+
+ONNX, TFLite, SavedModel and Keras files are read as data (``fwx.exporter.readers``).
+A TorchScript archive's forward declaration is read from its code text and its
+root class from the pickle opcodes (never unpickled); loading it needs
+``--trust-model-code``. A checkpoint is loaded weights-only when that is safe,
+else its unsafe globals are listed. A version folder shows its fwx.json.
+"""
+
+from __future__ import annotations
+
+import pickletools
+import re
+import zipfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fwx.errors import InputError
+from fwx.exporter import readers
+from fwx.exporter import torch_source as ts
+from fwx.formats import Format, detect_format
+from fwx.manifest import MANIFEST_NAME, Manifest, size_of
+from fwx.repository import Repository
+from fwx.signature import Signature
+
+
+def inspect_path(path: str | Path, *, trust: bool = False, signature_name: str = "serving_default") -> dict[str, Any]:
+    """A JSON-able description of ``path``: format, signature (when known), metadata, notes."""
+    p = Path(path)
+    if p.is_dir() and (p / MANIFEST_NAME).is_file():
+        return _version_folder(p)
+    if p.is_dir() and not (p / "saved_model.pb").is_file() and Repository(p.parent).versions(p.name):
+        return {"path": str(p), "format": "model folder", "versions": Repository(p.parent).versions(p.name)}
+    fmt = detect_format(p)
+    info: dict[str, Any] = {"path": str(p), "format": fmt.value, "size_bytes": size_of(p), "signature": None,
+                            "metadata": {}, "notes": []}
+    _HANDLERS[fmt](p, info, trust=trust, signature_name=signature_name)
+    return info
+
+
+def _sig(info: dict[str, Any], sig: Signature | None) -> None:
+    info["signature"] = sig.to_json() if sig is not None else None
+
+
+def _version_folder(p: Path) -> dict[str, Any]:
+    m = Manifest.read(p)
+    arts = {k: {"path": a.path, "size_bytes": a.size_bytes, "precision": a.precision, "opset": a.opset,
+                "layout": a.layout, "status": a.status, "validated": a.validation.get("passed"),
+                "path_taken": " -> ".join([a.hops[0]["source"], *(h["target"] for h in a.hops)]) if a.hops else ""}
+            for k, a in m.artifacts.items()}
+    return {"path": str(p), "format": "version folder", "name": m.name, "version": m.version,
+            "signature": m.signature, "source": vars(m.source), "created": m.created, "command": m.command,
+            "fwx_version": m.fwx_version, "artifacts": arts}
+
+
+def _onnx(p: Path, info: dict[str, Any], **_: Any) -> None:
+    sig, meta = readers.onnx_signature(p)
+    _sig(info, sig)
+    info["metadata"] = meta
+
+
+def _tflite(p: Path, info: dict[str, Any], **_: Any) -> None:
+    sig, meta = readers.tflite_signature(p)
+    _sig(info, sig)
+    info["metadata"] = meta
+
+
+def _savedmodel(p: Path, info: dict[str, Any], *, signature_name: str, **_: Any) -> None:
+    sigs = readers.savedmodel_signatures(p)
+    key = signature_name if signature_name in sigs else next(iter(sigs), None)
+    _sig(info, sigs.get(key) if key else None)
+    tags = [list(mg.meta_info_def.tags) for mg in readers.savedmodel_proto(p).meta_graphs]
+    info["metadata"] = {"signature": key, "signatures": {k: str(v) for k, v in sigs.items()}, "tags": tags}
+
+
+def _keras(p: Path, info: dict[str, Any], **_: Any) -> None:
+    config, meta = readers.keras_config(p)
+    lambdas, foreign = readers.keras_code_risks(config)
+    _sig(info, readers.keras_config_signature(config))
+    layers = readers.keras_layers(config)
+    info["metadata"] = {**meta, "class_name": config.get("class_name"), "layers": len(layers),
+                        "layer_types": dict(Counter(layers).most_common())}
+    if lambdas:
+        info["notes"].append(f"Lambda layers (Python code in the file): {', '.join(lambdas)}")
+    if foreign:
+        info["notes"].append(f"classes from outside Keras: {', '.join(foreign)}")
+    info["notes"].append("outputs are known only after loading the model (fwx export shows them)")
+
+
+def _torchscript(p: Path, info: dict[str, Any], *, trust: bool, **_: Any) -> None:
+    root, forward = torchscript_forward(p)
+    info["metadata"] = {"class": root, "forward": forward}
+    if not trust:
+        info["notes"].append("TorchScript is code: read as text only; pass --trust-model-code to load it")
+        return
+    module = ts.load_torchscript(p, trust=True)
+    info["metadata"]["schema"] = str(module.forward.schema)
+    info["metadata"]["parameters"] = sum(int(t.numel()) for t in module.parameters())
+
+
+def torchscript_forward(p: Path) -> tuple[str | None, str | None]:
+    """Root class (from pickle opcodes, not unpickled) and its ``forward`` declaration (from the code text)."""
+    try:
+        with zipfile.ZipFile(p) as zf:
+            names = zf.namelist()
+            pkl = next(n for n in names if n.endswith("/data.pkl"))
+            root = _first_global(zf.read(pkl))
+            if root is None:
+                return None, None
+            module, _, cls = root.rpartition(".")
+            prefix = pkl[: -len("data.pkl")]
+            code_file = f"{prefix}code/{module.replace('.', '/')}.py"
+            text = zf.read(code_file).decode("utf-8", "replace") if code_file in names else ""
+    except (zipfile.BadZipFile, StopIteration, KeyError, OSError):
+        return None, None
+    m = re.search(rf"class {re.escape(cls)}\(.*?def forward\(self[^,)]*,?(.*?)\)\s*->\s*([^:]+):", text, re.DOTALL)
+    forward = f"forward({' '.join(m.group(1).split())}) -> {m.group(2).strip()}" if m else None
+    return root, forward
+
+
+def _first_global(data: bytes) -> str | None:
+    strings: list[str] = []
+    for op, arg, _ in pickletools.genops(data):
+        if op.name == "GLOBAL" and isinstance(arg, str):
+            return arg.replace(" ", ".")
+        if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
+            strings.append(str(arg))
+        if op.name == "STACK_GLOBAL" and len(strings) >= 2:
+            return f"{strings[-2]}.{strings[-1]}"
+    return None
+
+
+def _pt2(p: Path, info: dict[str, Any], *, trust: bool, **_: Any) -> None:
+    risky = ts.pt2_pickled_payloads(p)
+    if risky and not trust:
+        info["notes"].append(f"holds pickled objects ({', '.join(risky[:3])}); pass --trust-model-code to load it")
+        return
+    from fwx.exporter.sources import pt2_inputs
+
+    ep = ts.load_pt2(p, trust=trust)
+    inputs = pt2_inputs(ep)
+    _sig(info, Signature(inputs) if inputs else None)
+    ops = Counter(str(n.target) for n in ep.graph.nodes if n.op == "call_function")
+    info["metadata"] = {"outputs": len(ep.graph_signature.user_outputs), "ops": dict(ops.most_common(15)),
+                        "range_constraints": {str(k): str(v) for k, v in ep.range_constraints.items()}}
+
+
+def _checkpoint(p: Path, info: dict[str, Any], *, trust: bool, **_: Any) -> None:
+    needed = ts.unsafe_globals(p)
+    info["metadata"]["unsafe_globals"] = needed
+    if needed and not trust and ts.torch_nn_classes(needed) is None:
+        info["notes"].append("this pickle imports code to load; pass --trust-model-code to load it")
+        return
+    obj = ts.load_checkpoint(p, trust=trust)
+    state = ts.find_state_dict(obj)
+    if state is not None:
+        info["metadata"].update(_state_summary(state))
+        info["notes"].append("a state_dict: export it with --model-class pkg.mod:Class")
+    elif hasattr(obj, "parameters"):
+        info["metadata"].update({"class": type(obj).__name__,
+                                 "parameters": sum(int(t.numel()) for t in obj.parameters())})
+    else:
+        raise InputError(f"{p} holds a {type(obj).__name__}, not a model or a state_dict")
+
+
+_HANDLERS: dict[Format, Callable[..., None]] = {
+    Format.ONNX: _onnx, Format.TFLITE: _tflite, Format.SAVEDMODEL: _savedmodel, Format.KERAS: _keras,
+    Format.TORCHSCRIPT: _torchscript, Format.PT2: _pt2, Format.PYTORCH: _checkpoint,
+}
+
+
+def _state_summary(state: Any) -> dict[str, Any]:
+    tensors = list(state.items())
+    return {"tensors": len(tensors), "parameters": sum(int(t.numel()) for _, t in tensors),
+            "dtypes": dict(Counter(str(t.dtype).replace("torch.", "") for _, t in tensors)),
+            "first": {k: list(t.shape) for k, t in tensors[:8]}}

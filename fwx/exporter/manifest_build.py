@@ -1,0 +1,106 @@
+"""Turn the attempts of an export into ``fwx.json``: one complete entry per target.
+
+Each entry records the path taken (every hop with its tool, version and time),
+the signature as read back from the written file, the validation verdict, the
+tool versions, and why earlier paths were passed over.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from fwx.converters.base import edge_class
+from fwx.exporter.env import EXTRAS, version_of
+from fwx.exporter.runner import WORK, Attempt, HopRun, RunContext
+from fwx.exporter.sources import LoadedSource
+from fwx.formats import ARTIFACT_NAMES, Format
+from fwx.manifest import ArtifactEntry, Hop, Manifest, SourceInfo, sha256_path, size_of
+from fwx.signature import Signature
+
+INTERMEDIATE = "intermediate"
+
+
+def choose(attempts: list[Attempt]) -> tuple[Attempt | None, list[str]]:
+    """The first attempt that passed; else the first that produced a validated-but-failing artifact.
+
+    Returns it with its failure lines (empty when it passed) and notes on every
+    other path tried.
+    """
+    pick = next((a for a in attempts if a.passed), None)
+    if pick is None:
+        pick = next((a for a in attempts if a.error is None and a.report is not None), None)
+    if pick is None:
+        return None, []
+    pick.notes = [f"path: {pick.plan.describe()}"]
+    for other in attempts:
+        if other is not pick:
+            why = other.error.message if other.error else "; ".join(other.report.failures()[:3])
+            pick.notes.append(f"passed over {other.plan.describe()}: {why}")
+    return pick, ([] if pick.passed else pick.report.failures())
+
+
+def build_manifest(name: str, src: LoadedSource, sig: Signature, chosen: dict[Format, Attempt], ctx: RunContext, *,
+                   keep_intermediate: bool, command: str, created: str, fwx_version: str) -> Manifest:
+    source = SourceInfo(path=str(src.path.resolve()) if src.path else src.kind, sha256=src.sha256, format=src.format.value,
+                        framework=src.framework, framework_version=src.framework_version)
+    moved: dict[Path, Path] = {}
+    artifacts = {fmt.value: _entry(fmt, a, ctx, moved if keep_intermediate else None, fwx_version)
+                 for fmt, a in chosen.items()}
+    return Manifest(name=name, version=0, source=source, signature=sig.to_json(), artifacts=artifacts,
+                    command=command, created=created, fwx_version=fwx_version)
+
+
+def _entry(fmt: Format, attempt: Attempt, ctx: RunContext, moved: dict[Path, Path] | None,
+           fwx_version: str) -> ArtifactEntry:
+    res = attempt.result
+    path = ctx.staging / ARTIFACT_NAMES[fmt]
+    hops = [_hop(h, fmt, ctx, i, last=i == len(attempt.hops) - 1, moved=moved) for i, h in enumerate(attempt.hops)]
+    validation = attempt.report.for_artifact(fmt.value) if attempt.report is not None else {"skipped": True}
+    return ArtifactEntry(
+        format=fmt.value, path=ARTIFACT_NAMES[fmt], sha256=sha256_path(path), size_bytes=size_of(path),
+        precision=res.precision, opset=attempt.opset, layout=res.layout,
+        signature=attempt.readback.to_json() if attempt.readback else {}, hops=hops,
+        tool_versions=_tool_versions(attempt, fwx_version), validation=validation,
+        quantization=dict(res.extra.get("quantization") or {}), status="ok" if attempt.passed else "failed",
+        notes=[*attempt.notes, *res.notes])
+
+
+def _hop(h: HopRun, fmt: Format, ctx: RunContext, index: int, *, last: bool,
+         moved: dict[Path, Path] | None) -> dict[str, Any]:
+    source = h.entry.source if h.entry else (Format.ONNX if index else ctx.src.format)
+    target = h.entry.target if h.entry else fmt
+    data: dict[str, Any] = asdict(Hop(str(source), str(target), h.result.tool, h.result.tool_version,
+                                      round(h.seconds, 3)))
+    if h.entry is not None:
+        data["module"] = f"{h.entry.module}:{h.entry.cls}"
+    if last:
+        return data
+    p = h.result.path
+    if WORK not in p.parts:  # another target's published artifact
+        data["path"] = p.relative_to(ctx.staging).as_posix()
+    elif moved is not None:
+        if p not in moved:
+            dest = ctx.staging / INTERMEDIATE / fmt.value / str(index + 1) / ARTIFACT_NAMES.get(target, target.value)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(p), dest)
+            moved[p] = dest
+        data["path"] = moved[p].relative_to(ctx.staging).as_posix()
+        data["sha256"] = sha256_path(moved[p])
+    return data
+
+
+def _tool_versions(attempt: Attempt, fwx_version: str) -> dict[str, str]:
+    versions = {"fwx": fwx_version}
+    for h in attempt.hops:
+        if h.entry is None:
+            continue
+        for module, _extra in edge_class(h.entry).requires:
+            dist = EXTRAS.get(module, (module, ""))[0]
+            versions[dist] = version_of(dist)
+    if attempt.runtime_version:
+        tool, _, ver = attempt.runtime_version.partition(" ")
+        versions[f"{tool} (read-back)"] = ver
+    return versions

@@ -1,0 +1,94 @@
+"""ONNX helpers shared by the tf2onnx edges: unsupported-op detection and symbol naming.
+
+tf2onnx converts with ``continue_on_error``: an op it cannot map stays in the
+graph as a TensorFlow op and the file is written anyway. Every node is therefore
+checked against the ONNX schema at the target opset, and the conversion is
+retried at higher opsets to tell the user the lowest one that works.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fwx.converters.base import ConvertOptions, ConvertResult, SourceModel
+from fwx.errors import ExportError, UnsupportedOpsError
+from fwx.exporter.env import first_line, quiet, require, version_of
+from fwx.signature import Signature, is_dynamic
+
+#: Default ONNX opset for every fwx ONNX edge: the newest one that fwx's own
+#: ONNX->TF and ONNX->PyTorch translators and older runtimes all accept.
+DEFAULT_OPSET = 17
+MAX_OPSET = 21
+_STD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+
+
+def unsupported_nodes(model: Any, opset: int) -> list[str]:
+    """Op types in ``model`` that have no schema at ``opset`` (or live in a non-standard domain)."""
+    onnx = require("onnx", "checking ONNX models")
+    versions = {o.domain or "": o.version for o in model.opset_import}
+    bad: set[str] = set()
+    for node in model.graph.node:
+        domain = node.domain or ""
+        if domain not in _STD_DOMAINS:
+            bad.add(f"{domain}.{node.op_type}")
+            continue
+        limit = opset if domain in ("", "ai.onnx") else versions.get(domain, 1)
+        try:
+            onnx.defs.get_schema(node.op_type, max_inclusive_version=limit, domain=domain)
+        except onnx.defs.SchemaError:
+            bad.add(node.op_type)
+    return sorted(bad)
+
+
+def pin_symbols(model: Any, sig: Signature) -> None:
+    """Write the pinned symbols over anonymous dims (``unk__3``) of graph inputs/outputs, in place."""
+    specs = {s.name: s for s in (*sig.inputs, *sig.outputs)}
+    for vi in (*model.graph.input, *model.graph.output):
+        spec = specs.get(vi.name)
+        if spec is None or not vi.type.tensor_type.HasField("shape"):
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) != spec.rank:
+            continue
+        for d, want in zip(dims, spec.shape, strict=True):
+            if is_dynamic(want) and not d.HasField("dim_value"):
+                d.dim_param = str(want)
+
+
+def tf2onnx_convert(fn: Any, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
+    """Convert a named ``tf.function`` at ``--opset`` (default 17); refuse ops the opset lacks."""
+    onnx = require("onnx", "writing ONNX models")
+    tf2onnx = require("tf2onnx", "converting TensorFlow models to ONNX")
+    opset = opts.opset or DEFAULT_OPSET
+    model, bad = _convert(tf2onnx, fn, src.signature, opset)
+    if bad:
+        raise _lowest_opset(tf2onnx, fn, src.signature, opset, bad)
+    pin_symbols(model, src.signature)
+    onnx.save(model, str(out))
+    return ConvertResult(out, src.signature, tool="tf2onnx", tool_version=version_of("tf2onnx"), layout=src.layout,
+                         opset=opset)
+
+
+def _convert(tf2onnx: Any, fn: Any, sig: Signature, opset: int) -> tuple[Any, list[str]]:
+    from fwx.exporter.tf_common import tf_specs
+
+    try:
+        with quiet():
+            model, _ = tf2onnx.convert.from_function(fn, input_signature=tf_specs(sig), opset=opset)
+    except Exception as exc:  # noqa: BLE001 - tf2onnx raises anything
+        raise ExportError(f"tf2onnx (opset {opset}) failed: {first_line(exc)}",
+                          hint="try a higher --opset, or check the model runs on the pinned inputs") from exc
+    return model, unsupported_nodes(model, opset)
+
+
+def _lowest_opset(tf2onnx: Any, fn: Any, sig: Signature, opset: int, bad: list[str]) -> UnsupportedOpsError:
+    for higher in range(opset + 1, MAX_OPSET + 1):
+        try:
+            _, still = _convert(tf2onnx, fn, sig, higher)
+        except ExportError:
+            continue
+        if not still:
+            return UnsupportedOpsError(f"ONNX opset {opset}", bad, hint=f"the lowest opset that converts this model "
+                                       f"is {higher}: pass --opset {higher}")
+    return UnsupportedOpsError(f"ONNX opset {opset}", bad, hint=f"tf2onnx cannot map them at any opset up to {MAX_OPSET}")

@@ -1,0 +1,201 @@
+"""Signature pinning: turn flags, example inputs and model defaults into one ``Signature``.
+
+The pinned signature is the contract every artifact is checked against on
+read-back. Dynamic dimensions are symbols; the batch axis of every tensor is
+called ``N`` so artifacts of all formats agree on its name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from fwx.errors import InputError, UsageError
+from fwx.signature import Dim, Signature, TensorSpec, is_dynamic, normalize_dtype
+
+BATCH = "N"
+
+
+def spec_from_dims(name: str, dtype: object, dims: Sequence[int | str | None]) -> TensorSpec:
+    """A spec from framework dims where ``None``/``-1``/a symbol means dynamic (axis 0 becomes ``N``)."""
+    out: list[Dim] = []
+    for i, d in enumerate(dims):
+        if d is None or d == -1 or isinstance(d, str):
+            out.append(BATCH if i == 0 else (d if isinstance(d, str) and d and not d.startswith("unk") else f"{name}_d{i}"))
+        else:
+            out.append(int(d))
+    return TensorSpec(name, normalize_dtype(dtype), tuple(out))
+
+
+def load_example_inputs(path: str | Path) -> dict[str, np.ndarray]:
+    """Read ``--example-inputs``: an ``.npz`` whose keys are the input names, in order."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--example-inputs {p} does not exist", hint="pass an .npz file whose keys are the input names")
+    try:
+        with np.load(p, allow_pickle=False) as data:
+            arrays = {k: np.asarray(data[k]) for k in data.files}
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--example-inputs {p} is not a readable .npz: {exc}",
+                         hint="write it with numpy.savez(path, name=array, ...)") from exc
+    if not arrays:
+        raise InputError(f"--example-inputs {p} holds no arrays", hint="save one array per model input")
+    return arrays
+
+
+def signature_from_examples(arrays: Mapping[str, np.ndarray]) -> tuple[TensorSpec, ...]:
+    """Inputs from example arrays: their dtype and shape, with the first axis dynamic (``N``)."""
+    specs = []
+    for name, arr in arrays.items():
+        dims: list[Dim] = list(arr.shape)
+        if dims:
+            dims[0] = BATCH
+        specs.append(TensorSpec(name, normalize_dtype(arr.dtype), tuple(dims)))
+    return tuple(specs)
+
+
+def resolve_inputs(user: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None,
+                   default: Sequence[TensorSpec] | None, *, needs_flags: str | None = None) -> tuple[TensorSpec, ...]:
+    """Pick the pinned inputs: ``--input`` first, then example arrays, then the model's own.
+
+    ``needs_flags`` is the message used when nothing gives a signature (PyTorch).
+    """
+    if user:
+        if examples:
+            for spec in user:
+                if spec.name in examples and not spec.fits(examples[spec.name].shape):
+                    raise InputError(f"--input {spec} does not fit --example-inputs array {spec.name!r} of shape "
+                                     f"{list(examples[spec.name].shape)}", hint="make the two agree")
+        return tuple(user)
+    if examples:
+        return signature_from_examples(examples)
+    if default:
+        return tuple(default)
+    raise UsageError(needs_flags or "cannot tell the model's inputs",
+                     hint="pass --input NAME:DTYPE[DIMS] (e.g. image:float32[N,3,32,32]) or --example-inputs file.npz")
+
+
+def check_against_model(pinned: Sequence[TensorSpec], model: Sequence[TensorSpec], *, rename_ok: bool) -> None:
+    """Refuse ``--input`` specs that cannot fit a model whose signature is known (Keras, SavedModel, ONNX).
+
+    With ``rename_ok`` (Keras: fwx writes new endpoints) names may differ; otherwise
+    they must match the model's (SavedModel/ONNX keep theirs).
+    """
+    if len(pinned) != len(model):
+        want = ", ".join(str(s) for s in model)
+        raise InputError(f"--input gives {len(pinned)} input(s) but the model takes {len(model)}: {want}",
+                         hint="pass one --input per model input, in order")
+    by_name = {s.name: s for s in model}
+    for i, spec in enumerate(pinned):
+        ref = model[i] if rename_ok else by_name.get(spec.name)
+        if ref is None:
+            raise InputError(f"--input {spec.name!r} is not an input of the model (it has {', '.join(by_name)})",
+                             hint="use the model's input names")
+        problem = _misfit(spec, ref)
+        if problem:
+            raise InputError(f"--input {spec} does not fit the model's input {ref}: {problem}",
+                             hint="match the model's rank, fixed sizes and dtype")
+
+
+def _misfit(spec: TensorSpec, ref: TensorSpec) -> str | None:
+    if spec.rank != ref.rank:
+        return f"rank {spec.rank} vs {ref.rank}"
+    if spec.dtype != ref.dtype:
+        return f"dtype {spec.dtype} vs {ref.dtype}"
+    for axis, (mine, theirs) in enumerate(zip(spec.shape, ref.shape, strict=True)):
+        if not is_dynamic(theirs) and (is_dynamic(mine) or mine != theirs):
+            return f"axis {axis} is fixed to {theirs} in the model"
+    return None
+
+
+# Sample generation for probing and tracing (the validators generate their own inputs).
+
+def probe_sizes(specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None = None) -> list[dict[str, int]]:
+    """Two size assignments for the dynamic symbols, all sizes different, none 0 or 1.
+
+    torch.export specialises sizes 0 and 1, and distinct sizes let output dims be
+    matched to the input symbol that drives them.
+    """
+    symbols: list[str] = []
+    for s in specs:
+        symbols += [d for d in s.shape if isinstance(d, str) and d not in symbols]
+    first = {sym: 2 + i for i, sym in enumerate(symbols)}
+    if examples:
+        for s in specs:
+            if s.name in examples:
+                for d, n in zip(s.shape, examples[s.name].shape, strict=False):
+                    if isinstance(d, str):
+                        first[d] = int(n)
+    second = {sym: n + len(symbols) + 1 for sym, n in first.items()}
+    return [first, second]
+
+
+def make_feeds(specs: Sequence[TensorSpec], sizes: Mapping[str, int],
+               examples: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    """Concrete arrays for ``specs``; example arrays are tiled along dynamic axes to reach ``sizes``."""
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for s in specs:
+        shape = tuple(sizes.get(d, 2) if isinstance(d, str) else (2 if d == -1 else int(d)) for d in s.shape)
+        if examples and s.name in examples:
+            feeds[s.name] = _fit_example(np.asarray(examples[s.name]), shape).astype(s.dtype)
+        elif np.dtype(s.dtype).kind == "f":
+            feeds[s.name] = rng.standard_normal(shape).astype(s.dtype)
+        elif np.dtype(s.dtype).kind == "b":
+            feeds[s.name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            feeds[s.name] = rng.integers(0, 2, shape).astype(s.dtype)
+    return feeds
+
+
+def _fit_example(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if arr.shape == shape or arr.ndim != len(shape):
+        return arr
+    for axis, n in enumerate(shape):
+        if arr.shape[axis] != n and arr.shape[axis] > 0:
+            reps = -(-n // arr.shape[axis])
+            arr = np.concatenate([arr] * reps, axis=axis).take(range(n), axis=axis)
+    return arr
+
+
+def output_specs(names: Sequence[str], runs: Sequence[Sequence[np.ndarray]],
+                 sizes: Sequence[Mapping[str, int]]) -> tuple[TensorSpec, ...]:
+    """Output specs from running the model at the two ``probe_sizes``.
+
+    A dimension that changes between runs is dynamic; it takes the input symbol
+    whose size it equals in both runs (``N`` for a batch axis), else a new symbol.
+    """
+    first, second = runs
+    if len(first) != len(names):
+        raise UsageError(f"--output names {len(names)} output(s) but the model returns {len(first)}",
+                         hint="pass one --output per model output, or none")
+    specs = []
+    for name, a, b in zip(names, first, second, strict=True):
+        dims: list[Dim] = []
+        for axis, (da, db) in enumerate(zip(a.shape, b.shape, strict=False)):
+            if da == db:
+                dims.append(int(da))
+                continue
+            match = [sym for sym in sizes[0] if sizes[0][sym] == da and sizes[1].get(sym) == db]
+            dims.append(match[0] if match else f"{name}_d{axis}")
+        specs.append(TensorSpec(name, normalize_dtype(a.dtype), tuple(dims)))
+    return tuple(specs)
+
+
+def guess_layout(sig: Signature, framework: str) -> str | None:
+    """The spatial layout of a rank-4 image input: torch is channels-first, Keras/TF channels-last."""
+    rank4 = [s for s in sig.inputs if s.rank == 4]
+    if not rank4:
+        return None
+    shape = rank4[0].shape
+    if framework in ("torch", "pytorch"):
+        return "NCHW"
+    if framework in ("keras", "tensorflow"):
+        return "NHWC"
+    if shape[1] in (1, 3, 4) and shape[3] not in (1, 3, 4):
+        return "NCHW"
+    if shape[3] in (1, 3, 4):
+        return "NHWC"
+    return None

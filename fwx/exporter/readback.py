@@ -1,0 +1,80 @@
+"""Read a written artifact back and hold it to the pinned signature.
+
+An exporter that "succeeds" but pins a dynamic batch to 1, renames an input or
+writes another opset has produced a different model than asked for. Inputs must
+match exactly (names, dtypes, rank, which axes are dynamic, fixed sizes);
+outputs must match names and dtypes, and no pinned dynamic axis may come back
+fixed (an exporter losing a static output size is tolerated).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fwx.errors import SignatureMismatchError
+from fwx.exporter.env import require
+from fwx.formats import Format
+from fwx.signature import Signature, TensorSpec, is_dynamic
+
+
+def onnx_opset(path: Path) -> int | None:
+    onnx = require("onnx", "reading ONNX models")
+    model = onnx.load(str(path), load_external_data=False)
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def differences(pinned: Signature, got: Signature, *, check_dtypes: bool = True) -> list[str]:
+    """Every way ``got`` departs from ``pinned``, one line each (empty when it fits)."""
+    problems: list[str] = []
+    if got.input_names != pinned.input_names:
+        problems.append(f"inputs are {got.input_names}, pinned {pinned.input_names}")
+    else:
+        for p, g in zip(pinned.inputs, got.inputs, strict=True):
+            problems += _compare("input", p, g, strict=True, check_dtypes=check_dtypes)
+    if sorted(got.output_names) != sorted(pinned.output_names):
+        problems.append(f"outputs are {got.output_names}, pinned {pinned.output_names}")
+    else:
+        for p in pinned.outputs:
+            problems += _compare("output", p, got.output(p.name), strict=False, check_dtypes=check_dtypes)
+    return problems
+
+
+def _compare(kind: str, p: TensorSpec, g: TensorSpec, *, strict: bool, check_dtypes: bool) -> list[str]:
+    out: list[str] = []
+    if check_dtypes and p.dtype != g.dtype:
+        out.append(f"{kind} {p.name!r} is {g.dtype}, pinned {p.dtype}")
+    if not g.shape and not strict:
+        return out  # the format does not record output shapes
+    if g.rank != p.rank:
+        return [*out, f"{kind} {p.name!r} has rank {g.rank} ({_dims(g)}), pinned {p.rank} ({_dims(p)})"]
+    for axis, (pd, gd) in enumerate(zip(p.shape, g.shape, strict=True)):
+        if is_dynamic(pd) and not is_dynamic(gd):
+            out.append(f"{kind} {p.name!r} axis {axis} is fixed to {gd}, pinned dynamic ({pd})")
+        elif strict and not is_dynamic(pd) and is_dynamic(gd):
+            out.append(f"{kind} {p.name!r} axis {axis} is dynamic, pinned {pd}")
+        elif not is_dynamic(pd) and not is_dynamic(gd) and pd != gd:
+            out.append(f"{kind} {p.name!r} axis {axis} is {gd}, pinned {pd}")
+    return out
+
+
+def _dims(spec: TensorSpec) -> str:
+    return "[" + ",".join(str(d) for d in spec.shape) + "]"
+
+
+def check_readback(fmt: Format, path: Path, pinned: Signature, got: Signature, *, opset: int | None = None,
+                   precision: str = "fp32") -> int | None:
+    """Raise ``SignatureMismatchError`` if the artifact departs from the pin; return its ONNX opset.
+
+    Quantised artifacts may carry integer I/O, so dtypes are only held to the
+    pin at fp32/fp16.
+    """
+    problems = differences(pinned, got, check_dtypes=precision in ("fp32", "fp16"))
+    written = onnx_opset(path) if fmt is Format.ONNX else None
+    if fmt is Format.ONNX and opset is not None and written != opset:
+        problems.append(f"the file declares opset {written}, pinned {opset}")
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SignatureMismatchError(f"{fmt} artifact read back differs from the pinned signature: {problems[0]}{more}",
+                                     hint="the exporter changed the model's interface; rerun with --debug, or pin "
+                                          "the dims this format cannot keep dynamic as numbers")
+    return written

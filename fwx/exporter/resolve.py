@@ -1,0 +1,88 @@
+"""Pin the signature of a loaded source: flags first, then the model's own, checked on a sample.
+
+An ``--input`` that does not fit is caught here, before any export work, with
+one line naming the input (the model is run once on a sample built from the
+pinned specs; PyTorch has no other way to tell).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from fwx.errors import FwxError, InputError
+from fwx.exporter import pinning
+from fwx.exporter.env import first_line, quiet
+from fwx.exporter.sources import LoadedSource
+from fwx.formats import Format
+from fwx.signature import Signature, TensorSpec, names_or_default
+
+_TORCH_NEEDS = ("a PyTorch model stores no input signature: fwx needs the inputs' names, dtypes and shapes")
+
+
+def pin_signature(src: LoadedSource, inputs: Sequence[TensorSpec] = (), outputs: Sequence[str] = (),
+                  examples: Mapping[str, np.ndarray] | None = None) -> Signature:
+    if src.plan_format is Format.PYTORCH:
+        return _pin_torch(src, inputs, outputs, examples)
+    pinned_in = pinning.resolve_inputs(inputs, examples, src.inputs)
+    model_in = src.inputs or ()
+    if model_in:
+        pinning.check_against_model(pinned_in, model_in, rename_ok=src.format is Format.KERAS)
+    model_out = src.outputs or ()
+    if src.format is Format.KERAS:
+        _probe_keras(src, pinned_in, examples)
+        names = names_or_default(outputs, len(model_out), "output") if outputs else [s.name for s in model_out]
+        if len(names) != len(model_out):
+            raise InputError(f"--output names {len(names)} output(s) but the model has {len(model_out)}",
+                             hint="pass one --output per model output, or none")
+        return Signature(pinned_in, tuple(TensorSpec(n, s.dtype, s.shape) for n, s in zip(names, model_out, strict=True)))
+    if outputs and sorted(outputs) != sorted(s.name for s in model_out):
+        raise InputError(f"--output {', '.join(outputs)} does not match the model's outputs "
+                         f"({', '.join(s.name for s in model_out)})", hint=f"{src.format} keeps its own output names")
+    return Signature(pinned_in, tuple(model_out))
+
+
+def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequence[str],
+               examples: Mapping[str, np.ndarray] | None) -> Signature:
+    from fwx.exporter import torch_common as tc
+
+    specs = pinning.resolve_inputs(inputs, examples, src.inputs, needs_flags=_TORCH_NEEDS)
+    arity = tc.forward_arity(src.obj)
+    if arity and not arity[0] <= len(specs) <= arity[1]:
+        want = arity[0] if arity[0] == arity[1] else f"{arity[0]}..{arity[1]}"
+        raise InputError(f"the model's forward takes {want} input(s), but {len(specs)} were pinned "
+                         f"({', '.join(s.name for s in specs)})", hint="pass one --input per forward argument, in order")
+    sig_in = Signature(specs)
+    sizes = pinning.probe_sizes(specs, examples)
+    runs, raw = [], None
+    for i, size in enumerate(sizes):
+        feeds = pinning.make_feeds(specs, size, examples, seed=i)
+        try:
+            with quiet():
+                raw = tc.run(src.obj, feeds, sig_in)
+        except Exception as exc:  # noqa: BLE001 - the model rejects the pinned inputs
+            if isinstance(exc, FwxError):
+                raise
+            shown = ", ".join(f"{s}" for s in specs)
+            raise InputError(f"--input {shown} does not fit the model: it fails on a sample of shape "
+                             f"{_shapes(feeds)}: {first_line(exc)}",
+                             hint="check the rank, sizes and dtype of each --input") from exc
+        runs.append(tc.to_numpy(tc.flatten(raw)))
+    names = list(outputs) or tc.output_keys(raw) or names_or_default((), len(runs[0]), "output")
+    return Signature(specs, pinning.output_specs(names, runs, sizes))
+
+
+def _probe_keras(src: LoadedSource, specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None) -> None:
+    feeds = pinning.make_feeds(specs, pinning.probe_sizes(specs, examples)[0], examples)
+    try:
+        with quiet():
+            src.obj([feeds[s.name] for s in specs] if len(specs) > 1 else feeds[specs[0].name], training=False)
+    except Exception as exc:  # noqa: BLE001
+        shown = ", ".join(str(s) for s in specs)
+        raise InputError(f"--input {shown} does not fit the model: {first_line(exc)}",
+                         hint="check the rank, sizes and dtype of each --input") from exc
+
+
+def _shapes(feeds: Mapping[str, np.ndarray]) -> str:
+    return ", ".join(f"{k}{list(v.shape)}:{v.dtype}" for k, v in feeds.items())

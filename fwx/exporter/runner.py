@@ -1,0 +1,266 @@
+"""Run the planner's paths for one target until one validates.
+
+Each path's hops run in a hidden ``.work`` folder inside the staging version;
+hop outputs are cached by path prefix, so ``--to all`` from Keras converts the
+SavedModel once and feeds it to TFLite. A finished artifact is read back with
+its runtime (signature and opset held to the pin), then validated against the
+source model; the first path that passes is moved to its final name.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from fwx import ui
+from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, SourceModel, edge_class
+from fwx.converters.plan import POST_QUANTIZED, Plan
+from fwx.errors import ExportError, FwxError
+from fwx.exporter.env import first_line, quiet, silence_stderr_fd
+from fwx.exporter.readback import check_readback
+from fwx.exporter.sources import LoadedSource
+from fwx.formats import ARTIFACT_NAMES, Format
+from fwx.runtimes.base import Runtime, load_runtime
+from fwx.signature import Signature
+
+WORK = ".work"
+
+
+@dataclass
+class HopRun:
+    entry: EdgeEntry | None  # None for the identity copy and the ONNX post-quantisation
+    result: ConvertResult
+    seconds: float
+
+
+@dataclass
+class Attempt:
+    """One path tried for one target: its hops, read-back signature, validation and verdict."""
+
+    plan: Plan
+    hops: list[HopRun] = field(default_factory=list)
+    readback: Signature | None = None
+    opset: int | None = None
+    report: Any = None  # ValidationReport
+    error: FwxError | None = None
+    runtime_version: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def result(self) -> ConvertResult:
+        return self.hops[-1].result
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and (self.report is None or bool(self.report.passed))
+
+
+@dataclass
+class RunContext:
+    """Everything shared by the targets of one export."""
+
+    src: LoadedSource
+    signature: Signature
+    options: ConvertOptions
+    staging: Path
+    validate: bool
+    device: str
+    layout: str | None
+    inputs: list[dict[str, Any]] | None  # validator inputs from --example-inputs, else generated
+    reference: Runtime | None = None
+    cache: dict[tuple[tuple[EdgeEntry, ...], bool], HopRun] = field(default_factory=dict)  # (path prefix, quantised)
+    failed: dict[tuple[tuple[EdgeEntry, ...], bool], FwxError] = field(default_factory=dict)
+    counter: int = 0
+
+    def work_path(self, fmt: Format) -> Path:
+        """A fresh path named like the final artifact (TorchScript names its archive root after it)."""
+        self.counter += 1
+        folder = self.staging / WORK / str(self.counter)
+        folder.mkdir(parents=True)
+        return folder / ARTIFACT_NAMES.get(fmt, fmt.value)
+
+
+def run_target(ctx: RunContext, target: Format, plans: list[Plan]) -> list[Attempt]:
+    """Try ``plans`` in order; stop at the first that passes. Returns every attempt made."""
+    attempts: list[Attempt] = []
+    for plan in plans:
+        attempt = Attempt(plan)
+        attempts.append(attempt)
+        try:
+            _convert(ctx, target, attempt)
+            _check(ctx, target, attempt)
+        except FwxError as exc:
+            attempt.error = exc
+        except Exception as exc:  # noqa: BLE001 - a converter bug must not take down the other targets
+            attempt.error = ExportError(f"{plan.describe()} failed: {first_line(exc)}",
+                                        hint="rerun with --debug for the traceback")
+            if ui.state.debug:
+                raise
+        if attempt.passed:
+            place(ctx, target, attempt)
+            break
+        if len(plans) > 1:
+            why = attempt.error.message if attempt.error else "; ".join(attempt.report.failures()[:2])
+            ui.info(f"  path {plan.describe()} did not work: {why}")
+    return attempts
+
+
+def place(ctx: RunContext, target: Format, attempt: Attempt) -> None:
+    """Move (or copy, if another target owns it) the attempt's artifact to its final name."""
+    final = ctx.staging / ARTIFACT_NAMES[target]
+    _place(attempt.result.path, final)
+    _repoint(ctx, attempt, final)
+
+
+def _place(path: Path, final: Path) -> None:
+    if path == final:
+        return
+    if final.exists():
+        shutil.rmtree(final) if final.is_dir() else final.unlink()
+    if WORK in path.parts:
+        path.rename(final)
+    else:  # a cached artifact of another target: copy, do not steal it
+        shutil.copytree(path, final) if path.is_dir() else shutil.copy2(path, final)
+
+
+def _repoint(ctx: RunContext, attempt: Attempt, final: Path) -> None:
+    old = attempt.result.path
+    for hop in ctx.cache.values():
+        if hop.result.path == old:
+            hop.result.path = final
+    attempt.result.path = final
+
+
+def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
+    hops = attempt.plan.hops
+    if not hops:
+        attempt.hops.append(_identity(ctx, target))
+        return
+    prev: ConvertResult | None = None
+    for i, entry in enumerate(hops):
+        last = i == len(hops) - 1
+        key = (tuple(hops[: i + 1]), bool(last and ctx.options.quantize and entry.target not in POST_QUANTIZED))
+        if key in ctx.failed:
+            raise ctx.failed[key]  # the same hop already failed for another path or target
+        if key not in ctx.cache:
+            try:
+                ctx.cache[key] = _hop(ctx, entry, prev, last=last)
+            except FwxError as exc:
+                ctx.failed[key] = exc
+                raise
+        hop = ctx.cache[key]
+        attempt.hops.append(hop)
+        prev = hop.result
+    if ctx.options.quantize and target in POST_QUANTIZED:
+        attempt.hops.append(_post_quantize(ctx, target, attempt.result))
+
+
+def _hop(ctx: RunContext, entry: EdgeEntry, prev: ConvertResult | None, *, last: bool) -> HopRun:
+    cls = edge_class(entry)
+    cls.check_available()
+    opts = ctx.options
+    if prev is None:
+        src = SourceModel(ctx.src.plan_format, ctx.src.path, ctx.signature, obj=ctx.src.obj, layout=ctx.layout,
+                          opset=ctx.src.opset)
+    else:  # an intermediate fwx wrote: its SavedModel signature is serving_default
+        src = SourceModel(entry.source, prev.path, prev.signature, layout=prev.layout, opset=prev.opset,
+                          precision=prev.precision)
+        opts = replace(opts, saved_model_signature="serving_default")
+    if not last or entry.target in POST_QUANTIZED:
+        opts = replace(opts, quantize=None)
+    converter = cls()
+    out = ctx.work_path(entry.target)
+    t0 = time.perf_counter()
+    converter.precheck(src, opts)
+    result = converter.convert(src, out, opts)
+    return HopRun(entry, result, time.perf_counter() - t0)
+
+
+def _identity(ctx: RunContext, target: Format) -> HopRun:
+    """Source format == target: copy it in (a SavedModel with another signature key is re-signed)."""
+    assert ctx.src.path is not None
+    out = ctx.work_path(target)
+    t0 = time.perf_counter()
+    key = ctx.options.saved_model_signature
+    if target is Format.SAVEDMODEL and key != "serving_default":
+        from fwx.exporter.env import require
+
+        tf = require("tensorflow", "re-signing SavedModels")
+        with quiet():
+            loaded = tf.saved_model.load(str(ctx.src.path))
+            tf.saved_model.save(loaded, str(out), signatures={"serving_default": loaded.signatures[key]})
+        tool = f"tf.saved_model.save (signature {key} as serving_default)"
+    else:
+        shutil.copytree(ctx.src.path, out) if ctx.src.path.is_dir() else shutil.copy2(ctx.src.path, out)
+        tool = "copy"
+    result = ConvertResult(out, ctx.signature, tool=tool, layout=ctx.layout, opset=ctx.src.opset)
+    return HopRun(None, result, time.perf_counter() - t0)
+
+
+def _post_quantize(ctx: RunContext, target: Format, float_result: ConvertResult) -> HopRun:
+    """ONNX quantisation is a post-processing step on the float file (``fwx.quantize.onnx``)."""
+    from fwx.quantize.onnx import quantize_onnx
+
+    out = ctx.work_path(target)
+    t0 = time.perf_counter()
+    with quiet():
+        info = quantize_onnx(float_result.path, out, ctx.signature, ctx.options)
+    result = ConvertResult(out, float_result.signature, tool=info.tool, tool_version=info.tool_version,
+                           layout=float_result.layout, opset=info.opset or float_result.opset,
+                           precision=info.precision,
+                           extra={"quantization": info.to_json(), "warnings": list(info.warnings)})
+    return HopRun(None, result, time.perf_counter() - t0)
+
+
+def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
+    """Read the artifact back with its runtime, then validate it against the source model."""
+    res = attempt.result
+    kw: dict[str, Any] = {"signature_name": "serving_default"} if target is Format.SAVEDMODEL else {}
+    expect_opset = ctx.options.opset if target is Format.ONNX and ctx.options.opset else res.opset
+    with quiet(), silence_stderr_fd():
+        rt = load_runtime(target, res.path, device=ctx.device, signature_hint=res.signature,
+                          trust_model_code=True, precision=res.precision, **kw)
+    try:
+        attempt.readback = rt.signature()
+        attempt.runtime_version = rt.runtime_version
+        attempt.opset = check_readback(target, res.path, ctx.signature, attempt.readback, opset=expect_opset,
+                                       precision=res.precision)
+        if ctx.validate:
+            with silence_stderr_fd():
+                attempt.report = _validate(ctx, target, rt, res)
+    finally:
+        rt.close()
+
+
+def _validate(ctx: RunContext, target: Format, rt: Runtime, res: ConvertResult) -> Any:
+    from fwx.validators import validate_runtimes
+
+    key = target.value
+    with quiet():
+        return validate_runtimes(reference(ctx), {key: rt}, signature=ctx.signature,
+                                 precisions={key: res.precision}, layouts={key: res.layout},
+                                 reference_layout=ctx.layout, inputs=ctx.inputs,
+                                 reference_key=f"source ({ctx.src.format})")
+
+
+def reference(ctx: RunContext) -> Runtime:
+    """The source model as a runtime (built once per export)."""
+    if ctx.reference is None:
+        src, sig = ctx.src, ctx.signature
+        with quiet():
+            if src.plan_format is Format.PYTORCH:
+                from fwx.runtimes.eager_torch import EagerTorchRuntime
+
+                ctx.reference = EagerTorchRuntime.from_module(src.obj, sig, device=ctx.device)
+            elif src.format is Format.KERAS:
+                from fwx.runtimes.eager_keras import KerasRuntime
+
+                ctx.reference = KerasRuntime.from_model(src.obj, sig, device=ctx.device)
+            else:
+                assert src.path is not None
+                kw = {"signature_name": ctx.options.saved_model_signature} if src.format is Format.SAVEDMODEL else {}
+                ctx.reference = load_runtime(src.format, src.path, device=ctx.device, signature_hint=sig, **kw)
+    return ctx.reference

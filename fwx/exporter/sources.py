@@ -1,0 +1,135 @@
+"""One entry point for every source kind: detect by content, load safely, report defaults.
+
+PyTorch sources of any kind (state_dict + ``--model-class``, factory, pickled
+module, TorchScript, ``.pt2``) become one eager ``nn.Module`` and start the
+planner at ``Format.PYTORCH``; the detected kind is kept for ``fwx.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fwx.errors import InputError, UsageError
+from fwx.exporter import torch_source as ts
+from fwx.exporter.env import require, version_of
+from fwx.exporter.pinning import spec_from_dims
+from fwx.exporter.readers import onnx_signature, savedmodel_signature
+from fwx.formats import Format, detect_format
+from fwx.manifest import sha256_path
+from fwx.signature import TensorSpec
+
+
+@dataclass
+class LoadedSource:
+    format: Format  # as detected (TORCHSCRIPT, PT2, PYTORCH, KERAS, ...)
+    plan_format: Format  # where the planner starts
+    path: Path | None
+    kind: str  # human description, e.g. "state_dict + tests.models:Net"
+    framework: str
+    framework_version: str
+    obj: Any = None  # eager nn.Module / keras.Model
+    inputs: tuple[TensorSpec, ...] | None = None  # the model's own, when it has them
+    outputs: tuple[TensorSpec, ...] | None = None
+    opset: int | None = None
+    sha256: str = ""
+
+
+def parse_model_kwargs(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"--model-kwargs is not valid JSON: {exc}", hint='e.g. --model-kwargs \'{"width": 16}\'') from exc
+    if not isinstance(value, dict):
+        raise UsageError("--model-kwargs must be a JSON object", hint='e.g. --model-kwargs \'{"width": 16}\'')
+    return value
+
+
+def is_factory_ref(source: str) -> bool:
+    return not Path(source).exists() and bool(ts.FACTORY_RE.match(source))
+
+
+def load_source(source: str | Path, *, model_class: str | None = None, model_kwargs: Mapping[str, Any] | None = None,
+                trust: bool = False, signature_name: str = "serving_default") -> LoadedSource:
+    """Load ``source`` (a path, or ``pkg.mod:build_fn`` for a factory) without running its code."""
+    kwargs = dict(model_kwargs or {})
+    if isinstance(source, str) and is_factory_ref(source):
+        module = ts.build_module(source, kwargs).eval()
+        return _torch(Format.PYTORCH, None, f"factory {source}", module)
+    path = Path(source)
+    fmt = detect_format(path)
+    if fmt is Format.PYTORCH:
+        return _torch_checkpoint(path, model_class, kwargs, trust)
+    if fmt is Format.TORCHSCRIPT:
+        return _torch(fmt, path, "TorchScript archive", ts.load_torchscript(path, trust=trust).eval())
+    if fmt is Format.PT2:
+        return _pt2(path, trust)
+    if fmt is Format.KERAS:
+        return _keras(path, trust)
+    if fmt is Format.SAVEDMODEL:
+        tf = require("tensorflow", "reading SavedModels")
+        sig = savedmodel_signature(path, signature_name)
+        return LoadedSource(fmt, fmt, path, f"SavedModel (signature {signature_name})", "tensorflow", tf.__version__,
+                            inputs=sig.inputs, outputs=sig.outputs, sha256=sha256_path(path))
+    if fmt is Format.ONNX:
+        sig, meta = onnx_signature(path)
+        return LoadedSource(fmt, fmt, path, f"ONNX (opset {meta['opset']})", "onnx", version_of("onnx"),
+                            inputs=sig.inputs, outputs=sig.outputs, opset=meta["opset"], sha256=sha256_path(path))
+    raise InputError(f"{path} is a {fmt} model, which fwx cannot export from",
+                     hint="export from the original PyTorch, Keras, SavedModel or ONNX model")
+
+
+def _torch(fmt: Format, path: Path | None, kind: str, module: Any, **kw: Any) -> LoadedSource:
+    torch = require("torch", "loading PyTorch models")
+    return LoadedSource(fmt, Format.PYTORCH, path, kind, "torch", torch.__version__, obj=module,
+                        sha256=sha256_path(path) if path else "", **kw)
+
+
+def _torch_checkpoint(path: Path, model_class: str | None, kwargs: dict[str, Any], trust: bool) -> LoadedSource:
+    torch = require("torch", "loading PyTorch models")
+    obj = ts.load_checkpoint(path, trust=trust)
+    if isinstance(obj, torch.nn.Module):
+        return _torch(Format.PYTORCH, path, "pickled nn.Module", obj.eval())
+    state = ts.find_state_dict(obj)
+    if state is None:
+        raise InputError(f"{path} holds a {type(obj).__name__}, neither a state_dict nor an nn.Module",
+                         hint="save model.state_dict() or the module itself")
+    if not model_class:
+        raise UsageError(f"{path} is a state_dict: fwx needs the class that rebuilds the model",
+                         hint="pass --model-class pkg.module:Class (and --model-kwargs JSON if it takes arguments)")
+    module = ts.build_module(model_class, kwargs)
+    ts.apply_state_dict(module, state, path, model_class)
+    return _torch(Format.PYTORCH, path, f"state_dict + {model_class}", module.eval())
+
+
+def pt2_inputs(ep: Any) -> tuple[TensorSpec, ...] | None:
+    """The user inputs of an ExportedProgram (its SymInt dims become dynamic), or None if unreadable."""
+    names = list(ep.graph_signature.user_inputs)
+    inputs = []
+    for node in ep.graph.nodes:
+        if node.op == "placeholder" and node.name in names and hasattr(node.meta.get("val"), "shape"):
+            val = node.meta["val"]
+            dims = [int(d) if str(d).lstrip("-").isdigit() else None for d in val.shape]
+            inputs.append(spec_from_dims(node.name, str(val.dtype), dims))
+    return tuple(inputs) if len(inputs) == len(names) else None
+
+
+def _pt2(path: Path, trust: bool) -> LoadedSource:
+    from fwx.exporter.torch_common import program_module
+
+    ep = ts.load_pt2(path, trust=trust)
+    return _torch(Format.PT2, path, "torch.export ExportedProgram", program_module(ep), inputs=pt2_inputs(ep))
+
+
+def _keras(path: Path, trust: bool) -> LoadedSource:
+    from fwx.exporter.tf_source import keras_io, load_keras
+
+    model = load_keras(path, trust=trust)
+    inputs, outputs = keras_io(model)
+    return LoadedSource(Format.KERAS, Format.KERAS, path, f"Keras model ({path.suffix or 'folder'})", "keras",
+                        version_of("keras"), obj=model, inputs=inputs, outputs=outputs, sha256=sha256_path(path))

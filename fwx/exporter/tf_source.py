@@ -1,0 +1,55 @@
+"""Loading Keras and TensorFlow sources safely.
+
+Keras files are opened with ``safe_mode=True`` unless ``--trust-model-code``.
+Before that, the config is scanned as JSON so a Lambda layer or a class from a
+module outside Keras is refused with a message naming it (Keras' own error is a
+paragraph; importing a foreign module would already run its code).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fwx.errors import InputError, UnsafeModelError
+from fwx.exporter.env import first_line, quiet, require
+from fwx.exporter.pinning import spec_from_dims
+from fwx.exporter.readers import CORRUPT_HINT, keras_code_risks, keras_config
+from fwx.exporter.torch_source import TRUST_HINT
+from fwx.signature import TensorSpec
+
+
+def load_keras(path: Path, *, trust: bool) -> Any:
+    config, _ = keras_config(path)
+    lambdas, foreign = keras_code_risks(config)
+    if not trust and lambdas:
+        raise UnsafeModelError(f"{path} has Lambda layer(s) {', '.join(lambdas)}: they store Python code that "
+                               "would run on load", hint=TRUST_HINT)
+    if not trust and foreign:
+        raise UnsafeModelError(f"{path} uses classes from modules outside Keras ({', '.join(foreign[:5])}): "
+                               "loading them imports and runs that code", hint=TRUST_HINT)
+    keras = require("keras", "loading Keras models")
+    try:
+        with quiet():
+            return keras.saving.load_model(str(path), compile=False, safe_mode=not trust)
+    except Exception as exc:  # noqa: BLE001 - keras raises ValueError/TypeError/OSError for bad files
+        raise InputError(f"cannot load {path} as a Keras model: {first_line(exc)}", hint=CORRUPT_HINT) from exc
+
+
+def keras_io(model: Any) -> tuple[tuple[TensorSpec, ...] | None, tuple[TensorSpec, ...] | None]:
+    """The model's own inputs and outputs (``None`` where Keras cannot tell, e.g. an unbuilt model)."""
+    try:
+        inputs = tuple(spec_from_dims(_name(t, f"input_{i}"), t.dtype, list(t.shape))
+                       for i, t in enumerate(model.inputs))
+        names = list(getattr(model, "output_names", None) or [])
+        outs = model.outputs
+        names = names if len(names) == len(outs) else [f"output_{i}" for i in range(len(outs))]
+        outputs = tuple(spec_from_dims(n, t.dtype, list(t.shape)) for n, t in zip(names, outs, strict=True))
+    except (AttributeError, ValueError, TypeError):
+        return None, None
+    return inputs, outputs
+
+
+def _name(tensor: Any, fallback: str) -> str:
+    name = str(getattr(tensor, "name", "") or fallback)
+    return name.split(":")[0]

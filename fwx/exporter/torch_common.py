@@ -1,0 +1,142 @@
+"""Shared PyTorch plumbing for the torch edges: flat outputs, sample tensors, dynamic Dims.
+
+Every torch exporter sees the same wrapped module, so TorchScript, ``.pt2`` and
+ONNX agree on the order of outputs (a dict output keeps its key order).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from fwx.exporter.env import require
+from fwx.signature import Signature
+
+
+def flatten(out: Any) -> list[Any]:
+    """Tensor, tuple/list (nested) or dict of tensors -> flat list, in order."""
+    if isinstance(out, Mapping):
+        return [t for v in out.values() for t in flatten(v)]
+    if isinstance(out, (tuple, list)):
+        return [t for v in out for t in flatten(v)]
+    return [out]
+
+
+def output_keys(out: Any) -> list[str] | None:
+    """Dict output keys, the natural output names when the user gives none."""
+    return [str(k) for k in out] if isinstance(out, Mapping) else None
+
+
+def wrap(module: Any, sig: Signature) -> Any:
+    """The module with a flat tuple of outputs and ``forward`` parameters named after the pinned inputs.
+
+    Exporters disagree about dict and nested outputs; ``torch.export`` and
+    ``jit.trace`` name the program's inputs after ``forward``'s parameters.
+    """
+    torch = require("torch", "exporting PyTorch models")
+    if isinstance(module, torch.jit.ScriptModule):
+        return module  # already typed; tracing through it inside a wrapper is not supported
+    params = ", ".join(identifiers(sig.input_names))
+    namespace: dict[str, Any] = {"flatten": flatten}
+    exec(f"def forward(self, {params}):\n    return tuple(flatten(self.inner({params})))\n", namespace)  # noqa: S102
+
+    class FlatOutputs(torch.nn.Module):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        forward = namespace["forward"]
+
+        def train(self, mode: bool = True) -> FlatOutputs:
+            self.training = mode  # not recursive: a torch.export program refuses train()/eval()
+            return self
+
+    return FlatOutputs(module).eval()
+
+
+def program_module(ep: Any) -> Any:
+    """An ExportedProgram as an eval-mode ``nn.Module`` that tolerates ``.eval()`` (``ep.module()`` raises)."""
+    torch = require("torch", "loading .pt2 models")
+
+    class Program(torch.nn.Module):  # type: ignore[name-defined,misc]
+        fwx_trace_only = True  # torch.jit.script cannot compile an exported graph
+
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+            self.training = False
+
+        def forward(self, *args: Any) -> Any:
+            return self.inner(*args)
+
+        def train(self, mode: bool = True) -> Program:
+            return self
+
+    return Program(ep.module())
+
+
+def identifiers(names: Sequence[str]) -> list[str]:
+    """Python identifiers for tensor names (``input.1`` -> ``input_1``), unique, never keywords."""
+    import keyword
+
+    out: list[str] = []
+    for name in names:
+        ident = _identifier(name)
+        ident = f"{ident}_" if keyword.iskeyword(ident) or ident == "self" else ident
+        while ident in out:
+            ident += "_"
+        out.append(ident)
+    return out
+
+
+def tensors(feeds: Mapping[str, np.ndarray], sig: Signature) -> tuple[Any, ...]:
+    torch = require("torch", "exporting PyTorch models")
+    return tuple(torch.from_numpy(np.ascontiguousarray(feeds[name])) for name in sig.input_names)
+
+
+def run(module: Any, feeds: Mapping[str, np.ndarray], sig: Signature) -> Any:
+    """Raw outputs of one eval-mode forward pass without autograd."""
+    torch = require("torch", "exporting PyTorch models")
+    with torch.no_grad():
+        return module(*tensors(feeds, sig))
+
+
+def to_numpy(outputs: Sequence[Any]) -> list[np.ndarray]:
+    return [o.detach().cpu().numpy() if hasattr(o, "detach") else np.asarray(o) for o in outputs]
+
+
+def dims_for(sig: Signature) -> tuple[dict[int, Any] | None, ...]:
+    """``torch.export`` dynamic_shapes for the inputs in order; one ``Dim`` per symbol, shared across inputs."""
+    torch = require("torch", "exporting PyTorch models")
+    made: dict[str, Any] = {}
+    shapes: list[dict[int, Any] | None] = []
+    for spec in sig.inputs:
+        axes = {}
+        for axis in spec.dynamic_axes:
+            sym = str(spec.shape[axis])
+            if sym not in made:
+                made[sym] = torch.export.Dim(_identifier(sym))
+            axes[axis] = made[sym]
+        shapes.append(axes or None)
+    return tuple(shapes)
+
+
+def _identifier(sym: str) -> str:
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in sym)
+    return out if out and not out[0].isdigit() else f"d_{out}"
+
+
+def forward_arity(module: Any) -> tuple[int, int] | None:
+    """(required, maximum) positional inputs of ``forward``, or None when it takes ``*args``."""
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return None
+    positional = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is inspect.Parameter.empty]
+    return len(required), len(positional)

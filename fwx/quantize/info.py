@@ -1,0 +1,88 @@
+"""What a quantisation did, in one record: it goes to fwx.json and to the reports.
+
+A quantised artifact is only trustworthy next to its receipt: which data
+calibrated it (and whether that data was random), how many samples, which
+granularity, what it cost in size and in accuracy. ``QuantInfo`` is that
+receipt; ``to_json`` is what ``ArtifactEntry.quantization`` stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class EvalResult:
+    """Float vs quantised on the eval data. Accuracy fields only when labels were given."""
+
+    samples: int
+    output: str
+    accuracy_float: float | None = None
+    accuracy_quant: float | None = None
+    agreement: float | None = None  # top-1 of quantised == top-1 of float
+    cosine_mean: float | None = None
+    cosine_min: float | None = None
+
+    @property
+    def drop_points(self) -> float | None:
+        """Top-1 accuracy lost, in percentage points (negative = the quantised model did better)."""
+        if self.accuracy_float is None or self.accuracy_quant is None:
+            return None
+        return round((self.accuracy_float - self.accuracy_quant) * 100, 4)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["drop_points"] = self.drop_points
+        return data
+
+
+@dataclass
+class QuantInfo:
+    """The receipt of one quantisation (ONNX post-processing or TFLite conversion)."""
+
+    kind: str  # int8 | int8-dynamic | fp16
+    format: str  # onnx | tflite
+    tool: str = ""
+    tool_version: str = ""
+    method: str | None = None  # minmax | entropy | percentile (static int8 only)
+    calibration_data: str | None = None  # where the samples came from; "random" is flagged in warnings
+    samples: int = 0
+    granularity: str | None = None  # per-channel | per-tensor (weights of int8 kinds)
+    io_dtype: str = "float32"  # dtype of the artifact's inputs/outputs
+    io: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {dtype, scale, zero_point}
+    opset: int | None = None
+    size_before: int = 0
+    size_after: int = 0
+    float_ops: dict[str, int] = field(default_factory=dict)  # TFLite: op -> count still computing in float
+    calibration_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    eval: EvalResult | None = None
+
+    @property
+    def size_ratio(self) -> float | None:
+        return round(self.size_before / self.size_after, 3) if self.size_after else None
+
+    @property
+    def precision(self) -> str:
+        """The precision name the validators' tolerance policy knows ("int8" or "fp16")."""
+        return "fp16" if self.kind == "fp16" else "int8"
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["size_ratio"] = self.size_ratio
+        data["eval"] = self.eval.to_json() if self.eval else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> QuantInfo:
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        ev = fields.pop("eval", None)
+        info = cls(**fields)
+        if ev:
+            info.eval = EvalResult(**{k: v for k, v in ev.items() if k in EvalResult.__dataclass_fields__})
+        return info

@@ -1,0 +1,87 @@
+"""How a quantisation receipt reads on a terminal, and when it deserves a warning.
+
+Used by ``fwx export`` after quantising and by the validation report, from the
+``quantization`` entry of fwx.json (``QuantInfo.to_json()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fwx.quantize.info import QuantInfo
+
+#: Above this many points of top-1 lost (or below this agreement), the receipt carries a warning.
+DROP_WARN_POINTS = 1.0
+AGREEMENT_WARN = 0.99
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.2f}%"
+
+
+def _size(n: int) -> str:
+    from fwx.ui import human_size
+
+    return human_size(n)
+
+
+def accuracy_warning(info: QuantInfo) -> str | None:
+    ev = info.eval
+    if ev is None:
+        return None
+    drop = ev.drop_points
+    if drop is not None and drop > DROP_WARN_POINTS:
+        return f"{info.kind} lost {drop:.2f} points of top-1 accuracy on the eval data ({ev.samples} samples)"
+    if ev.agreement is not None and ev.agreement < AGREEMENT_WARN:
+        return f"{info.kind} agrees with the float model on only {ev.agreement * 100:.1f}% of eval samples"
+    return None
+
+
+def rows(data: Mapping[str, Any] | QuantInfo) -> list[tuple[str, str]]:
+    """(field, value) pairs for one quantised artifact, in reading order."""
+    info = data if isinstance(data, QuantInfo) else QuantInfo.from_json(dict(data))
+    out = [("quantization", f"{info.kind} ({info.format}, {info.tool} {info.tool_version})".replace(" )", ")"))]
+    if info.method:
+        out.append(("calibration", f"{info.method}, {info.samples} samples from {info.calibration_data}"))
+    if info.granularity:
+        out.append(("weights", info.granularity))
+    out.append(("io dtype", info.io_dtype))
+    ratio = f" ({info.size_ratio:.2f}x smaller)" if info.size_ratio else ""
+    out.append(("size", f"{_size(info.size_before)} -> {_size(info.size_after)}{ratio}"))
+    if info.float_ops:
+        out.append(("ops left in float", ", ".join(f"{k} x{v}" for k, v in sorted(info.float_ops.items()))))
+    ev = info.eval
+    if ev is not None:
+        if ev.accuracy_float is not None:
+            out.append(("top-1 float -> quant",
+                        f"{_pct(ev.accuracy_float)} -> {_pct(ev.accuracy_quant)} (drop {ev.drop_points:+.2f} pt)"))
+        out.append(("agreement / cosine", f"{_pct(ev.agreement)} / mean {ev.cosine_mean}, min {ev.cosine_min}"))
+    out += [("warning", w) for w in info.warnings]
+    return out
+
+
+def render(data: Mapping[str, Any] | QuantInfo, title: str | None = None) -> str:
+    """Aligned ``field: value`` lines (a title line first when given)."""
+    pairs = rows(data)
+    width = max(len(k) for k, _ in pairs)
+    lines = [title] if title else []
+    lines += [f"  {k.ljust(width)}  {v}" for k, v in pairs]
+    return "\n".join(lines)
+
+
+def summary(data: Mapping[str, Any] | QuantInfo) -> str:
+    """One line for notes and logs: kind, calibration, size, accuracy cost, warnings."""
+    info = data if isinstance(data, QuantInfo) else QuantInfo.from_json(dict(data))
+    parts = [info.kind + (f" {info.granularity}" if info.granularity else "")]
+    if info.method:
+        parts.append(f"{info.method} on {info.samples} samples ({info.calibration_data})")
+    if info.size_ratio:
+        parts.append(f"{_size(info.size_before)} -> {_size(info.size_after)} ({info.size_ratio:.2f}x)")
+    ev = info.eval
+    if ev is not None and ev.accuracy_float is not None:
+        parts.append(f"top-1 {_pct(ev.accuracy_float)} -> {_pct(ev.accuracy_quant)} ({-(ev.drop_points or 0):+.2f} pt)")
+    elif ev is not None:
+        parts.append(f"agreement {_pct(ev.agreement)}, cosine {ev.cosine_mean}")
+    parts += [f"WARNING: {w}" for w in info.warnings]
+    return "; ".join(parts)

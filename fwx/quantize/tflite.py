@@ -1,0 +1,186 @@
+"""TFLite quantisation, inside the SavedModel -> TFLite conversion.
+
+* ``int8``: full-integer post-training quantisation. The representative dataset
+  is a generator over the calibration data (one sample at a time, never all of
+  it in memory); ``inference_input_type``/``inference_output_type`` are set from
+  ``--io-dtype`` (default int8) so the model is integer end to end.
+  ``--strict-int8`` sets ``supported_ops=[TFLITE_BUILTINS_INT8]`` *and* checks
+  the written model: with TF 2.21's quantiser an op with no integer kernel
+  (e.g. SIN) is silently kept in float even in that mode, so fwx reads the op
+  and tensor types back and refuses the model if any op still computes in float.
+  Without the flag those ops are listed in the receipt (``float_ops``).
+* ``int8-dynamic``: dynamic-range (int8 weights, float activations).
+* ``fp16``: float16 weights.
+
+The float32 TFLite model is converted too (in a temporary folder): it gives the
+"size before" and is the reference the accuracy cost is measured against.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fwx.converters.base import ConvertOptions
+from fwx.errors import ExportError, FwxError, MissingDependencyError, UnsupportedOpsError
+from fwx.formats import Format
+from fwx.quantize._quiet import quiet
+from fwx.quantize.data import Source, open_source
+from fwx.quantize.info import QuantInfo
+from fwx.quantize.options import RANDOM_WARNING, QuantSettings
+from fwx.quantize.stream import BatchStream
+from fwx.signature import Signature
+
+#: Ops that only move data between float and integer at the model's edges.
+_BOUNDARY_OPS = frozenset({"QUANTIZE", "DEQUANTIZE"})
+_FLOAT = (np.float32, np.float16, np.float64)
+
+
+def _require() -> Any:
+    try:
+        import ai_edge_litert  # noqa: F401 - the runtime the artifact is inspected and measured with
+        import tensorflow as tf
+    except ImportError as exc:
+        extra = "tflite" if (exc.name or "").startswith("ai_edge") else "tf"
+        raise MissingDependencyError(exc.name or "tensorflow", extra, "quantising TFLite models") from None
+    return tf
+
+
+def convert_quantized(saved_model_dir: Path, out_path: Path, signature: Signature, opts: ConvertOptions) -> QuantInfo:
+    """Convert ``saved_model_dir`` to a quantised ``out_path``; measure it on --eval-data if given."""
+    s = QuantSettings.from_options(opts)
+    tf = _require()
+    calib = _calibration_source(s, signature)
+    evaluation = _checked(open_source(s.eval_data, signature, s.preprocess, purpose="eval"), signature) \
+        if s.eval_data else None
+    info = QuantInfo(kind=s.kind, format=Format.TFLITE.value, tool="tf.lite.TFLiteConverter", tool_version=tf.__version__)
+    key = opts.saved_model_signature or "serving_default"
+    with tempfile.TemporaryDirectory(prefix="fwx-tflite-") as tmp:
+        float_path = Path(tmp) / "float32.tflite"
+        float_path.write_bytes(_convert(_converter(tf, saved_model_dir, key), "float32"))
+        info.size_before = float_path.stat().st_size
+        conv = _converter(tf, saved_model_dir, key)
+        _configure(tf, conv, s, calib, signature, info)
+        t0 = time.perf_counter()
+        Path(out_path).write_bytes(_convert(conv, s.kind))
+        info.calibration_seconds = round(time.perf_counter() - t0, 3)
+        info.size_after = Path(out_path).stat().st_size
+        inspect_model(Path(out_path), key, info)
+        if s.kind == "int8" and s.strict and info.float_ops:
+            Path(out_path).unlink()
+            raise UnsupportedOpsError("TFLite full-integer (--strict-int8)", info.float_ops,
+                                      hint="these ops have no int8 kernel; drop --strict-int8 to keep them in float")
+        if evaluation is not None:
+            from fwx.quantize.evaluate import evaluate_artifacts
+            from fwx.quantize.report import accuracy_warning
+
+            info.eval = evaluate_artifacts(Format.TFLITE, float_path, Path(out_path), evaluation, signature)
+            if (w := accuracy_warning(info)) is not None:
+                info.warn(w)
+    return info
+
+
+def _checked(src: Source, signature: Signature, n: int | None = None) -> Source:
+    src.check(signature, src.count if n is None else n)
+    return src
+
+
+def _calibration_source(s: QuantSettings, signature: Signature) -> Source | None:
+    if not s.static:
+        return None
+    src = open_source(s.calibration_data or "random", signature, s.preprocess, random_count=s.samples)
+    return _checked(src, signature, s.samples)
+
+
+def _converter(tf: Any, saved_model_dir: Path, key: str) -> Any:
+    try:
+        with quiet():
+            return tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir), signature_keys=[key])
+    except Exception as exc:  # noqa: BLE001 - TF raises many types for a bad SavedModel
+        raise ExportError(f"cannot open SavedModel {saved_model_dir} (signature {key!r}) for TFLite: "
+                          f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from exc
+
+
+def _configure(tf: Any, conv: Any, s: QuantSettings, calib: Source | None, signature: Signature,
+               info: QuantInfo) -> None:
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    if s.kind == "fp16":
+        conv.target_spec.supported_types = [tf.float16]
+        return
+    info.granularity = "per-channel" if s.per_channel is not False else "per-tensor"
+    if s.per_channel is False:
+        conv._experimental_disable_per_channel = True
+    if s.kind == "int8-dynamic":
+        return
+    assert calib is not None
+    stream = BatchStream(calib, signature, s.samples, 1)
+    info.method, info.samples, info.calibration_data = "minmax", stream.n, calib.describe()
+    if s.is_random:
+        info.warn(RANDOM_WARNING)
+
+    def representative() -> Iterator[dict[str, np.ndarray]]:
+        yield from stream
+
+    conv.representative_dataset = representative
+    ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.target_spec.supported_ops = ops if s.strict else [*ops, tf.lite.OpsSet.TFLITE_BUILTINS]
+    io = {"int8": tf.int8, "uint8": tf.uint8, "float32": tf.float32}[s.io_dtype]
+    conv.inference_input_type = io
+    conv.inference_output_type = io
+    info.io_dtype = s.io_dtype
+
+
+def _convert(conv: Any, kind: str) -> bytes:
+    try:
+        with quiet() as cap:
+            data: bytes = conv.convert()
+        return data
+    except FwxError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - ConverterError and friends
+        text = f"{exc}\n{cap.text}"
+        ops = sorted(set(re.findall(r"'tfl?\.(\w+)' op", text)))
+        if ops and "INT8" in text.upper():
+            raise UnsupportedOpsError("TFLite full-integer", ops,
+                                      hint="drop --strict-int8 to keep these ops in float") from exc
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else cap.last_line(type(exc).__name__)
+        raise ExportError(f"TFLite {kind} conversion failed: {first}", hint="rerun with --debug for the full log") from exc
+
+
+def inspect_model(path: Path, key: str, info: QuantInfo) -> None:
+    """Fill ``info.float_ops`` (full int8 only) and ``info.io`` from the written model itself."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interp = Interpreter(model_path=str(path))
+    if info.kind == "int8":
+        tensors = {t["index"]: t for t in interp.get_tensor_details()}
+        float_ops: Counter[str] = Counter()
+        for op in interp._get_ops_details():
+            if op["op_name"] in _BOUNDARY_OPS:
+                continue
+            idx = [i for i in (*op["inputs"], *op["outputs"]) if i >= 0 and i in tensors]
+            if any(tensors[i]["dtype"] in _FLOAT for i in idx):
+                float_ops[op["op_name"]] += 1
+        info.float_ops = dict(float_ops)
+    sigs = interp.get_signature_list()
+    if key in sigs:
+        runner = interp.get_signature_runner(key)
+        details = {**runner.get_input_details(), **runner.get_output_details()}
+    else:
+        details = {d["name"]: d for d in (*interp.get_input_details(), *interp.get_output_details())}
+    info.io = {name: _io_entry(d) for name, d in details.items()}
+
+
+def _io_entry(d: dict[str, Any]) -> dict[str, Any]:
+    scale, zero_point = d.get("quantization", (0.0, 0))
+    entry: dict[str, Any] = {"dtype": np.dtype(d["dtype"]).name}
+    if scale:
+        entry.update(scale=float(scale), zero_point=int(zero_point))
+    return entry

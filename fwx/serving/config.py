@@ -1,0 +1,121 @@
+"""Every knob of ``fwx serve`` in one dataclass, validated when built.
+
+The CLI, the tests and the lead's walkthrough all build a ``ServerConfig``;
+the manager, the data plane and both transports read it and nothing else, so
+a flag means the same thing everywhere and no config file is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fwx.errors import UsageError
+from fwx.formats import Format, parse_format
+
+#: Format chosen when a version holds several, first match wins.
+DEFAULT_PREFER: tuple[Format, ...] = (Format.ONNX, Format.TORCHSCRIPT, Format.PT2, Format.SAVEDMODEL, Format.TFLITE)
+SERVABLE: frozenset[Format] = frozenset(DEFAULT_PREFER)
+MiB = 2**20
+
+
+def parse_prefer(text: str | Iterable[str]) -> list[Format]:
+    """``"onnx,torchscript"`` -> [Format.ONNX, Format.TORCHSCRIPT]; refuses source-only formats."""
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    out: list[Format] = []
+    for part in (p.strip() for p in parts):
+        if not part:
+            continue
+        fmt = parse_format(part)
+        if fmt not in SERVABLE:
+            raise UsageError(f"fwx serve cannot serve {fmt} artifacts",
+                             hint="choose from " + ",".join(f.value for f in DEFAULT_PREFER))
+        if fmt not in out:
+            out.append(fmt)
+    if not out:
+        raise UsageError("--prefer needs at least one format", hint="e.g. --prefer onnx,torchscript")
+    return out
+
+
+def parse_overrides(items: Iterable[str], flag: str) -> dict[str, str]:
+    """``["resnet=a,b"]`` -> {"resnet": "a,b"}: the per-model ``NAME=VALUE`` flags."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise UsageError(f"cannot parse {flag} {item!r}", hint="write NAME=VALUE")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def parse_prefer_model(items: Iterable[str]) -> dict[str, list[Format]]:
+    """``["resnet=tflite,onnx"]`` -> {"resnet": [TFLITE, ONNX]} (the ``--prefer-model`` flag)."""
+    return {name: parse_prefer(fmts) for name, fmts in parse_overrides(items, "--prefer-model").items()}
+
+
+@dataclass
+class ServerConfig:
+    """All settings of one server process; see docs/serve.md for each flag."""
+
+    repository: Path
+    host: str = "127.0.0.1"
+    http_port: int = 8000  # 0 picks a free port, -1 disables HTTP
+    grpc_port: int = 8001  # 0 picks a free port, -1 disables gRPC
+    max_batch_size: int = 32
+    max_queue_delay_ms: float = 2.0
+    max_queue_size: int = 100
+    max_body_bytes: int = 64 * MiB
+    grpc_max_message_bytes: int = 64 * MiB
+    request_timeout_s: float = 30.0
+    prefer: list[Format] = field(default_factory=lambda: list(DEFAULT_PREFER))
+    prefer_per_model: dict[str, list[Format]] = field(default_factory=dict)
+    device: str = "cpu"
+    version_policy: str = "latest"
+    version_policy_per_model: dict[str, str] = field(default_factory=dict)
+    poll_seconds: float = 2.0  # 0 disables repository polling
+    enable_model_control: bool = False
+    admin_token: str | None = None
+    api_token: str | None = None
+    trust_model_code: bool = False
+    drain_seconds: float = 30.0
+    warmup: bool = True
+    load_probe: bool = True  # load each new artifact once in a child process first (crash-safe)
+    workers: int = 1  # concurrent batches per model version (compute threads)
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        self.repository = Path(self.repository)
+        self.prefer = parse_prefer([str(f) for f in self.prefer])
+        self.prefer_per_model = {k: parse_prefer([str(f) for f in v]) for k, v in self.prefer_per_model.items()}
+        self._check_ranges()
+        from fwx.serving.version_policy import parse_version_policy
+
+        for policy in (self.version_policy, *self.version_policy_per_model.values()):
+            parse_version_policy(policy)
+
+    def _check_ranges(self) -> None:
+        for name in ("http_port", "grpc_port"):
+            port = getattr(self, name)
+            if not -1 <= port <= 65535:
+                raise UsageError(f"--{name.replace('_', '-')} {port} is not a port",
+                                 hint="use 1-65535, 0 for any free port, -1 to disable")
+        positive = {"max_batch_size": self.max_batch_size, "max_queue_size": self.max_queue_size,
+                    "max_body_bytes": self.max_body_bytes, "grpc_max_message_bytes": self.grpc_max_message_bytes,
+                    "workers": self.workers}
+        for name, value in positive.items():
+            if value < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+        non_negative = {"max_queue_delay_ms": self.max_queue_delay_ms, "request_timeout_s": self.request_timeout_s,
+                        "poll_seconds": self.poll_seconds, "drain_seconds": self.drain_seconds}
+        for name, fvalue in non_negative.items():
+            if fvalue < 0:
+                raise UsageError(f"--{name.replace('_', '-')} must not be negative, got {fvalue}")
+        if self.device != "cpu" and not self.device.startswith("cuda"):
+            raise UsageError(f"unknown device {self.device!r}", hint="use cpu, cuda or cuda:N")
+        if self.log_level.lower() not in ("critical", "error", "warning", "info", "debug"):
+            raise UsageError(f"unknown log level {self.log_level!r}", hint="use error, warning, info or debug")
+
+    def prefer_for(self, model: str) -> list[Format]:
+        """The format preference of one model: its ``--prefer-model`` override, else ``--prefer``."""
+        return self.prefer_per_model.get(model, self.prefer)

@@ -1,0 +1,258 @@
+"""The data plane: every serving decision, shared by the REST and gRPC transports.
+
+Transports decode into ``fwx.serving.types``, call one method here, encode the
+answer, and map ``FwxError`` to their status codes in one place each. Nothing
+here knows about HTTP or protobuf. The hot path (``infer``) costs a routing
+lookup, a precomputed signature check, and one await on the model's batcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from typing import TYPE_CHECKING, Any
+
+from fwx import __version__
+from fwx.errors import (
+    DeadlineExceededError,
+    FwxError,
+    InputError,
+    ServingError,
+    UnauthenticatedError,
+    UnavailableError,
+    UsageError,
+)
+from fwx.serving.batching import Batcher, BatchingHooks, QueueFullError
+from fwx.serving.codecs import datatype_of
+from fwx.serving.control import bearer_token, check_admin, check_request_model_name
+from fwx.serving.metrics import Metrics
+from fwx.serving.signature_check import RequestPlan
+from fwx.serving.types import InferRequest, InferResponse, InferTensor
+from fwx.signature import KSERVE_DTYPES, Signature, TensorSpec
+
+if TYPE_CHECKING:
+    from fwx.serving.config import ServerConfig
+    from fwx.serving.models import LoadedModel, ModelManager
+
+EXTENSIONS = ["binary_tensor_data", "parameters", "statistics", "model_configuration", "model_repository",
+              "schedule_policy", "tf_serving_rest"]
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A short, bounded label for metrics (never user text: label cardinality stays fixed)."""
+    if isinstance(exc, QueueFullError):
+        return "rejected"
+    if isinstance(exc, DeadlineExceededError):
+        return "timeout"
+    if isinstance(exc, UsageError):
+        return "invalid"
+    if isinstance(exc, UnavailableError):
+        return "unavailable"
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled"
+    return "not_found" if getattr(exc, "http_status", 0) == 404 else "error"
+
+
+class DataPlane:
+    """All serving logic over one ``ModelManager``."""
+
+    def __init__(self, manager: ModelManager, config: ServerConfig, metrics: Metrics,
+                 hooks: BatchingHooks | None = None) -> None:
+        self.manager = manager
+        self.config = config
+        self.metrics = metrics
+        self._hooks = hooks or BatchingHooks(config, metrics)
+        self._closing = False
+        self._inflight = 0
+
+    # ------------------------------------------------------------------ health
+    def live(self) -> bool:
+        return True
+
+    def ready(self) -> bool:
+        ready = not self._closing and self.manager.ready
+        self.metrics.ready = ready
+        return ready
+
+    def model_ready(self, name: str, version: str | None) -> bool:
+        if self._closing:
+            return False
+        try:
+            self.manager.get(name, version)
+        except FwxError:
+            return False
+        return True
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    def begin_shutdown(self) -> None:
+        """Readiness false at once; every new inference is answered 503 / UNAVAILABLE."""
+        self._closing = True
+        self.metrics.ready = False
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until no inference is in flight (True) or ``timeout`` passes (False)."""
+        end = time.monotonic() + timeout
+        while self._inflight > 0:
+            if time.monotonic() >= end:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    def abort_queued(self) -> None:
+        """Fail every queued request with 503 (a forced stop); running batches still finish."""
+        for batcher in list(self._hooks.batchers):
+            batcher.close()
+
+    # ---------------------------------------------------------------- metadata
+    def server_metadata(self) -> dict[str, Any]:
+        return {"name": "fwx", "version": __version__, "extensions": list(EXTENSIONS)}
+
+    def signature(self, name: str, version: str | None) -> Signature:
+        return self.manager.get(name, version).signature
+
+    def model_metadata(self, name: str, version: str | None) -> dict[str, Any]:
+        m = self.manager.get(name, version)
+        return {
+            "name": m.name,
+            "versions": [str(v) for v in self.manager.versions(name)],
+            "platform": m.platform,
+            "inputs": [_tensor_meta(s) for s in m.signature.inputs],
+            "outputs": [_tensor_meta(s) for s in m.signature.outputs],
+            "parameters": {"format": m.format.value},
+        }
+
+    def model_config(self, name: str, version: str | None) -> dict[str, Any]:
+        from fwx.serving.model_config import triton_config
+
+        return triton_config(self.manager.get(name, version), self.config)
+
+    def model_statistics(self, name: str | None, version: str | None) -> dict[str, Any]:
+        if name:
+            self.manager.get(name, version)  # NotFoundError for an unknown model or version
+        stats = [s for s in self.metrics.models()
+                 if (not name or s.model == name) and (not version or s.version == str(version))]
+        stats.sort(key=lambda s: (s.model, int(s.version) if s.version.isdigit() else 0))
+        return {"model_stats": [s.triton_json() for s in stats]}
+
+    def repository_index(self) -> list[dict[str, Any]]:
+        return list(self.manager.index())
+
+    # ----------------------------------------------------------- model control
+    async def load_model(self, name: str, token: str | None) -> None:
+        check_admin(self.config, token)
+        await self.manager.load(check_request_model_name(name))
+
+    async def unload_model(self, name: str, token: str | None) -> None:
+        check_admin(self.config, token)
+        await self.manager.unload(check_request_model_name(name))
+
+    def check_api_token(self, token: str | None) -> None:
+        """``--api-token``: inference and model routes need ``Authorization: Bearer TOKEN``."""
+        expected = self.config.api_token
+        if not expected:
+            return
+        given = bearer_token(token)
+        if given is None or not hmac.compare_digest(given.encode(), expected.encode()):
+            self.metrics.count_failure("unauthenticated")
+            raise UnauthenticatedError("missing or invalid API token",
+                                       hint="send 'Authorization: Bearer TOKEN' (gRPC: 'authorization' metadata)")
+
+    # --------------------------------------------------------------- inference
+    async def infer(self, request: InferRequest) -> InferResponse:
+        """Check against the pinned signature, batch, run, and return the requested outputs."""
+        t0 = time.perf_counter_ns()
+        if self._closing:
+            self.metrics.count_failure("shutting_down")
+            raise UnavailableError("the server is shutting down", hint="retry against another replica")
+        try:
+            model = self.manager.get(request.model_name, request.model_version)
+        except FwxError as exc:
+            self.metrics.count_failure(failure_reason(exc))
+            raise
+        state = model.state
+        batcher: Batcher | None = state.get("batcher")  # not `or`: an idle Batcher has len 0, so is falsy
+        if batcher is None:
+            batcher = self._attach(model)
+        plan: RequestPlan = state.get("plan") or self._plan(model)
+        stats = state["stats"]
+        self._inflight += 1
+        try:
+            arrays, rows = plan.check(request.inputs)
+            if request.outputs:
+                plan.check_outputs(request.outputs)
+            outputs = await batcher.submit(arrays, rows, self._deadline(request))
+            response = _response(model, request, plan, outputs)
+        except (FwxError, asyncio.CancelledError) as exc:
+            stats.record_request(False, time.perf_counter_ns() - t0, failure_reason(exc))
+            raise
+        finally:
+            self._inflight -= 1
+        stats.record_request(True, time.perf_counter_ns() - t0)
+        return response
+
+    def _attach(self, model: LoadedModel) -> Batcher:
+        """A manager built without our hooks: give the model its batcher on first use."""
+        self._hooks.on_load(model)
+        batcher: Batcher = model.state["batcher"]
+        return batcher
+
+    @staticmethod
+    def _plan(model: LoadedModel) -> RequestPlan:
+        plan = RequestPlan(model.signature, model.batchable)
+        model.state["plan"] = plan
+        return plan
+
+    def _deadline(self, request: InferRequest) -> float | None:
+        now = time.monotonic()
+        deadline = request.deadline
+        timeout_ms = request.parameters.get("timeout")
+        if timeout_ms is not None:
+            if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, float)) or timeout_ms < 0:
+                raise InputError(f"parameter 'timeout' must be a non-negative number of ms, got {timeout_ms!r}")
+            deadline = _earliest(deadline, now + timeout_ms / 1000.0)
+        if self.config.request_timeout_s > 0:
+            deadline = _earliest(deadline, now + self.config.request_timeout_s)
+        if deadline is not None and deadline <= now:
+            raise DeadlineExceededError("the request's deadline passed before it was queued",
+                                        hint="raise the timeout")
+        return deadline
+
+
+def _earliest(a: float | None, b: float) -> float:
+    return b if a is None else min(a, b)
+
+
+def _tensor_meta(spec: TensorSpec) -> dict[str, Any]:
+    return {"name": spec.name, "datatype": KSERVE_DTYPES[spec.dtype], "shape": spec.kserve_shape()}
+
+
+def _response(model: LoadedModel, request: InferRequest, plan: RequestPlan,
+              outputs: dict[str, Any]) -> InferResponse:
+    names = [o.name for o in request.outputs] if request.outputs else (plan.output_names or list(outputs))
+    tensors = []
+    for name in names:
+        arr = outputs.get(name)
+        if arr is None:
+            raise ServingError(f"model {model.name} did not return output {name!r}",
+                               hint="the artifact's outputs differ from fwx.json; re-export it")
+        tensors.append(InferTensor(name, datatype_of(arr), list(arr.shape), arr))
+    return InferResponse(model.name, str(model.version), tensors, id=request.id)
+
+
+def build_dataplane(config: ServerConfig, metrics: Metrics | None = None) -> DataPlane:
+    """A data plane over a new ``ModelManager`` wired to the batching hooks (call ``manager.start()``)."""
+    from fwx.serving.models import ModelManager
+
+    metrics = metrics or Metrics(device=config.device)
+    hooks = BatchingHooks(config, metrics)
+    manager = ModelManager(config.repository, config, on_load=hooks.on_load, on_unload=hooks.on_unload)
+    metrics.manager = manager
+    return DataPlane(manager, config, metrics, hooks)

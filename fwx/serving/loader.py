@@ -1,0 +1,172 @@
+"""Load one model version for serving: verify, pick a format, probe, load, warm up.
+
+Everything here blocks (hashing, native loaders, the warm-up inference), so the
+model manager calls it from its loader threads, never on the event loop. A
+version is only handed back once it has answered one inference.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fwx.errors import FwxError, InputError
+from fwx.formats import Format
+from fwx.manifest import ArtifactEntry, Manifest
+from fwx.runtimes.base import Runtime, available_runtimes, load_runtime
+from fwx.serving.config import DEFAULT_PREFER
+from fwx.serving.loader_probe import ProbeLimits, probe
+from fwx.signature import Signature, concrete_shape, is_dynamic
+
+log = logging.getLogger("fwx.serving")
+
+#: Triton-style platform names for model metadata.
+PLATFORMS: dict[Format, str] = {
+    Format.ONNX: "onnxruntime_onnx",
+    Format.TORCHSCRIPT: "pytorch_libtorch",
+    Format.PT2: "pytorch_pt2",
+    Format.SAVEDMODEL: "tensorflow_savedmodel",
+    Format.TFLITE: "tflite",
+    Format.KERAS: "keras",
+    Format.PYTORCH: "pytorch_eager",
+}
+
+
+@dataclass
+class LoadSettings:
+    """The knobs of one load, taken from ServerConfig by the manager."""
+
+    prefer: Sequence[Format] = DEFAULT_PREFER
+    device: str = "cpu"
+    trust_model_code: bool = False
+    warmup: bool = True
+    probe: bool = True
+    probe_limits: ProbeLimits = field(default_factory=ProbeLimits)
+
+
+@dataclass
+class Loaded:
+    """A loaded, warmed version, before the manager wraps it in a LoadedModel."""
+
+    format: Format
+    runtime: Runtime
+    signature: Signature
+    manifest: Manifest
+    path: Path
+    seconds: float
+    probe_seconds: float | None
+
+
+def warmup_inputs(sig: Signature, batch: int = 1) -> dict[str, np.ndarray]:
+    """Zeros shaped like the signature with every dynamic dim = ``batch`` (zeros are valid ids too)."""
+    out: dict[str, np.ndarray] = {}
+    for spec in sig.inputs:
+        shape = concrete_shape(spec, default=batch)
+        if spec.dtype == "bytes":
+            out[spec.name] = np.full(shape, b"", dtype=object)
+        elif spec.dtype == "bfloat16":
+            out[spec.name] = np.zeros(shape, dtype=np.float32)
+        else:
+            out[spec.name] = np.zeros(shape, dtype=np.dtype(spec.dtype))
+    return out
+
+
+def warmup(runtime: Runtime, sig: Signature) -> None:
+    """Run one batch-1 inference and check every declared output came back."""
+    try:
+        outputs = runtime.infer(warmup_inputs(sig))
+    except FwxError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - native runtimes raise anything
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"warm-up inference failed: {first[:300]}",
+                         hint="the artifact does not run on the inputs its signature declares; re-export it") from exc
+    missing = [n for n in sig.output_names if n not in outputs]
+    if missing:
+        raise InputError(f"warm-up inference did not return output(s) {', '.join(missing)}",
+                         hint="the artifact's outputs differ from fwx.json; re-export it")
+
+
+def is_batchable(sig: Signature, runtime: Runtime) -> bool:
+    """Dynamic first axis on every input and output, and a runtime that accepts any batch."""
+    specs = list(sig.inputs) + list(sig.outputs)
+    return bool(specs) and runtime.batchable and all(s.rank >= 1 and is_dynamic(s.shape[0]) for s in specs)
+
+
+def candidates(manifest: Manifest, prefer: Sequence[Format]) -> list[tuple[Format, ArtifactEntry]]:
+    """Artifacts of this version in preference order, skipping failed ones and missing runtimes."""
+    by_fmt: dict[Format, ArtifactEntry] = {}
+    for entry in manifest.artifacts.values():
+        if entry.status == "ok" and entry.format in {f.value for f in Format}:
+            by_fmt.setdefault(entry.fmt, entry)
+    installed = set(available_runtimes())
+    return [(f, by_fmt[f]) for f in prefer if f in by_fmt and f in installed]
+
+
+def _served_signature(manifest: Manifest, runtime: Runtime) -> Signature:
+    """The pinned signature, unless the runtime answers to other names (then its own, with a warning)."""
+    pinned = manifest.sig()
+    try:
+        actual = runtime.signature()
+    except Exception:  # noqa: BLE001 - reading metadata must not fail a load that works
+        return pinned
+    if set(actual.input_names) == set(pinned.input_names) and set(actual.output_names) >= set(pinned.output_names):
+        return pinned
+    log.warning("%s v%s: runtime signature %s differs from pinned %s; serving the runtime's names",
+                manifest.name, manifest.version, actual, pinned)
+    return actual
+
+
+def load_version(path: Path, settings: LoadSettings, probed: set[str]) -> Loaded:
+    """Load the version folder ``path``; raise ``FwxError`` with a one-line reason on any failure.
+
+    ``probed`` holds the sha256 of artifacts already probed safely (shared with
+    the manager), so an unchanged artifact is probed once per process.
+    """
+    manifest = Manifest.read(path)
+    if not settings.trust_model_code:
+        manifest.verify(path)
+    options = candidates(manifest, settings.prefer)
+    if not options:
+        have = ", ".join(sorted(e.format for e in manifest.artifacts.values())) or "none"
+        want = ", ".join(f.value for f in settings.prefer)
+        raise InputError(f"no servable format (artifacts: {have}; preferred: {want})",
+                         hint="export a preferred format or change --prefer")
+    errors: list[str] = []
+    for fmt, entry in options:
+        try:
+            return _load_one(path, manifest, fmt, entry, settings, probed)
+        except FwxError as exc:
+            errors.append(f"{fmt}: {exc.message}")
+            log.warning("%s: cannot serve %s: %s", path, fmt, exc.message)
+    raise InputError("; ".join(errors), hint="re-export the model or choose another format with --prefer")
+
+
+def _load_one(path: Path, manifest: Manifest, fmt: Format, entry: ArtifactEntry, settings: LoadSettings,
+              probed: set[str]) -> Loaded:
+    artifact = path / entry.path
+    sig = manifest.sig()
+    probe_s: float | None = None
+    # The cache is keyed by checksum, so it is only sound when checksums were verified.
+    key = f"{fmt.value}:{entry.sha256}" if entry.sha256 and not settings.trust_model_code else ""
+    if settings.probe and (not key or key not in probed):
+        probe_s = probe(fmt, artifact, signature=sig if settings.warmup else None,
+                        trust_model_code=settings.trust_model_code, limits=settings.probe_limits)
+        if key:
+            probed.add(key)
+    start = time.monotonic()
+    runtime = load_runtime(fmt, artifact, device=settings.device, trust_model_code=settings.trust_model_code,
+                           signature_hint=sig)
+    try:
+        served = _served_signature(manifest, runtime)
+        if settings.warmup:
+            warmup(runtime, served)
+    except BaseException:
+        runtime.close()
+        raise
+    return Loaded(fmt, runtime, served, manifest, path, time.monotonic() - start, probe_s)

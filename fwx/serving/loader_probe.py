@@ -1,0 +1,176 @@
+"""Crash-safe loading: try an untrusted artifact in a throw-away child process first.
+
+Native parsers (TFLite's FlatBuffer reader, onnxruntime's protobuf reader, TF's
+graph loader) can crash the whole process on a crafted file: an 8-byte
+``.tflite`` (``b"\\x18\\x00\\x00\\x00TFL3"``) reads out of bounds (TF #115308). So the
+server first loads the artifact, and runs one warm-up inference, in a child
+``python -m fwx.serving.loader_probe FORMAT PATH`` under RLIMITs (address space,
+CPU seconds, no core file) and a wall-clock timeout. A child killed by a signal
+or exiting non-zero rejects the version; only a clean exit lets the server load
+it in-process. The child runs on CPU only, so it never takes GPU memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fwx.errors import FwxError, InputError
+from fwx.formats import Format
+from fwx.signature import Signature
+
+MARKER = "FWX-PROBE "
+#: Exit code of a child that refused the model cleanly (an FwxError).
+REFUSED = 3
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_CPU_S = 120
+#: Address space cap; TensorFlow alone maps ~1.7 GB of virtual memory once imported.
+DEFAULT_MEMORY_MB = 8192
+
+
+#: Probe children now running, so a shutting-down server can kill them instead of waiting.
+_ACTIVE: set[subprocess.Popen[str]] = set()
+
+
+def kill_active_probes() -> None:
+    """Kill every probe child still running (the server is stopping; their verdict no longer matters)."""
+    for proc in list(_ACTIVE):
+        with contextlib.suppress(OSError):
+            proc.kill()
+
+
+@dataclass(frozen=True)
+class ProbeLimits:
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    cpu_s: int = DEFAULT_CPU_S
+    memory_mb: int = DEFAULT_MEMORY_MB
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["CUDA_VISIBLE_DEVICES"] = ""  # probe on CPU: the parser is the same, the GPU stays free
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def probe(fmt: Format, path: Path, *, signature: Signature | None = None, trust_model_code: bool = False,
+          limits: ProbeLimits | None = None) -> float:
+    """Load (and warm up) ``path`` in a child process; return its wall time in seconds.
+
+    Raises ``InputError`` with reason "loader crashed (SIGSEGV)", "loader timed
+    out" or the child's own one-line error. Blocking: call it from a thread.
+    """
+    lim = limits or ProbeLimits()
+    cmd = [sys.executable, "-m", "fwx.serving.loader_probe", fmt.value, str(path),
+           "--cpu-s", str(lim.cpu_s), "--memory-mb", str(lim.memory_mb)]
+    if signature is not None:
+        cmd += ["--signature", json.dumps(signature.to_json())]
+    if trust_model_code:
+        cmd.append("--trust-model-code")
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, env=_child_env())
+    _ACTIVE.add(proc)
+    try:
+        stdout, stderr = proc.communicate(timeout=lim.timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise InputError(f"loader timed out after {lim.timeout_s:g}s on {path.name} ({fmt})",
+                         hint="the artifact may be hostile or too big; raise the probe timeout if it is legitimate") from None
+    finally:
+        _ACTIVE.discard(proc)
+    seconds = time.monotonic() - start
+    if proc.returncode < 0:
+        raise InputError(f"loader crashed ({_signal_name(proc.returncode)}) on {path.name} ({fmt})",
+                         hint="the artifact is corrupt or hostile; re-export it")
+    if proc.returncode != 0:
+        raise InputError(_child_error(stdout, stderr, proc.returncode, path, fmt),
+                         hint="the artifact is corrupt or does not match its signature; re-export it")
+    return seconds
+
+
+def _child_error(stdout: str, stderr: str, code: int, path: Path, fmt: Format) -> str:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(MARKER):
+            try:
+                return str(json.loads(line[len(MARKER):]).get("error", "")) or f"loader refused {path.name}"
+            except ValueError:
+                break
+    tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    why = tail[-1][:200] if tail else "no message"
+    if code == 137 or "MemoryError" in stderr:
+        return f"loader ran out of memory on {path.name} ({fmt})"
+    return f"loader failed (exit {code}) on {path.name} ({fmt}): {why}"
+
+
+def _set_limits(cpu_s: int, memory_mb: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if cpu_s > 0:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+    if memory_mb > 0:
+        cap = memory_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def _run(args: argparse.Namespace) -> dict[str, object]:
+    from fwx.runtimes import load_runtime
+    from fwx.serving.loader import warmup
+
+    sig = Signature.from_json(json.loads(args.signature)) if args.signature else None
+    start = time.monotonic()
+    rt = load_runtime(Format(args.format), args.path, device="cpu", trust_model_code=args.trust_model_code,
+                      signature_hint=sig)
+    try:
+        loaded = time.monotonic() - start
+        if sig is not None:
+            warmup(rt, sig)
+    finally:
+        rt.close()
+    return {"ok": True, "load_s": round(loaded, 4), "total_s": round(time.monotonic() - start, 4)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Child entry point: exit 0 = loadable, 3 = refused with a message, a signal = crashed."""
+    ap = argparse.ArgumentParser(prog="python -m fwx.serving.loader_probe")
+    ap.add_argument("format", choices=[f.value for f in Format])
+    ap.add_argument("path")
+    ap.add_argument("--signature", default="")
+    ap.add_argument("--trust-model-code", action="store_true")
+    ap.add_argument("--cpu-s", type=int, default=DEFAULT_CPU_S)
+    ap.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB)
+    args = ap.parse_args(argv)
+    _set_limits(args.cpu_s, args.memory_mb)
+    try:
+        result = _run(args)
+    except FwxError as exc:
+        print(MARKER + json.dumps({"ok": False, "error": exc.message}), flush=True)
+        return REFUSED
+    except MemoryError:
+        print(MARKER + json.dumps({"ok": False, "error": f"loader ran out of memory on {Path(args.path).name}"}),
+              flush=True)
+        return REFUSED
+    print(MARKER + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

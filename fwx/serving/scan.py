@@ -1,0 +1,82 @@
+"""Find the complete model versions in a repository (runs in a loader thread).
+
+A version is a candidate only if its folder name is a positive integer without
+a leading zero and it holds ``fwx.json`` (written last by ``Staging.publish``,
+so a half-copied folder is skipped, unlike TF Serving #1086). Whether its
+checksums match is decided at load time. Anything else, hidden ``.fwx-tmp-*``
+staging folders aside, is logged once per path, not on every poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from fwx.manifest import MANIFEST_NAME
+from fwx.repository import MODEL_NAME_RE, TMP_PREFIX
+from fwx.serving.control import inside
+
+log = logging.getLogger("fwx.serving")
+
+#: What identifies one published state of a version folder: (inode, mtime_ns, size) of its fwx.json.
+Fingerprint = tuple[int, int, int]
+
+_VERSION_RE = re.compile(r"[1-9]\d*")
+
+
+class Scanner:
+    """Scans ``root``; remembers what it already complained about."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._ignored: set[str] = set()
+
+    def _ignore(self, path: Path, why: str) -> None:
+        key = f"{path}:{why}"
+        if key not in self._ignored:
+            self._ignored.add(key)
+            log.warning("ignoring %s: %s", path, why)
+
+    def models(self) -> list[str]:
+        """Model folders: valid names, not hidden, realpath inside the repository."""
+        if not self.root.is_dir():
+            self._ignore(self.root, "model repository does not exist")
+            return []
+        names = []
+        for p in sorted(self.root.iterdir()):
+            if p.name.startswith(".") or not p.is_dir():
+                continue
+            if not MODEL_NAME_RE.match(p.name):
+                self._ignore(p, "not a valid model name ([A-Za-z0-9_.-]{1,128})")
+            elif not inside(self.root, p):
+                self._ignore(p, "resolves outside the model repository")
+            else:
+                names.append(p.name)
+        return names
+
+    def versions(self, name: str) -> dict[int, Fingerprint]:
+        """Complete versions of one model with the fingerprint of their fwx.json."""
+        folder = self.root / name
+        found: dict[int, Fingerprint] = {}
+        if not folder.is_dir():
+            return found
+        for p in folder.iterdir():
+            if p.name.startswith(TMP_PREFIX) or p.name.startswith("."):
+                continue
+            if not p.is_dir() or not _VERSION_RE.fullmatch(p.name):
+                self._ignore(p, "not a version folder (a positive integer without leading zeros)")
+                continue
+            if not inside(folder, p):
+                self._ignore(p, "resolves outside its model folder")
+                continue
+            try:
+                st = (p / MANIFEST_NAME).stat()
+            except OSError:
+                self._ignore(p, f"no {MANIFEST_NAME} yet (incomplete version)")
+                continue
+            found[int(p.name)] = (st.st_ino, st.st_mtime_ns, st.st_size)
+        return found
+
+    def scan(self) -> dict[str, dict[int, Fingerprint]]:
+        return {name: self.versions(name) for name in self.models()}

@@ -1,0 +1,152 @@
+"""The validation report: per (artifact, output) results, a verdict, and renderings.
+
+JSON (``to_json``), the slice stored in fwx.json (``for_artifact``), a
+terminal table (``table``) and a self-contained HTML page (``write``, via
+``fwx.validators.html``). Building a report never raises on bad numbers:
+non-finite floats are written as the strings ``"inf"``/``"nan"`` in JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fwx.errors import UsageError
+from fwx.validators.policy import Tolerance
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: non-finite floats become strings, numpy scalars plain numbers."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if k != "points"}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not hasattr(value, "__len__"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+@dataclass
+class OutputResult:
+    name: str
+    metrics: dict[str, Any]
+    tolerance: Tolerance | None
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.reasons
+
+    def to_json(self) -> dict[str, Any]:
+        tol = {"atol": self.tolerance.atol, "rtol": self.tolerance.rtol} if self.tolerance else None
+        return _clean({"name": self.name, "passed": self.passed, "tolerance": tol, "reasons": self.reasons,
+                       **self.metrics})
+
+
+@dataclass
+class ArtifactResult:
+    key: str
+    format: str
+    precision: str = "fp32"
+    layout: str | None = None
+    provider: str = ""
+    runtime_version: str = ""
+    outputs: list[OutputResult] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # artifact-level failures (load, crash, names)
+    notes: list[str] = field(default_factory=list)
+    mean_ms: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.errors and all(o.passed for o in self.outputs)
+
+    def failures(self) -> list[str]:
+        lines = [f"{self.key}: {e}" for e in self.errors]
+        for o in self.outputs:
+            lines += [f"{self.key}: output {o.name!r}: {r}" for r in o.reasons]
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        return _clean({
+            "key": self.key, "format": self.format, "precision": self.precision, "layout": self.layout,
+            "provider": self.provider, "runtime_version": self.runtime_version, "passed": self.passed,
+            "mean_ms": self.mean_ms, "errors": self.errors, "notes": self.notes,
+            "outputs": [o.to_json() for o in self.outputs],
+        })
+
+
+@dataclass
+class ValidationReport:
+    reference: dict[str, Any]
+    artifacts: list[ArtifactResult]
+    inputs: list[dict[str, Any]] = field(default_factory=list)  # per sample: name -> {shape, dtype}
+    seed: int = 0
+    device: str = "cpu"
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # reference-level failures
+
+    @property
+    def passed(self) -> bool:
+        return not self.errors and all(a.passed for a in self.artifacts)
+
+    def failures(self) -> list[str]:
+        """Every failure, one line each: reference problems first, then per artifact and output."""
+        lines = [f"reference: {e}" for e in self.errors]
+        for a in self.artifacts:
+            lines += a.failures()
+        return lines
+
+    def artifact(self, key: str) -> ArtifactResult:
+        for a in self.artifacts:
+            if a.key == key:
+                return a
+        raise KeyError(key)
+
+    def to_json(self) -> dict[str, Any]:
+        return _clean({
+            "passed": self.passed, "reference": self.reference, "device": self.device, "seed": self.seed,
+            "inputs": self.inputs, "notes": self.notes, "errors": self.errors, "failures": self.failures(),
+            "artifacts": [a.to_json() for a in self.artifacts],
+        })
+
+    def for_artifact(self, key: str) -> dict[str, Any]:
+        """The compact dict stored in ``ArtifactEntry.validation`` of fwx.json."""
+        a = self.artifact(key)
+        return _clean({
+            "passed": a.passed and not self.errors,
+            "reference": self.reference.get("key", ""),
+            "device": self.device,
+            "provider": a.provider,
+            "precision": a.precision,
+            "samples": len(self.inputs),
+            "seed": self.seed,
+            "failures": [f"reference: {e}" for e in self.errors] + a.failures(),
+            "outputs": {o.name: {k: o.metrics.get(k) for k in ("max_abs", "mean_abs", "max_rel", "cosine", "snr_db",
+                                                                "top1", "min_atol")}
+                        | {"passed": o.passed, "atol": o.tolerance.atol if o.tolerance else None,
+                           "rtol": o.tolerance.rtol if o.tolerance else None}
+                        for o in a.outputs},
+        })
+
+    def table(self) -> str:
+        from fwx.validators.render import render_table
+
+        return render_table(self)
+
+    def write(self, path: str | Path) -> Path:
+        """Write ``.json`` or ``.html`` (chosen by suffix)."""
+        p = Path(path)
+        if p.suffix.lower() == ".json":
+            p.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        elif p.suffix.lower() in (".html", ".htm"):
+            from fwx.validators.html import render_html
+
+            p.write_text(render_html(self), encoding="utf-8")
+        else:
+            raise UsageError(f"--report {p}: unknown report type", hint="use a .json or .html file name")
+        return p

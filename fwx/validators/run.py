@@ -1,0 +1,221 @@
+"""``fwx.validators.validate``: validate a model version folder or artifact files end to end.
+
+Steps: resolve the device; collect and checksum-verify the artifacts; load
+them (bad input fails here, before anything is measured or written); pick the
+reference (the source model when it can be rebuilt, else the highest-precision
+artifact, and the report says so); draw or load inputs; ``validate_runtimes``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fwx.errors import FwxError, InputError, UsageError
+from fwx.formats import Format, parse_format
+from fwx.manifest import Manifest, sha256_path
+from fwx.runtimes.base import Runtime, load_runtime
+from fwx.signature import Signature, TensorSpec, is_dynamic
+from fwx.validators.api import validate_runtimes
+from fwx.validators.artifacts import Artifact, Collection, by_precision, close_all, collect, gpu_visible, load_all
+from fwx.validators.inputs import InputConfig, generate_inputs, load_data, load_labels
+from fwx.validators.layout import shape_to
+from fwx.validators.policy import Policy
+from fwx.validators.report import ValidationReport
+
+
+@dataclass
+class ValidateOptions:
+    reference: str = "auto"  # auto | source | a format name | an artifact key
+    device: str = "auto"  # auto | cpu | cuda[:N]
+    data: Path | None = None
+    samples: int | None = None
+    seed: int = 0
+    int_range: tuple[int, int] | None = None
+    float_dist: str = "normal"
+    policy: Policy = field(default_factory=Policy)
+    model_class: str | None = None
+    model_kwargs: dict[str, Any] | None = None
+    trust_model_code: bool = False
+
+
+def cuda_usable() -> bool:
+    """True when a GPU is visible and an installed framework can use it."""
+    if not gpu_visible():
+        return False
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    if importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime as ort
+
+        return "CUDAExecutionProvider" in ort.get_available_providers()
+    return False
+
+
+def resolve_device(device: str) -> tuple[str, list[str]]:
+    if device == "auto":
+        return ("cuda", []) if cuda_usable() else ("cpu", ["--device auto: no usable CUDA GPU found, ran on CPU"])
+    if device.split(":", 1)[0] == "cuda" and not cuda_usable():
+        raise UsageError(f"--device {device}: no usable CUDA GPU on this machine",
+                         hint="use --device cpu or auto (or install CUDA builds of the frameworks)")
+    if device.split(":", 1)[0] not in ("cpu", "cuda"):
+        raise UsageError(f"unknown device {device!r}", hint="use cpu, cuda, cuda:N or auto")
+    return device, []
+
+
+def source_layout(manifest: Manifest | None, sig: Signature) -> str | None:
+    """Layout of the pinned signature: the source framework's convention for rank-4 inputs."""
+    if manifest is None or not any(s.rank == 4 for s in sig.inputs):
+        return None
+    fw = manifest.source.framework
+    if fw in ("torch", "pytorch"):
+        return "NCHW"
+    if fw in ("keras", "tensorflow"):
+        return "NHWC"
+    same = [a.layout for a in manifest.artifacts.values() if a.format == manifest.source.format and a.layout]
+    return same[0] if same else None
+
+
+def in_layout(sig: Signature, src: str | None, dst: str | None) -> Signature:
+    def move(specs: tuple[TensorSpec, ...]) -> tuple[TensorSpec, ...]:
+        return tuple(TensorSpec(s.name, s.dtype, shape_to(s.shape, src, dst)) for s in specs)  # type: ignore[arg-type]
+
+    return sig if src == dst or src is None or dst is None else Signature(move(sig.inputs), move(sig.outputs))
+
+
+def _flag(command: str, name: str) -> str | None:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for i, w in enumerate(words):
+        if w == name and i + 1 < len(words):
+            return words[i + 1]
+        if w.startswith(name + "="):
+            return w.split("=", 1)[1]
+    return None
+
+
+def _source_path(manifest: Manifest, folder: Path | None) -> Path | None:
+    raw = Path(manifest.source.path)
+    for cand in (raw, (folder / raw) if folder and not raw.is_absolute() else None):
+        if cand is not None and cand.exists():
+            return cand
+    return None
+
+
+def load_source_runtime(col: Collection, opts: ValidateOptions, sig: Signature, device: str) -> Runtime:
+    """The eager/original source as a runtime; raises ``FwxError`` saying why it cannot be rebuilt."""
+    manifest = col.manifest
+    assert manifest is not None
+    src = manifest.source
+    path = _source_path(manifest, col.folder)
+    if path is None:
+        raise InputError(f"the source {src.path} is not available here")
+    if src.sha256 and sha256_path(path) != src.sha256:
+        raise InputError(f"the source {path} changed since the export (sha256 differs)")
+    fmt = Format(src.format)
+    if fmt in (Format.ONNX, Format.SAVEDMODEL, Format.TFLITE):
+        return load_runtime(fmt, path, device=device, signature_hint=sig)
+    from fwx.exporter.sources import load_source
+
+    model_class = opts.model_class
+    if model_class is None and opts.trust_model_code:
+        model_class = _flag(manifest.command, "--model-class")  # importing it runs code: trusted only
+    loaded = load_source(path, model_class=model_class, model_kwargs=opts.model_kwargs, trust=opts.trust_model_code)
+    if loaded.plan_format is Format.PYTORCH:
+        from fwx.runtimes.eager_torch import EagerTorchRuntime
+
+        return EagerTorchRuntime.from_module(loaded.obj, sig, device=device)
+    from fwx.runtimes.eager_keras import KerasRuntime
+
+    return KerasRuntime.from_model(loaded.obj, sig, device=device)
+
+
+def choose_reference(col: Collection, opts: ValidateOptions, sig: Signature, device: str,
+                     notes: list[str]) -> tuple[Runtime, str, Artifact | None]:
+    """(runtime, key, artifact or None for the source)."""
+    want = opts.reference
+    if want in ("auto", "source") and col.manifest is not None:
+        try:
+            return load_source_runtime(col, opts, sig, device), f"source ({col.manifest.source.format})", None
+        except FwxError as exc:
+            why = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
+        except Exception as exc:  # noqa: BLE001 - a source that will not rebuild is a note, not a crash
+            why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        best = by_precision(col.artifacts)[0]
+        notes.append(f"could not rebuild the source ({why}); the reference is {best.key}")
+        assert best.runtime is not None
+        return best.runtime, best.key, best
+    if want == "source":
+        raise UsageError("--reference source needs a version folder whose fwx.json names the source")
+    if want == "auto":
+        best = by_precision(col.artifacts)[0]
+    else:
+        keyed = [a for a in col.artifacts if a.key == want]
+        if not keyed:
+            fmt = parse_format(want)
+            keyed = by_precision([a for a in col.artifacts if a.format is fmt])
+        if not keyed:
+            raise UsageError(f"--reference {want}: no such artifact among {', '.join(a.key for a in col.artifacts)}")
+        best = keyed[0]
+    assert best.runtime is not None
+    return best.runtime, best.key, best
+
+
+def build_inputs(sig: Signature, opts: ValidateOptions) -> tuple[list[dict[str, np.ndarray]], list[Any] | None]:
+    """User data (plus its first row alone, so a dynamic batch is tried at two sizes), or generated samples."""
+    if opts.data is None:
+        cfg = InputConfig(seed=opts.seed, samples=opts.samples or 4, int_range=opts.int_range, float_dist=opts.float_dist)
+        return generate_inputs(sig, cfg), None
+    samples = load_data(opts.data, sig, samples=opts.samples)
+    labels = load_labels(opts.data, opts.samples)
+    first = samples[0]
+    batched = all(s.rank and is_dynamic(s.shape[0]) for s in sig.inputs)
+    if batched and all(v.ndim and v.shape[0] > 1 for v in first.values()):
+        samples.append({k: v[:1] for k, v in first.items()})
+    label_list = None if labels is None else [labels, labels[:1]][: len(samples)]
+    return samples, label_list
+
+
+def validate(paths: Sequence[str | Path], options: ValidateOptions | None = None) -> ValidationReport:
+    """Validate every artifact against one reference; see the module docstring. Raises only on bad input."""
+    opts = options or ValidateOptions()
+    device, notes = resolve_device(opts.device)
+    col = collect(paths)
+    ref_rt: Runtime | None = None
+    try:
+        pinned = load_all(col, device=device, pinned=col.manifest.sig() if col.manifest else None,
+                          trust=opts.trust_model_code)
+        src_layout = source_layout(col.manifest, pinned)
+        ref_rt, ref_key, ref_art = choose_reference(col, opts, pinned, device, notes)
+        ref_layout = ref_art.layout if ref_art is not None else src_layout
+        sig = in_layout(pinned, src_layout, ref_layout)
+        cands = {a.key: a.runtime for a in col.artifacts if a is not ref_art and a.runtime is not None}
+        if not cands:
+            raise UsageError("nothing to compare: only the reference was given",
+                             hint="pass two or more artifacts, or a version folder whose source is available")
+        samples, labels = build_inputs(sig, opts)
+        report = validate_runtimes(ref_rt, cands, signature=sig, precisions=_field(col, "precision"),
+                                   layouts=_field(col, "layout"), reference_layout=ref_layout, inputs=samples,
+                                   labels=labels, policy=opts.policy, seed=opts.seed, reference_key=ref_key)
+    finally:
+        close_all(col)
+        if ref_rt is not None and not any(a.runtime is ref_rt for a in col.artifacts):
+            ref_rt.close()
+    report.device = device
+    report.notes = notes + col.notes + report.notes
+    return report
+
+
+def _field(col: Collection, name: str) -> Mapping[str, Any]:
+    return {a.key: getattr(a, name) for a in col.artifacts}

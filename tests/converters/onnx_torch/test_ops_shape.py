@@ -1,0 +1,183 @@
+"""Shape and data-movement ops against onnxruntime, attribute and input forms, negative axes,
+and at a second input size to prove sizes are not baked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from onnx import helper
+from onnx_torch_helpers import check_model, graph_model, node_model, rand
+
+I64 = np.int64
+X = rand(2, 3, 4)
+X_OTHER = rand(5, 3, 6)
+DYN = {"x": ["n", 3, "w"]}
+
+
+def _c(*v: int) -> np.ndarray:
+    return np.array(v, dtype=I64)
+
+
+@pytest.mark.parametrize(("attrs", "opset"), [({}, 13), ({"start": 1}, 15), ({"start": -2, "end": -1}, 15)])
+def test_shape(attrs: dict[str, Any], opset: int) -> None:
+    check_model(node_model("Shape", {"x": X}, opset=opset, dims=DYN, **attrs), {"x": X}, others=[{"x": X_OTHER}])
+
+
+def test_size() -> None:
+    check_model(node_model("Size", {"x": X}, dims=DYN), {"x": X}, others=[{"x": X_OTHER}])
+
+
+@pytest.mark.parametrize(("shape", "opset", "allowzero"), [
+    (_c(0, -1), 13, 0), (_c(-1, 3, 2, 2), 13, 0), (_c(2, 0, 2, 2), 14, 0), (_c(6, 4), 14, 1),
+])
+def test_reshape_const(shape: np.ndarray, opset: int, allowzero: int) -> None:
+    kw = {"allowzero": allowzero} if opset >= 14 else {}
+    check_model(node_model("Reshape", {"x": X}, consts={"s": shape}, opset=opset, **kw), {"x": X})
+
+
+def test_reshape_from_shape_chain_stays_dynamic() -> None:
+    """Shape -> Gather -> Unsqueeze -> Concat -> Reshape: the torch exporters' batch-flatten pattern."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+        helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    consts = {"zero": np.array(0, I64), "ax0": _c(0), "minus1": _c(-1)}
+    model = graph_model(nodes, {"x": X}, consts=consts, dims=DYN)
+    gm = check_model(model, {"x": X}, others=[{"x": X_OTHER}])
+    assert "x.size(0)" in gm.code
+    assert "ints_to_tensor" not in gm.code
+
+
+def test_expand_where_equal_minus_one_chain() -> None:
+    """The legacy exporter's ``Expand(x, Where(Equal(shape, -1), 1, shape))`` folds to sizes, not tensors."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Equal", ["s", "m1"], ["eq"]),
+        helper.make_node("Where", ["eq", "ones", "s"], ["target"]),
+        helper.make_node("Expand", ["b", "target"], ["y"]),
+    ]
+    consts = {"m1": _c(-1, -1, -1), "ones": _c(1, 1, 1), "b": rand(1, 3, 1, seed=3)}
+    gm = check_model(graph_model(nodes, {"x": X}, consts=consts, dims=DYN), {"x": X}, others=[{"x": X_OTHER}])
+    assert "ints_to_tensor" not in gm.code
+
+
+@pytest.mark.parametrize("axis", [0, 2, -1])
+def test_flatten(axis: int) -> None:
+    check_model(node_model("Flatten", {"x": X}, dims=DYN, axis=axis), {"x": X}, others=[{"x": X_OTHER}])
+
+
+def test_squeeze_unsqueeze_attr_and_input_forms() -> None:
+    x = rand(2, 1, 4, 1)
+    check_model(node_model("Squeeze", {"x": x}, opset=11, axes=[-1, 1]), {"x": x})
+    check_model(node_model("Squeeze", {"x": x}, consts={"a": _c(-3)}, opset=13), {"x": x})
+    check_model(node_model("Squeeze", {"x": x}, opset=13), {"x": x})
+    check_model(node_model("Unsqueeze", {"x": X}, opset=11, axes=[0, -1]), {"x": X})
+    check_model(node_model("Unsqueeze", {"x": X}, consts={"a": _c(1, -1)}, opset=13), {"x": X})
+
+
+def test_concat_negative_axis() -> None:
+    feeds = {"a": rand(2, 3, 1), "b": rand(2, 3, 4, seed=1)}
+    check_model(node_model("Concat", feeds, axis=-1), feeds)
+
+
+@pytest.mark.parametrize("shape", [_c(2, 1, 4), _c(3, 1), _c(1, 1, 1, 1)])
+def test_expand_bidirectional(shape: np.ndarray) -> None:
+    x = rand(3, 1)
+    check_model(node_model("Expand", {"x": x}, consts={"s": shape}), {"x": x})
+
+
+def test_tile_and_constant_of_shape_and_range() -> None:
+    check_model(node_model("Tile", {"x": X}, consts={"r": _c(1, 2, 3)}), {"x": X})
+    cos = helper.make_tensor("v", 7, [1], [5])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ConstantOfShape", ["s"], ["y"], value=cos)]
+    check_model(graph_model(nodes, {"x": X}, dims=DYN), {"x": X}, others=[{"x": X_OTHER}])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "i"], ["n"]),
+             helper.make_node("Range", ["z", "n", "one"], ["y"])]
+    consts = {"i": np.array(-1, I64), "z": np.array(0, I64), "one": np.array(2, I64)}
+    check_model(graph_model(nodes, {"x": X}, consts=consts, dims=DYN), {"x": X}, others=[{"x": X_OTHER}])
+    consts = {"a": np.float32(0.5), "b": np.float32(3.0), "d": np.float32(0.7)}
+    check_model(graph_model([helper.make_node("Range", ["a", "b", "d"], ["y"])], {}, consts=consts), {})
+
+
+@pytest.mark.parametrize("perm", [None, [1, 0, 2], [2, 0, 1]])
+def test_transpose(perm: list[int] | None) -> None:
+    kw = {"perm": perm} if perm else {}
+    check_model(node_model("Transpose", {"x": X}, **kw), {"x": X})
+
+
+@pytest.mark.parametrize(("idx", "axis"), [(np.array(1, I64), 0), (np.array(-1, I64), 2), (_c(2, -1, 0), 1),
+                                            (np.array([[0, 1], [-1, 0]], I64), -1)])
+def test_gather(idx: np.ndarray, axis: int) -> None:
+    check_model(node_model("Gather", {"x": X}, consts={"i": idx}, axis=axis), {"x": X})
+
+
+def test_gather_runtime_indices_into_table() -> None:
+    table, ids = rand(10, 4), np.array([[1, 9, -2], [0, 3, 3]], dtype=I64)
+    check_model(node_model("Gather", {"ids": ids}, consts={"t": table}, input_order=["t", "ids"]), {"ids": ids})
+
+
+def test_gather_elements() -> None:
+    idx = np.array([[[0], [2], [-1]]], dtype=I64).repeat(2, 0)
+    check_model(node_model("GatherElements", {"x": X}, consts={"i": idx}, axis=1), {"x": X})
+
+
+@pytest.mark.parametrize(("starts", "ends", "axes", "steps"), [
+    (_c(1), _c(9223372036854775807), _c(-1), _c(1)),
+    (_c(-2, 0), _c(-1, 3), _c(1, 2), _c(1, 2)),
+    (_c(-1), _c(-9223372036854775807), _c(2), _c(-1)),
+    (_c(2), _c(0), _c(1), _c(-2)),
+])
+def test_slice_inputs(starts: np.ndarray, ends: np.ndarray, axes: np.ndarray, steps: np.ndarray) -> None:
+    consts = {"s": starts, "e": ends, "a": axes, "p": steps}
+    check_model(node_model("Slice", {"x": X}, consts=consts, dims=DYN), {"x": X}, others=[{"x": X_OTHER}])
+
+
+def test_slice_opset9_attrs() -> None:
+    check_model(node_model("Slice", {"x": X}, opset=9, starts=[0, 1], ends=[1, 100], axes=[0, 2]), {"x": X})
+
+
+def test_split_forms() -> None:
+    x = rand(2, 7, 3)
+    check_model(node_model("Split", {"x": x}, outputs=["a", "b"], opset=11, axis=1, split=[3, 4]), {"x": x})
+    check_model(node_model("Split", {"x": x}, consts={"s": _c(5, 2)}, outputs=["a", "b"], opset=13, axis=-2), {"x": x})
+    check_model(node_model("Split", {"x": x}, outputs=["a", "b", "c"], opset=18, axis=1, num_outputs=3), {"x": x})
+
+
+@pytest.mark.parametrize(("mode", "pads", "opset"), [
+    ("constant", _c(0, 1, 2, 0, 2, 1), 13), ("reflect", _c(0, 0, 1, 0, 0, 2), 13), ("edge", _c(0, 1, 1, 0, 1, 1), 13),
+])
+def test_pad(mode: str, pads: np.ndarray, opset: int) -> None:
+    consts: dict[str, np.ndarray] = {"p": pads}
+    if mode == "constant":
+        consts["v"] = np.array(1.5, np.float32)
+    check_model(node_model("Pad", {"x": X}, consts=consts, opset=opset, mode=mode), {"x": X})
+
+
+def test_pad_axes_opset18_and_attr_form() -> None:
+    consts = {"p": _c(1, 2), "v": np.array(0.0, np.float32), "a": _c(-1)}
+    check_model(node_model("Pad", {"x": X}, consts=consts, opset=18), {"x": X})
+    check_model(node_model("Pad", {"x": X}, opset=9, pads=[0, 0, 1, 0, 0, 1], value=2.0), {"x": X})
+
+
+def test_identity_dropout_constant_einsum_cumsum_trilu() -> None:
+    check_model(node_model("Identity", {"x": X}), {"x": X})
+    check_model(node_model("Dropout", {"x": X}, opset=13, outputs=["y", "mask"]), {"x": X})
+    const = helper.make_node("Constant", [], ["c"], value_floats=[1.0, 2.0, 3.0, 4.0])
+    check_model(graph_model([const, helper.make_node("Add", ["x", "c"], ["y"])], {"x": X}), {"x": X})
+    feeds = {"a": rand(2, 3, 4), "b": rand(2, 4, 5, seed=1)}
+    check_model(node_model("Einsum", feeds, equation="bij,bjk->bik"), feeds)
+    for exclusive, reverse in ((0, 0), (1, 0), (0, 1), (1, 1)):
+        check_model(node_model("CumSum", {"x": X}, consts={"a": np.array(-1, I64)}, exclusive=exclusive,
+                               reverse=reverse), {"x": X})
+    check_model(node_model("Trilu", {"x": X}, consts={"k": np.array(1, I64)}, opset=14, upper=0), {"x": X})
+
+
+def test_input_names_that_shadow_globals_or_are_not_identifiers() -> None:
+    feeds = {"torch": rand(2, 3), "input:0": rand(2, 3, seed=1), "max": rand(3, seed=2)}
+    nodes = [helper.make_node("Add", ["torch", "input:0"], ["a"]), helper.make_node("Mul", ["a", "max"], ["y"])]
+    check_model(graph_model(nodes, feeds), feeds)

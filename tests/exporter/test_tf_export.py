@@ -1,0 +1,140 @@
+"""Keras and SavedModel sources -> SavedModel, ONNX, TFLite (TensorFlow is imported once per session)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fwx.errors import InputError
+from fwx.exporter import export
+from fwx.exporter.readers import onnx_signature, savedmodel_signature, tflite_signature
+
+from .fixtures import assert_refused
+
+pytestmark = pytest.mark.slow
+TF_TARGETS = ["savedmodel", "onnx", "tflite"]
+
+
+@pytest.fixture(scope="module")
+def keras_all(keras_files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return export(keras_files["keras"], TF_TARGETS, out=tmp_path_factory.mktemp("repo"))
+
+
+def test_keras_to_every_tf_target(keras_all: Any) -> None:
+    m = keras_all.manifest
+    assert sorted(m.artifacts) == ["onnx", "savedmodel", "tflite"]
+    assert str(m.sig()) == "(image:float32[N,32,32,3]) -> (logits:float32[N,10])"
+    for key, entry in m.artifacts.items():
+        assert entry.validation["passed"] is True, (key, entry.validation)
+        assert entry.layout == "NHWC"
+        assert entry.sig().input_names == ["image"]
+        assert entry.sig().output_names == ["logits"]
+    assert m.artifacts["onnx"].opset == 17
+    # TFLite is converted from the SavedModel target (reused, not converted twice).
+    hops = m.artifacts["tflite"].hops
+    assert [(h["source"], h["target"]) for h in hops] == [("keras", "savedmodel"), ("savedmodel", "tflite")]
+    assert hops[0]["path"] == "model.savedmodel"
+
+
+def test_artifacts_keep_names_and_dynamic_batch(keras_all: Any) -> None:
+    d = keras_all.version_dir
+    sm = savedmodel_signature(d / "model.savedmodel", "serving_default")
+    assert str(sm) == "(image:float32[N,32,32,3]) -> (logits:float32[N,10])"
+    tfl, meta = tflite_signature(d / "model.tflite")
+    assert meta["signature_key"] == "serving_default"
+    assert str(tfl) == "(image:float32[N,32,32,3]) -> (logits:float32[N,10])"
+    onnx_sig, _ = onnx_signature(d / "model.onnx")
+    assert str(onnx_sig) == "(image:float32[N,32,32,3]) -> (logits:float32[N,10])"
+
+
+def test_renamed_io_and_kept_intermediate(keras_files: dict[str, Path], tmp_path: Path) -> None:
+    res = export(keras_files["keras"], ["tflite"], out=tmp_path, inputs=["img:float32[N,32,32,3]"],
+                 outputs=["probs"], keep_intermediate=True)
+    entry = res.manifest.artifacts["tflite"]
+    kept = res.version_dir / entry.hops[0]["path"]
+    assert entry.hops[0]["path"] == "intermediate/tflite/1/model.savedmodel"
+    assert entry.hops[0]["sha256"]
+    assert (kept / "saved_model.pb").is_file()
+    assert str(savedmodel_signature(kept, "serving_default")) == "(img:float32[N,32,32,3]) -> (probs:float32[N,10])"
+    assert str(tflite_signature(res.version_dir / "model.tflite")[0]).startswith("(img:float32[N,32,32,3])")
+    assert entry.validation["passed"]
+    assert not (res.version_dir / ".work").exists()
+
+
+def test_legacy_h5_source(keras_files: dict[str, Path], tmp_path: Path) -> None:
+    res = export(keras_files["h5"], ["onnx"], out=tmp_path)
+    assert res.manifest.artifacts["onnx"].validation["passed"]
+
+
+def test_savedmodel_source(keras_files: dict[str, Path], tmp_path: Path) -> None:
+    res = export(keras_files["savedmodel"], TF_TARGETS, out=tmp_path, name="tfmod")
+    m = res.manifest
+    assert str(m.sig()) == "(x:float32[N,8]) -> (y:float32[N,4])"
+    assert m.artifacts["savedmodel"].hops[0]["tool"] == "copy"
+    assert all(e.validation["passed"] for e in m.artifacts.values())
+    assert m.source.format == "savedmodel"
+
+
+def test_unknown_savedmodel_signature(keras_files: dict[str, Path], tmp_path: Path) -> None:
+    from fwx.converters.base import ConvertOptions
+
+    with pytest.raises(InputError, match="has no signature 'predict'.*serving_default"):
+        export(keras_files["savedmodel"], ["onnx"], out=tmp_path, options=ConvertOptions(saved_model_signature="predict"))
+
+
+def test_onnx_source_is_copied_and_checked(keras_all: Any, tmp_path: Path) -> None:
+    res = export(keras_all.version_dir / "model.onnx", ["onnx"], out=tmp_path, name="again")
+    entry = res.manifest.artifacts["onnx"]
+    assert entry.hops[0]["tool"] == "copy"
+    assert entry.opset == 17
+    assert entry.validation["passed"]
+
+
+def test_lambda_layer_is_refused(cli: Any, keras_files: dict[str, Path], tmp_path: Path) -> None:
+    res = cli("export", keras_files["lambda"], "--to", "savedmodel", "--out", tmp_path)
+    assert_refused(res, tmp_path, 2, "Lambda layer")
+    assert "--trust-model-code" in res.err
+
+
+def test_keras_input_that_does_not_fit(cli: Any, keras_files: dict[str, Path], tmp_path: Path) -> None:
+    res = cli("export", keras_files["keras"], "--input", "image:float32[N,32,32]", "--to", "onnx", "--out", tmp_path)
+    assert_refused(res, tmp_path, 2, "--input image:float32[N,32,32] does not fit")
+
+
+def test_keras_op_missing_at_opset(cli: Any, tmp_path: Path) -> None:
+    import keras
+
+    x = keras.Input((4,), name="x")
+    path = tmp_path / "cumsum.keras"
+    keras.Model(x, keras.layers.Dense(2)(keras.ops.cumsum(x, axis=1))).save(path)
+    res = cli("export", path, "--to", "onnx", "--opset", "10", "--out", tmp_path / "repo", "--json")
+    assert_refused(res, tmp_path / "repo", 1, "ONNX opset 10 cannot express these ops: Cumsum")
+    assert json.loads(res.out)["hint"].endswith("pass --opset 11")
+
+
+def test_inspect_tf_formats_without_loading(cli: Any, keras_all: Any, keras_files: dict[str, Path]) -> None:
+    d = keras_all.version_dir
+    for path, fmt, extra in ((d / "model.tflite", "tflite", "signature_key"),
+                             (d / "model.savedmodel", "savedmodel", "tags"),
+                             (keras_files["keras"], "keras", "layer_types")):
+        res = cli("inspect", path, "--json")
+        assert res.code == 0, res.err
+        info = json.loads(res.out)
+        assert info["format"] == fmt
+        assert extra in info["metadata"]
+        assert info["signature"]["inputs"][0]["name"] == "image"
+    lam = json.loads(cli("inspect", keras_files["lambda"], "--json").out)
+    assert any("Lambda" in n for n in lam["notes"])
+
+
+def test_example_inputs_drive_validation(keras_files: dict[str, Path], tmp_path: Path) -> None:
+    feeds = tmp_path / "x.npz"
+    np.savez(feeds, x=np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8))
+    res = export(keras_files["savedmodel"], ["onnx"], out=tmp_path / "repo", example_inputs=feeds)
+    shapes = [s["x"]["shape"] for s in [res.reports["onnx"].inputs[0], res.reports["onnx"].inputs[1]]]
+    assert shapes[0] == [2, 8]
+    assert shapes[1][0] != 2

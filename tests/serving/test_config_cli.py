@@ -1,0 +1,91 @@
+"""ServerConfig validation, the `fwx serve` flags, version-drift warnings, and the usage examples."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import serving_models
+from click.testing import CliRunner
+
+from fwx.errors import UsageError
+from fwx.formats import Format
+from fwx.serving.config import ServerConfig, parse_prefer, parse_prefer_model
+
+
+def test_defaults_are_safe(tmp_path: Path) -> None:
+    cfg = ServerConfig(repository=tmp_path)
+    assert (cfg.host, cfg.http_port, cfg.grpc_port) == ("127.0.0.1", 8000, 8001)
+    assert cfg.prefer == [Format.ONNX, Format.TORCHSCRIPT, Format.PT2, Format.SAVEDMODEL, Format.TFLITE]
+    assert not cfg.enable_model_control
+    assert cfg.api_token is None
+    assert not cfg.trust_model_code
+    assert cfg.max_body_bytes == 64 * 2**20 == cfg.grpc_max_message_bytes
+
+
+@pytest.mark.parametrize(("kw", "fragment"), [
+    ({"http_port": 70000}, "not a port"),
+    ({"max_batch_size": 0}, "at least 1"),
+    ({"max_queue_delay_ms": -1}, "must not be negative"),
+    ({"device": "tpu"}, "unknown device"),
+    ({"version_policy": "newest"}, "invalid version policy"),
+    ({"prefer": ["keras"]}, "cannot serve keras"),
+    ({"log_level": "loud"}, "unknown log level"),
+])
+def test_bad_settings_are_usage_errors(tmp_path: Path, kw: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(UsageError, match=fragment):
+        ServerConfig(repository=tmp_path, **kw)
+
+
+def test_prefer_parsing() -> None:
+    assert parse_prefer("tflite, ONNX,tflite") == [Format.TFLITE, Format.ONNX]
+    assert parse_prefer_model(["m=ts,onnx"]) == {"m": [Format.TORCHSCRIPT, Format.ONNX]}
+    with pytest.raises(UsageError, match="NAME=VALUE"):
+        parse_prefer_model(["m"])
+    cfg = ServerConfig(repository=Path("."), prefer_per_model={"m": [Format.TFLITE]})
+    assert cfg.prefer_for("m") == [Format.TFLITE]
+    assert cfg.prefer_for("other") == cfg.prefer
+
+
+def test_serve_cli_rejects_bad_flags(tmp_path: Path) -> None:
+    from fwx.cli import cli
+
+    runner = CliRunner()
+    missing = runner.invoke(cli, ["serve", str(tmp_path / "nope")])
+    assert missing.exit_code == 2
+    assert "does not exist" in missing.output
+    bad = runner.invoke(cli, ["serve", str(tmp_path), "--prefer-model", "oops"], standalone_mode=False)
+    assert isinstance(bad.exception, UsageError)
+    help_text = runner.invoke(cli, ["serve", "--help"]).output
+    for flag in ("--http-port", "--grpc-port", "--prefer-model", "--max-queue-delay-ms", "--api-token"):
+        assert flag in help_text
+
+
+def test_version_drift_warns_once(tmp_path: Path, live_server: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from fwx.manifest import Manifest
+
+    version = serving_models.publish(tmp_path / "repo", "linear", *serving_models.build_linear())
+    manifest = Manifest.read(version)
+    manifest.artifacts["onnx"].tool_versions = {"onnxruntime": "1.0.0"}
+    manifest.write(version)
+    with caplog.at_level(logging.WARNING, logger="fwx.serving"):
+        live_server(tmp_path / "repo", load_probe=False)
+    drift = [r.getMessage() for r in caplog.records if "recorded with onnxruntime 1.0.0" in r.getMessage()]
+    assert len(drift) == 1, drift
+    assert "served by onnxruntime" in drift[0]
+
+
+def test_usage_examples_name_both_rest_styles_and_tritonclient(tmp_path: Path,
+                                                              make_repo: Callable[..., Path]) -> None:
+    from fwx.serving.server import print_usage_examples
+
+    repo = make_repo(tmp_path / "repo", {"multi": "multi"})
+    text = print_usage_examples(ServerConfig(repository=repo, api_token="t"), http_port=9000, grpc_port=9001)
+    assert "http://127.0.0.1:9000/v2/models/multi/infer" in text
+    assert "http://127.0.0.1:9000/v1/models/multi:predict" in text
+    assert "InferenceServerClient('127.0.0.1:9001')" in text
+    assert "Authorization: Bearer" in text
+    assert '"datatype": "INT64"' in text

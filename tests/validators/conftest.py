@@ -1,0 +1,46 @@
+"""Fixtures shared by the validator tests: loaded runtimes over tiny real artifacts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runtimes import models
+
+from fwx.formats import Format
+from fwx.runtimes import Runtime, load_runtime
+
+
+@pytest.fixture(scope="session")
+def torch_files() -> dict[str, Path]:
+    return models.torch_artifacts()
+
+
+@pytest.fixture(scope="session")
+def keras_files() -> dict[str, Path]:
+    return models.keras_artifacts()
+
+
+@pytest.fixture(scope="session")
+def torch_ref() -> Runtime:
+    from fwx.runtimes.eager_torch import EagerTorchRuntime
+
+    return EagerTorchRuntime.from_module(models.torch_mlp(), models.MLP_SIG)
+
+
+@pytest.fixture(scope="session")
+def keras_ref() -> Runtime:
+    from fwx.runtimes.eager_keras import KerasRuntime
+
+    return KerasRuntime.from_model(models.keras_mlp(), models.MLP_SIG)
+
+
+@pytest.fixture(scope="session")
+def torch_candidates(torch_files: dict[str, Path]) -> dict[str, Any]:
+    sig = models.MLP_SIG
+    return {
+        "onnx": load_runtime(Format.ONNX, torch_files["onnx"]),
+        "torchscript": load_runtime(Format.TORCHSCRIPT, torch_files["torchscript"], signature_hint=sig),
+        "pt2": load_runtime(Format.PT2, torch_files["pt2"], signature_hint=sig),
+    }
