@@ -15,7 +15,7 @@ else, connection errors included), wrong answers (``y`` not ``2x + model_version
 p50/p99 of answered requests, p99 of the 503 answers; and the server's RSS
 (psutil) after each swap and at peak. Writes ``bench-results/lifecycle.json``.
 
-    .venv/bin/python benchmarks/lifecycle.py            # ~100 s
+    .venv/bin/python benchmarks/lifecycle.py            # ~2.5 min
     .venv/bin/python benchmarks/lifecycle.py --duration 20 --swap-every 4
 """
 
@@ -277,7 +277,10 @@ def _goals(phases: dict[str, Any], base: Phase, ok_swaps: list[dict[str, Any]]) 
     swap_phases = ("steady+swaps", "after")
     failed = sum(phases[p]["failed"] + phases[p]["wrong_answers"] + phases[p]["rejected_503"] for p in swap_phases)
     over = phases["overload"]
-    unloaded = phases["baseline"]["p99_ms"] or 0.0
+    # The unloaded reference is the better of the two quiet phases (same client count): on a shared box
+    # one of them can be hit by someone else's load, and the lower reference makes the 2x goal stricter.
+    quiet = [p99 for p99 in (phases["baseline"]["p99_ms"], phases["after"]["p99_ms"]) if p99]
+    unloaded = min(quiet) if quiet else 0.0
     rss = [s["rss_mb_after"] for s in ok_swaps]
     drift = (rss[-1] - rss[0]) / rss[0] if len(rss) >= 2 and rss[0] else 0.0
     slope = float(np.polyfit(range(len(rss)), rss, 1)[0]) if len(rss) >= 3 else 0.0
@@ -286,6 +289,7 @@ def _goals(phases: dict[str, Any], base: Phase, ok_swaps: list[dict[str, Any]]) 
         "503_p99_under_50ms": over["p99_503_ms"] is not None and over["p99_503_ms"] < 50,
         "accepted_p99_within_2x_unloaded": bool(over["p99_ms"] and unloaded and over["p99_ms"] <= 2 * unloaded),
         "accepted_p99_over_unloaded": round(over["p99_ms"] / unloaded, 2) if over["p99_ms"] and unloaded else None,
+        "unloaded_p99_ms": unloaded,
         "rss_flat_across_swaps": abs(drift) <= 0.10,
         "rss_drift_first_to_last_swap": round(drift, 3),
         "rss_trend_mb_per_swap": round(slope, 2),

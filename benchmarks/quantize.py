@@ -198,11 +198,12 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
 
 def accuracy_row(label: str, res: dict[str, Any]) -> list[str]:
     if "error" in res:
-        return [label, "-", "error", "", "", "", "", ""]
+        return [label, "-", "error", "", "", "", "", "", ""]
     info = res["info"]
     ev = info.get("eval") or {}
     return [label, str(info["samples"] or "-"), f"{ev.get('accuracy_float', 0) * 100:.2f}%",
             f"{ev.get('accuracy_quant', 0) * 100:.2f}%", f"{ev.get('drop_points', 0):+.2f}",
+            f"{ev.get('cosine_min', 0):.4f}",
             f"{info['size_before'] / 1024:.0f} -> {info['size_after'] / 1024:.0f} KiB ({info['size_ratio']:.2f}x)",
             f"{info['calibration_seconds']:.2f}", f"{res['rss_peak_mb']:.0f}"]
 
@@ -249,7 +250,8 @@ def main(argv: list[str]) -> int:
               f"{digits['train_seconds']}s; held-out top-1 {digits['float_accuracy'] * 100:.2f}%", file=sys.stderr)
         results = _measure("accuracy", acc, digits, work)
         results += _measure("memory", mem, prepare_wide(work, with_tflite=not args.quick), work)
-    print(table(("configuration", "samples", "float top-1", "int top-1", "drop pt", "size", "calib s", "peak MB"),
+    print(table(("configuration", "samples", "float top-1", "int top-1", "drop pt", "cos min", "size", "calib s",
+                 "peak MB"),
                 [accuracy_row(r["label"], r) for r in results if r["section"] == "accuracy"],
                 title=f"digits CNN ({digits['params']} params), top-1 on the {digits['eval_samples']}-sample "
                       "held-out split"))

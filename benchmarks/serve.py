@@ -66,6 +66,47 @@ def in_process(path: Path, shape: tuple[int, ...], seconds: float = 2.0) -> dict
             "b32_cpu_us_per_sample": cpu * 1e6, "b32_wall_us_per_sample": wall * 1e6}
 
 
+def paired_c1(path: Path, name: str, shape: tuple[int, ...], http_url: str, grpc_url: str,
+              seconds: float = 4.0) -> dict[str, float]:
+    """c=1 latency with in-process, gRPC and REST calls interleaved, so all three see the same CPU contention."""
+    import http.client
+
+    import grpc
+    from serve_grpc_client import build_request
+    from serve_rest_client import build_request as build_rest
+
+    from fwx.formats import Format
+    from fwx.runtimes import load_runtime
+
+    x = np.random.default_rng(3).standard_normal((1, *shape)).astype(np.float32)
+    rt = load_runtime(Format.ONNX, path)
+    channel = grpc.insecure_channel(grpc_url)
+    call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+    payload = build_request(name, {"x": x})
+    host, port = http_url.removeprefix("http://").rsplit(":", 1)
+    rest_raw = build_rest(host, int(port), name, {"x": x})
+    head, body = rest_raw.split(b"\r\n\r\n", 1)
+    headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
+    conn = http.client.HTTPConnection(host, int(port))
+    times: dict[str, list[float]] = {"in_process": [], "grpc": [], "rest": []}
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        rt.infer({"x": x})
+        t1 = time.perf_counter()
+        call(payload, timeout=30)
+        t2 = time.perf_counter()
+        conn.request("POST", f"/v2/models/{name}/infer", body=body, headers=headers)
+        conn.getresponse().read()
+        t3 = time.perf_counter()
+        for key, dt in (("in_process", t1 - t0), ("grpc", t2 - t1), ("rest", t3 - t2)):
+            times[key].append(dt * 1e3)
+    channel.close()
+    conn.close()
+    rt.close()
+    return {f"{k}_p50_ms": float(np.percentile(v, 50)) for k, v in times.items()} | {"pairs": len(times["rest"])}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -143,6 +184,10 @@ def main() -> int:
                     rows.append(r)
                     table.append(_row(name, proto, r, baselines[name]))
                     print("  ".join(table[-1]), flush=True)
+            c1 = paired_c1(work / "repo" / name / "1" / "model.onnx", name, shape, http_url, grpc_url)
+            baselines[name]["paired_c1"] = c1
+            print(f"{name} c=1 interleaved p50: in-process {c1['in_process_p50_ms']:.3f} ms, "
+                  f"gRPC {c1['grpc_p50_ms']:.3f} ms, REST {c1['rest_p50_ms']:.3f} ms", flush=True)
     finally:
         proc.terminate()
         proc.wait(60)

@@ -8,9 +8,9 @@ processes. Server CPU is read from the server process's own counters
 (``psutil``) over exactly the measured window, so ``server_cpu_us_per_req`` is
 independent of the client's cost.
 
-Library use (other benchmarks)::
+Library use (other benchmarks put benchmarks/ on sys.path, as benchmarks/serve.py does)::
 
-    from benchmarks.serve_grpc_client import run_load
+    from serve_grpc_client import run_load
     result = run_load("127.0.0.1:8001", "affine", {"x": np.ones((1, 1), np.float32)},
                       concurrency=8, duration_s=5, server_pid=pid)
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import multiprocessing as mp
 import sys
@@ -111,14 +112,16 @@ def run_load(url: str, model: str, inputs: dict[str, np.ndarray], *, concurrency
     start_at = time.time() + warmup_s + (1.5 if len(shares) > 1 else 0.2)  # leave time for spawned workers
     stop_at = start_at + duration_s
     jobs = [(url, payload, c, start_at, stop_at, channels_per_proc) for c in shares]
-    ctx = mp.get_context("spawn")
-    with ctx.Pool(len(jobs)) if len(jobs) > 1 else _Inline() as pool:
-        pending = pool.map_async(_worker, jobs)
+    pool: concurrent.futures.Executor = (
+        concurrent.futures.ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("spawn")) if len(jobs) > 1
+        else concurrent.futures.ThreadPoolExecutor(1))
+    with pool:
+        futures = [pool.submit(_worker, job) for job in jobs]
         time.sleep(max(0.0, start_at - time.time()))
         cpu0 = _cpu_seconds(server_pid)
         time.sleep(max(0.0, stop_at - time.time()))
         cpu1 = _cpu_seconds(server_pid)
-        results = pending.get(timeout=duration_s + warmup_s + 120)
+        results = [f.result(timeout=duration_s + warmup_s + 120) for f in futures]
     lat = np.array([x for r in results for x in r["latencies"]], dtype=np.float64) * 1e3
     errors: dict[str, int] = {}
     for r in results:
@@ -136,28 +139,6 @@ def run_load(url: str, model: str, inputs: dict[str, np.ndarray], *, concurrency
         out["server_cpu_us_per_req"] = (cpu1 - cpu0) / n * 1e6
         out["server_cores_busy"] = (cpu1 - cpu0) / duration_s
     return out
-
-
-class _Inline:
-    """A one-job stand-in for multiprocessing.Pool (no process spawn when procs == 1)."""
-
-    def __enter__(self) -> _Inline:
-        import concurrent.futures
-
-        self._ex = concurrent.futures.ThreadPoolExecutor(1)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._ex.shutdown()
-
-    def map_async(self, fn: Any, jobs: list[Any]) -> Any:
-        fut = self._ex.submit(lambda: [fn(j) for j in jobs])
-
-        class _Res:
-            def get(self, timeout: float) -> Any:
-                return fut.result(timeout)
-
-        return _Res()
 
 
 def parse_input(spec: str) -> tuple[str, np.ndarray]:

@@ -1,14 +1,18 @@
-"""End-to-end walkthrough (``make run``): build the sample models, export the CNN to every format.
+"""End-to-end walkthrough (``make run``): build the samples, export the CNN to every format,
+validate every format against the PyTorch source, then serve the repository.
 
-Steps are functions so later steps (validate, serve) can be added in the
-marked places. Each step runs the real ``fwx`` command line, printed first,
-so what you see is what you would type.
+Each step runs the real ``fwx`` command line, printed first, so what you see is
+what you would type. ``--serve-seconds N`` stops the server after N seconds
+(SIGTERM, graceful drain); without it the server runs until Ctrl-C.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -52,13 +56,39 @@ def export_all(sources: dict[str, Path], out: Path = ARTIFACTS) -> Path:
     return version_dir if version_dir.is_absolute() else ROOT / version_dir
 
 
-# --- validate: `fwx validate <version_dir>` goes here (added with the validators). ---
-# --- serve: `fwx serve artifacts` goes here (added with the server). ---
+def validate(version_dir: Path) -> None:
+    """Run every format on the same inputs and diff against the PyTorch source (exit 1 on mismatch)."""
+    rel = version_dir.relative_to(ROOT) if version_dir.is_relative_to(ROOT) else version_dir
+    doc = fwx("validate", str(rel), "--model-class", "samples.models:SmallCNN",
+              "--report", str((BUILD / "validation.html").relative_to(ROOT)))
+    print(f"  all formats agree with the source: {doc.get('passed')}; report: samples/build/validation.html")
+
+
+def serve(repo: Path = ARTIFACTS, seconds: float | None = None) -> int:
+    """`fwx serve artifacts` in the foreground; it prints curl and tritonclient examples once ready."""
+    args = ["serve", str(repo.relative_to(ROOT) if repo.is_relative_to(ROOT) else repo)]
+    print("$ fwx " + shlex.join(args) + "    (Ctrl-C to stop)", flush=True)
+    proc = subprocess.Popen([sys.executable, "-m", "fwx", *args], cwd=ROOT)
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+    return proc.wait()
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--serve-seconds", type=float, default=None, help="stop serving after N seconds")
+    parser.add_argument("--no-serve", action="store_true", help="export and validate only")
+    opts = parser.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sources = build()
-    export_all(sources)
+    version_dir = export_all(sources)
+    validate(version_dir)
+    if not opts.no_serve:
+        sys.exit(serve(seconds=opts.serve_seconds))
 
 
 if __name__ == "__main__":

@@ -27,5 +27,5 @@ class OnnxModel(MLModel):
         outs = self._session.run(self._outputs, feed)
         return InferenceResponse(
             model_name=self.name,
-            outputs=[NumpyCodec.encode_output(name, arr) for name, arr in zip(self._outputs, outs)],
+            outputs=[NumpyCodec.encode_output(name, arr) for name, arr in zip(self._outputs, outs, strict=True)],
         )

@@ -46,7 +46,8 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
               help="Device for read-back and validation.")
 @click.option("--quantize", type=click.Choice(QUANT_KINDS), help="Quantise ONNX/TFLite targets.")
 @click.option("--calibration-data", metavar="PATH", help="Calibration samples for --quantize int8 (or 'random').")
-@click.option("--calibration-method", type=click.Choice(["minmax", "entropy", "percentile"]))
+@click.option("--calibration-method", type=click.Choice(["minmax", "entropy", "percentile"]),
+              help="How int8 activation ranges are chosen (ONNX; TFLite uses min/max).")
 @click.option("--calibration-samples", type=click.IntRange(min=1), help="How many calibration samples to use.")
 @click.option("--per-channel/--per-tensor", "per_channel", default=None, help="Weight quantisation granularity.")
 @click.option("--io-dtype", type=click.Choice(["int8", "uint8", "float32"]), help="TFLite int8 input/output dtype.")
@@ -125,6 +126,12 @@ def _summary(result: Any) -> str:
     rows = [(r.format.value, r.path or "-", ui.human_size(r.size_bytes) if r.size_bytes else "-", r.signature,
              _check(r.check)) for r in result.rows]
     text = ui.table(["format", "path", "size", "signature", "check"], rows)
+    arts = result.manifest.artifacts.items() if result.manifest is not None else []
+    for key, entry in arts:
+        if entry.quantization:  # the accuracy cost of quantising, right where the user looks
+            from fwx.quantize.report import render
+
+            text += "\n\n" + render(entry.quantization, title=f"{key} quantisation:")
     return f"{text}\n\npublished {result.version_dir}"
 
 

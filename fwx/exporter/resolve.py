@@ -46,6 +46,7 @@ def pin_signature(src: LoadedSource, inputs: Sequence[TensorSpec] = (), outputs:
 def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequence[str],
                examples: Mapping[str, np.ndarray] | None) -> Signature:
     from fwx.exporter import torch_common as tc
+    from fwx.runtimes._torch import flatten_outputs, to_numpy
 
     specs = pinning.resolve_inputs(inputs, examples, src.inputs, needs_flags=_TORCH_NEEDS)
     arity = tc.forward_arity(src.obj)
@@ -55,7 +56,7 @@ def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequenc
                          f"({', '.join(s.name for s in specs)})", hint="pass one --input per forward argument, in order")
     sig_in = Signature(specs)
     sizes = pinning.probe_sizes(specs, examples)
-    runs, raw = [], None
+    runs, keys = [], None
     for i, size in enumerate(sizes):
         feeds = pinning.make_feeds(specs, size, examples, seed=i)
         try:
@@ -68,8 +69,9 @@ def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequenc
             raise InputError(f"--input {shown} does not fit the model: it fails on a sample of shape "
                              f"{_shapes(feeds)}: {first_line(exc)}",
                              hint="check the rank, sizes and dtype of each --input") from exc
-        runs.append(tc.to_numpy(tc.flatten(raw)))
-    names = list(outputs) or tc.output_keys(raw) or names_or_default((), len(runs[0]), "output")
+        tensors, keys = flatten_outputs(raw)
+        runs.append([to_numpy(t) for t in tensors])
+    names = list(outputs) or keys or names_or_default((), len(runs[0]), "output")
     return Signature(specs, pinning.output_specs(names, runs, sizes))
 
 

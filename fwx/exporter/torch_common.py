@@ -1,7 +1,9 @@
 """Shared PyTorch plumbing for the torch edges: flat outputs, sample tensors, dynamic Dims.
 
 Every torch exporter sees the same wrapped module, so TorchScript, ``.pt2`` and
-ONNX agree on the order of outputs (a dict output keeps its key order).
+ONNX agree on the order of outputs (a dict output keeps its key order); outputs
+are flattened by the runtimes' own ``flatten_outputs``, so eager reference and
+artifacts line up.
 """
 
 from __future__ import annotations
@@ -16,20 +18,6 @@ from fwx.exporter.env import require
 from fwx.signature import Signature
 
 
-def flatten(out: Any) -> list[Any]:
-    """Tensor, tuple/list (nested) or dict of tensors -> flat list, in order."""
-    if isinstance(out, Mapping):
-        return [t for v in out.values() for t in flatten(v)]
-    if isinstance(out, (tuple, list)):
-        return [t for v in out for t in flatten(v)]
-    return [out]
-
-
-def output_keys(out: Any) -> list[str] | None:
-    """Dict output keys, the natural output names when the user gives none."""
-    return [str(k) for k in out] if isinstance(out, Mapping) else None
-
-
 def wrap(module: Any, sig: Signature) -> Any:
     """The module with a flat tuple of outputs and ``forward`` parameters named after the pinned inputs.
 
@@ -39,9 +27,11 @@ def wrap(module: Any, sig: Signature) -> Any:
     torch = require("torch", "exporting PyTorch models")
     if isinstance(module, torch.jit.ScriptModule):
         return module  # already typed; tracing through it inside a wrapper is not supported
+    from fwx.runtimes._torch import flatten_outputs  # the runtimes' reading of outputs, so both agree
+
     params = ", ".join(identifiers(sig.input_names))
-    namespace: dict[str, Any] = {"flatten": flatten}
-    exec(f"def forward(self, {params}):\n    return tuple(flatten(self.inner({params})))\n", namespace)  # noqa: S102
+    namespace: dict[str, Any] = {"flatten": flatten_outputs}
+    exec(f"def forward(self, {params}):\n    return tuple(flatten(self.inner({params}))[0])\n", namespace)  # noqa: S102
 
     class FlatOutputs(torch.nn.Module):  # type: ignore[name-defined,misc]
         def __init__(self, inner: Any) -> None:
@@ -102,10 +92,6 @@ def run(module: Any, feeds: Mapping[str, np.ndarray], sig: Signature) -> Any:
     torch = require("torch", "exporting PyTorch models")
     with torch.no_grad():
         return module(*tensors(feeds, sig))
-
-
-def to_numpy(outputs: Sequence[Any]) -> list[np.ndarray]:
-    return [o.detach().cpu().numpy() if hasattr(o, "detach") else np.asarray(o) for o in outputs]
 
 
 def dims_for(sig: Signature) -> tuple[dict[int, Any] | None, ...]:

@@ -10,7 +10,7 @@ Accepted layouts (``--calibration-data`` / ``--eval-data``):
   files, one sample each keyed by input name;
 * a folder of images (.jpg/.png/...), optionally in class subfolders (sorted
   names = label 0..K-1), with the preprocessing in ``fwx.quantize.preprocess``;
-* ``random`` (calibration only): seeded uniform [0,1) noise, with a loud warning.
+* ``random`` (calibration only): seeded standard-normal noise, with a loud warning.
 
 A stored sample either has the model's batch axis of size 1 or lacks it; both fit.
 When fewer samples are asked than exist, an evenly spaced subset is used so a
@@ -266,7 +266,11 @@ class ImageSource(Source):
 
 
 class RandomSource(Source):
-    """Seeded noise shaped like the signature: uniform [0,1) floats, small non-negative ints."""
+    """Seeded noise shaped like the signature: standard-normal floats, small non-negative ints.
+
+    Standard normal because that is what the export validator feeds when it has no
+    real samples either, so a smoke-test export calibrates and validates on one distribution.
+    """
 
     kind = "random"
 
@@ -291,7 +295,7 @@ def _noise(rng: np.random.Generator, spec: TensorSpec) -> np.ndarray:
     shape = concrete_shape(spec, default=1)
     kind = np.dtype(spec.dtype).kind
     if kind == "f":
-        return rng.random(shape, dtype=np.float32).astype(spec.dtype)
+        return rng.standard_normal(shape, dtype=np.float32).astype(spec.dtype)
     if kind == "b":
         return rng.random(shape) < 0.5
     return rng.integers(0, 10, size=shape).astype(spec.dtype)

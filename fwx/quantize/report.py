@@ -47,7 +47,8 @@ def rows(data: Mapping[str, Any] | QuantInfo) -> list[tuple[str, str]]:
     if info.granularity:
         out.append(("weights", info.granularity))
     out.append(("io dtype", info.io_dtype))
-    ratio = f" ({info.size_ratio:.2f}x smaller)" if info.size_ratio else ""
+    r = info.size_ratio
+    ratio = "" if not r else f" ({r:.2f}x smaller)" if r >= 1 else f" ({1 / r:.2f}x larger)"
     out.append(("size", f"{_size(info.size_before)} -> {_size(info.size_after)}{ratio}"))
     if info.float_ops:
         out.append(("ops left in float", ", ".join(f"{k} x{v}" for k, v in sorted(info.float_ops.items()))))

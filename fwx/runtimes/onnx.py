@@ -69,6 +69,9 @@ class OnnxRuntime(Runtime):
                               tuple(_spec(a) for a in self._session.get_outputs()))
         self._dtypes = np_dtypes(self._sig.inputs)
         self._out_names = self._sig.output_names
+        # onnxruntime str()s bytes objects ("b'hi'"): string tensors go in as str, come out as bytes.
+        self._str_in = [s.name for s in self._sig.inputs if s.dtype == "bytes"]
+        self._str_out = [s.name for s in self._sig.outputs if s.dtype == "bytes"]
         self._invalid = _invalid_argument_type()
 
     def _providers(self, available: list[str]) -> list[Any]:
@@ -93,13 +96,18 @@ class OnnxRuntime(Runtime):
 
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         feed = gather(inputs, self._dtypes)
+        for name in self._str_in:
+            feed[name] = _to_str(feed[name])
         try:
             outs = self._session.run(self._out_names, feed)
         except self._invalid as exc:
             first = (str(exc).strip().splitlines() or ["invalid argument"])[0]
             raise InputError(f"onnxruntime rejected the inputs: {first[:300]}",
                              hint=f"the model expects {self._sig}") from exc
-        return dict(zip(self._out_names, outs, strict=True))
+        result = dict(zip(self._out_names, outs, strict=True))
+        for name in self._str_out:
+            result[name] = _to_bytes(result[name])
+        return result
 
     def close(self) -> None:
         self._session = None
@@ -113,6 +121,16 @@ class OnnxRuntime(Runtime):
         import onnxruntime as ort
 
         return f"onnxruntime {ort.__version__}"
+
+
+def _to_str(arr: np.ndarray) -> np.ndarray:
+    flat = [v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v) for v in arr.reshape(-1)]
+    return np.array(flat, dtype=object).reshape(arr.shape)
+
+
+def _to_bytes(arr: np.ndarray) -> np.ndarray:
+    flat = [v.encode("utf-8", "surrogateescape") if isinstance(v, str) else bytes(v) for v in arr.reshape(-1)]
+    return np.array(flat, dtype=object).reshape(arr.shape)
 
 
 def _invalid_argument_type() -> type[Exception]:

@@ -98,9 +98,13 @@ class LoopBridge:
             fut.cancel()
         return fut.result()
 
-    def call(self, context: grpc.ServicerContext, fn: Callable[..., _T], *args: Any) -> _T:
-        """A synchronous data-plane method, run on the loop (its state is never read from another thread)."""
-        return self.run(_call(fn, *args), context)  # type: ignore[no-any-return]
+    def call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """A synchronous data-plane method, run on the loop (its state is never read from another thread).
+
+        Nothing to cancel (it returns at once), so no RPC callback is added:
+        a health Watch polls this every second for as long as it is open.
+        """
+        return self.submit(_call(fn, *args)).result()  # type: ignore[no-any-return]
 
 
 class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
@@ -117,24 +121,24 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[m
 
     @_rpc
     def ServerLive(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return pb.ServerLiveResponse(live=self._bridge.call(context, self._dp.live))
+        return pb.ServerLiveResponse(live=self._bridge.call(self._dp.live))
 
     @_rpc
     def ServerReady(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return pb.ServerReadyResponse(ready=self._bridge.call(context, self._dp.ready))
+        return pb.ServerReadyResponse(ready=self._bridge.call(self._dp.ready))
 
     @_rpc
     def ModelReady(self, request: Any, context: grpc.ServicerContext) -> Any:
-        ready = self._bridge.call(context, self._dp.model_ready, request.name, request.version or None)
+        ready = self._bridge.call(self._dp.model_ready, request.name, request.version or None)
         return pb.ModelReadyResponse(ready=ready)
 
     @_rpc
     def ServerMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return codecs.server_metadata_to_pb(self._bridge.call(context, self._dp.server_metadata))
+        return codecs.server_metadata_to_pb(self._bridge.call(self._dp.server_metadata))
 
     @_rpc
     def ModelMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:
-        meta = self._bridge.call(context, self._dp.model_metadata, request.name, request.version or None)
+        meta = self._bridge.call(self._dp.model_metadata, request.name, request.version or None)
         return codecs.model_metadata_to_pb(meta)
 
     @_rpc
@@ -146,17 +150,17 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[m
 
     @_rpc
     def ModelConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
-        config = self._bridge.call(context, self._dp.model_config, request.name, request.version or None)
+        config = self._bridge.call(self._dp.model_config, request.name, request.version or None)
         return codecs.model_config_to_pb(config)
 
     @_rpc
     def ModelStatistics(self, request: Any, context: grpc.ServicerContext) -> Any:
-        stats = self._bridge.call(context, self._dp.model_statistics, request.name or None, request.version or None)
+        stats = self._bridge.call(self._dp.model_statistics, request.name or None, request.version or None)
         return codecs.model_statistics_to_pb(stats)
 
     @_rpc
     def RepositoryIndex(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return codecs.repository_index_to_pb(self._bridge.call(context, self._dp.repository_index), request.ready)
+        return codecs.repository_index_to_pb(self._bridge.call(self._dp.repository_index), request.ready)
 
     @_rpc
     def RepositoryModelLoad(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -252,15 +256,15 @@ class HealthServicer(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
         self._bridge = bridge
         self._watchers = threading.BoundedSemaphore(MAX_HEALTH_WATCHERS)
 
-    def _status(self, service: str, context: grpc.ServicerContext) -> health_pb2.HealthCheckResponse.ServingStatus:
+    def _status(self, service: str) -> health_pb2.HealthCheckResponse.ServingStatus:
         if service not in SERVICE_NAMES:
             return health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
-        ready = self._bridge.call(context, self._dp.ready)
+        ready = self._bridge.call(self._dp.ready)
         return health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
 
     @_rpc
     def Check(self, request: Any, context: grpc.ServicerContext) -> Any:
-        status = self._status(request.service, context)
+        status = self._status(request.service)
         if status == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN:
             raise NotFoundError(f"unknown service {request.service!r}", hint="check '' or 'inference.GRPCInferenceService'")
         return health_pb2.HealthCheckResponse(status=status)
@@ -275,7 +279,7 @@ class HealthServicer(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
         try:
             last = None
             while not ended.is_set():
-                status = self._status(request.service, context)
+                status = self._status(request.service)
                 if status != last:
                     last = status
                     yield health_pb2.HealthCheckResponse(status=status)

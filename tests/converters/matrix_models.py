@@ -220,7 +220,8 @@ def export_onnx(name: str, path: Path, opset: int = 17) -> Path:
             dims: dict[str, Any] = {}
             shapes = tuple({a: dims.setdefault(s, torch.export.Dim(s)) for a, s in d.items()} for d in arch.dims)
             torch.onnx.export(model, args, str(path), dynamo=True, opset_version=max(opset, 18), input_names=names,
-                              output_names=list(arch.outputs), dynamic_shapes=shapes, verbose=False)
+                              output_names=list(arch.outputs), dynamic_shapes=shapes, verbose=False,
+                              external_data=False)
             return path
         axes = {n: dict(d) for n, d in zip(names, arch.dims, strict=True)}
         for out in arch.outputs:  # outputs share the batch (and sequence) symbols

@@ -77,8 +77,8 @@ def build_source(kind: str, arch: str, folder: Path) -> Source:
     raise ValueError(kind)
 
 
-def run_row(src: Source, out: Path, **options: Any) -> tuple[list[Cell], Any]:
-    """Export ``src`` to every target; returns the cells and the ExportResult of ``--to all`` (or None)."""
+def run_row(src: Source, out: Path, **options: Any) -> tuple[list[Cell], dict[str, Any]]:
+    """Export ``src`` to every target; returns the cells and, per target, the ExportResult that holds it."""
     from fwx.errors import FwxError
     from fwx.exporter import export
 
@@ -87,16 +87,17 @@ def run_row(src: Source, out: Path, **options: Any) -> tuple[list[Cell], Any]:
         result = export(src.ref, ["all"], out=out, name=f"{src.kind}_{src.arch}", keep_failed=True,
                         **src.kwargs, **options)
     except FwxError as exc:
-        first = f"--to all: {exc.message}"
-        return [_single(src, out, t, first, **options) for t in TARGETS], None
+        results: dict[str, Any] = {}
+        cells = [_single(src, out, t, f"--to all: {exc.message}", results, **options) for t in TARGETS]
+        return cells, results
     wall = time.perf_counter() - t0
     cells = [cell_from_result(src, t.value, result) for t in TARGETS]
     for c in cells:
         c.seconds = c.seconds or round(wall / len(cells), 2)
-    return cells, result
+    return cells, {t.value: result for t in TARGETS}
 
 
-def _single(src: Source, out: Path, target: Any, first: str, **options: Any) -> Cell:
+def _single(src: Source, out: Path, target: Any, first: str, results: dict[str, Any], **options: Any) -> Cell:
     from fwx.errors import FwxError
     from fwx.exporter import export
 
@@ -105,6 +106,7 @@ def _single(src: Source, out: Path, target: Any, first: str, **options: Any) -> 
                         **src.kwargs, **options)
     except FwxError as exc:
         return Cell(src.kind, src.arch, target.value, error=f"{exc.message} [{first}]")
+    results[target.value] = result
     return cell_from_result(src, target.value, result)
 
 

@@ -90,6 +90,8 @@ def test_unclaimed_binary_bytes_and_bad_header_length(srv: Any) -> None:
     ("nested depth 10000", b"[" * 10000 + b"]" * 10000),
     ("nested data depth 10000", b'{"inputs":[{"name":"x","shape":[1,1],"datatype":"FP32","data":'
      + b"[" * 10000 + b"]" * 10000 + b"}]}"),
+    ("nested data depth 500", b'{"inputs":[{"name":"x","shape":[1,1],"datatype":"FP32","data":'
+     + b"[" * 500 + b"4" + b"]" * 500 + b"}]}"),
     ("malformed", b'{"inputs": [ {"name": "x",'),
     ("not utf-8", b'{"inputs": "\xff\xfe"}'),
     ("empty", b""),

@@ -121,8 +121,6 @@ def test_binary_data_output_parameter(srv: Any) -> None:
     np.testing.assert_array_equal(np.frombuffer(r.content[n:], np.float32), [3, 5])
 
 
-@pytest.mark.xfail(reason="fwx/runtimes/onnx.py hands bytes objects to onnxruntime, which str()s them "
-                          "(b'hi' -> \"b'hi'\"); the fix belongs in the ONNX runtime", strict=False)
 def test_bytes_tensors_roundtrip(srv: Any) -> None:
     payload = struct.pack("<I", 2) + b"hi" + struct.pack("<I", 0)
     header = json.dumps({"inputs": [{"name": "s", "shape": [2], "datatype": "BYTES",

@@ -49,7 +49,6 @@ def test_versioned_predict_and_signature_name(srv: Any) -> None:
     assert "signature_name" in bad.json()["error"]
 
 
-@pytest.mark.xfail(reason="fwx/runtimes/onnx.py str()s bytes objects for onnxruntime string tensors", strict=False)
 def test_b64_bytes(srv: Any) -> None:
     r = _predict(srv, "text", {"instances": [{"b64": "aGk="}, "plain"]})
     assert r.status_code == 200, r.text

@@ -54,7 +54,7 @@ def _pad_nhwc(x: tf.Tensor, pads: Pads, value: float = 0.0) -> tf.Tensor:
     return tf.pad(x, [[0, 0], *[list(p) for p in pads], [0, 0]], constant_values=value)
 
 
-def _to_4d(c: NodeCtx) -> tuple[tf.Tensor, bool]:
+def to_4d(c: NodeCtx) -> tuple[tf.Tensor, bool]:
     """Input as NHWC; 1-D ops (N, C, W) become (N, 1, W, C)."""
     rank = c.rank(0)
     if rank == 4:
@@ -64,7 +64,7 @@ def _to_4d(c: NodeCtx) -> tuple[tf.Tensor, bool]:
     return c.fail(f"handles 1-D and 2-D inputs, not rank {rank}")
 
 
-def _from_4d(y: tf.Tensor, was_1d: bool) -> Any:
+def from_4d(y: tf.Tensor, was_1d: bool) -> Any:
     return tf.transpose(tf.squeeze(y, 1), [0, 2, 1]) if was_1d else ChannelsLast(y)
 
 
@@ -86,7 +86,7 @@ def _geometry(c: NodeCtx, x: tf.Tensor, was_1d: bool, kernel: list[int]) -> tupl
 def _conv(c: NodeCtx) -> Any:
     w = c.static(1, "weight")
     group = int(c.attr("group", 1))
-    x, was_1d = _to_4d(c)
+    x, was_1d = to_4d(c)
     k, s, d, pads = _geometry(c, x, was_1d, list(w.shape[2:]))
     if was_1d:
         w = w[:, :, None, :]
@@ -109,7 +109,7 @@ def _conv(c: NodeCtx) -> Any:
                                     dilations=[1, *d, 1]) for xi, wi in zip(xs, ws, strict=True)], axis=3)
     if c.has(2):
         y = tf.nn.bias_add(y, c.t(2))
-    return _from_4d(y, was_1d)
+    return from_4d(y, was_1d)
 
 
 def _pool_pads(c: NodeCtx, x: tf.Tensor, was_1d: bool, kernel: list[int]) -> tuple[list[int], list[int], Any, Pads]:
@@ -136,38 +136,38 @@ def _pool_pads(c: NodeCtx, x: tf.Tensor, was_1d: bool, kernel: list[int]) -> tup
 def _max_pool(c: NodeCtx) -> Any:
     if len(c.node.outputs) > 1 and c.node.outputs[1]:
         c.fail("the Indices output is not supported")
-    x, was_1d = _to_4d(c)
+    x, was_1d = to_4d(c)
     k, s, pads, extra = _pool_pads(c, x, was_1d, list(c.attr("kernel_shape")))
     hw = x.shape.as_list()[1:3]
     if pads != "SAME" and _is_same(pads, hw, k, s, [1, 1]) and not any(e for _, e in extra):
         pads = "SAME"
     if pads == "SAME":
-        return _from_4d(tf.nn.max_pool2d(x, k, s, "SAME"), was_1d)
+        return from_4d(tf.nn.max_pool2d(x, k, s, "SAME"), was_1d)
     lowest = float(x.dtype.min) if x.dtype.is_floating else int(x.dtype.min)
     total = [(a + ea, b + eb) for (a, b), (ea, eb) in zip(pads, extra, strict=True)]
-    return _from_4d(tf.nn.max_pool2d(_pad_nhwc(x, total, lowest), k, s, "VALID"), was_1d)
+    return from_4d(tf.nn.max_pool2d(_pad_nhwc(x, total, lowest), k, s, "VALID"), was_1d)
 
 
 @op("AveragePool")
 def _avg_pool(c: NodeCtx) -> Any:
-    x, was_1d = _to_4d(c)
+    x, was_1d = to_4d(c)
     k, s, pads, extra = _pool_pads(c, x, was_1d, list(c.attr("kernel_shape")))
     include = bool(int(c.attr("count_include_pad", 0)))
     if pads == "SAME":
         if include:
             c.fail("count_include_pad with auto_pad SAME needs static spatial sizes")
-        return _from_4d(tf.nn.avg_pool2d(x, k, s, "SAME"), was_1d)
+        return from_4d(tf.nn.avg_pool2d(x, k, s, "SAME"), was_1d)
     padded = [(a + ea, b + eb) for (a, b), (ea, eb) in zip(pads, extra, strict=True)]
     if not any(a or b for a, b in padded):
-        return _from_4d(tf.nn.avg_pool2d(x, k, s, "VALID"), was_1d)
+        return from_4d(tf.nn.avg_pool2d(x, k, s, "VALID"), was_1d)
     if not include and padded == pads and _is_same(pads, x.shape.as_list()[1:3], k, s, [1, 1]):
-        return _from_4d(tf.nn.avg_pool2d(x, k, s, "SAME"), was_1d)
+        return from_4d(tf.nn.avg_pool2d(x, k, s, "SAME"), was_1d)
     # General case: window sum over the padded input / number of counted cells in the window.
     xs = tf.shape(x)
     ones = tf.ones(tf.stack([1, xs[1], xs[2], 1]), x.dtype)
     mask = _pad_nhwc(_pad_nhwc(ones, pads, 1.0 if include else 0.0), extra, 0.0)
     y = tf.nn.avg_pool2d(_pad_nhwc(x, padded), k, s, "VALID") / tf.nn.avg_pool2d(mask, k, s, "VALID")
-    return _from_4d(y, was_1d)
+    return from_4d(y, was_1d)
 
 
 def _global(fn: Any) -> Any:

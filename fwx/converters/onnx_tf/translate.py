@@ -127,13 +127,19 @@ def _inputs(graph: onnx_model.Graph, names: dict[str, str], nhwc: bool,
     return tf_specs, specs
 
 
-def _outputs(graph: onnx_model.Graph, traced: dict[str, Any], prefer_traced: bool) -> list[TensorSpec]:
+def _outputs(graph: onnx_model.Graph, traced: dict[str, Any]) -> list[TensorSpec]:
+    """Output specs as the SavedModel will declare them: TF's static dims, ONNX's symbols for the rest.
+
+    (ONNX files can declare a dim static that is not: the dynamo exporter writes an LSTM's time axis as a number.)
+    """
     specs = []
     for o in graph.outputs:
-        dims = o.shape
         shape = traced[o.name].shape
-        if (prefer_traced or o.name in graph.unshaped) and shape.rank is not None:
-            dims = tuple(-1 if d is None else int(d) for d in shape.as_list())
+        dims = o.shape
+        if shape.rank is not None:
+            names = o.shape if len(o.shape) == shape.rank and o.name not in graph.unshaped else (-1,) * shape.rank
+            dims = tuple(int(d) if d is not None else (n if isinstance(n, str) else -1)
+                         for d, n in zip(shape.as_list(), names, strict=True))
         specs.append(TensorSpec(o.name, o.dtype, dims))
     return specs
 
@@ -176,6 +182,6 @@ def translate(proto: Any, *, layout: str | None = None,
         return result
 
     concrete = tf.function(body, input_signature=specs, autograph=False).get_concrete_function()
-    sig = Signature(tuple(in_specs), tuple(_outputs(graph, outputs_seen, bool(static_shapes))))
+    sig = Signature(tuple(in_specs), tuple(_outputs(graph, outputs_seen)))
     return Translation(module, concrete, sig, names, "NHWC" if nhwc else None, notes,
                        time.perf_counter() - started, store.count)

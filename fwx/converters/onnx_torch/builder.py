@@ -21,7 +21,6 @@ import torch.fx as fx
 from fwx.converters.onnx_torch import runtime as rt
 from fwx.converters.onnx_torch.values import Const, Dyn, Item, SInt, Sym, Value, make_sym
 
-
 #: Names the generated ``forward`` reads as globals; an argument with one of them would shadow it.
 RESERVED = frozenset(dir(builtins)) | {"torch", "operator", "math", "inf", "nan", "device", "fx_pytree", "pytree",
                                         "NoneType", "Tensor", "List", "Optional", "fwx"}
@@ -116,6 +115,8 @@ class GraphBuilder:
             return a.node if as_node else a.example
         if isinstance(a, (list, tuple)):
             return type(a)(self._args(x, as_node) for x in a)
+        if isinstance(a, dict):
+            return {k: self._args(v, as_node) for k, v in a.items()}
         return a
 
     @staticmethod
@@ -124,12 +125,14 @@ class GraphBuilder:
             return False
         if isinstance(a, (list, tuple)):
             return all(GraphBuilder._is_static(x) for x in a)
+        if isinstance(a, dict):
+            return all(GraphBuilder._is_static(x) for x in a.values())
         return True
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Value:
         """Run ``fn`` now if its arguments are all constant, else emit it (and run it on the sample)."""
         out = self._run(fn, args, kwargs)
-        if self._is_static(args) and self._is_static(list(kwargs.values())):
+        if self._is_static(args) and self._is_static(kwargs):
             return Const(out)
         node = self.graph.call_function(fn, self._args(args, True), self._args(kwargs, True))
         return Dyn(node, out)
@@ -152,7 +155,7 @@ class GraphBuilder:
 
     def call_multi(self, fn: Callable[..., Any], n: int, *args: Any, **kwargs: Any) -> list[Value]:
         out = self._run(fn, args, kwargs)
-        if self._is_static(args) and self._is_static(list(kwargs.values())):
+        if self._is_static(args) and self._is_static(kwargs):
             return [Const(t) for t in out]
         node = self.graph.call_function(fn, self._args(args, True), self._args(kwargs, True))
         return [Dyn(self.graph.call_function(operator.getitem, (node, i)), out[i]) for i in range(n)]

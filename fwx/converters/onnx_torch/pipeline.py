@@ -50,25 +50,40 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-def _sample(model: onnx.ModelProto, sig: Signature, session: ort.InferenceSession,
-            given: dict[str, Any]) -> tuple[dict[str, int], dict[str, int], list[str]]:
-    """(sizes, index bounds, notes): the user's sample when usable, else sizes onnxruntime accepts."""
+def _run_error(session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> str | None:
+    try:
+        session.run(None, feeds)
+    except Exception as e:  # noqa: BLE001 - any onnxruntime failure means "try other sizes"
+        return str(e).splitlines()[0][:200]
+    return None
+
+
+def _sample(model: onnx.ModelProto, sig: Signature, session: ort.InferenceSession, given: dict[str, Any]
+            ) -> tuple[dict[str, int], dict[str, np.ndarray], dict[str, int], list[str]]:
+    """(sizes, inputs, index bounds, notes) to trace with.
+
+    The given sample when onnxruntime runs it; dims below 2 are raised to 2 first (torch.export would
+    specialise them). Otherwise generated sizes that onnxruntime accepts.
+    """
     bounds = smp.index_bounds(model)
+    candidates: list[dict[str, int]] = []
+    notes: list[str] = []
     if given and all(s.name in given for s in sig.inputs):
         sizes = smp.sizes_of(sig, given)
-        if all(v >= 2 for v in sizes.values()):
-            return sizes, bounds, []
-    notes = ["sample inputs generated (the given ones are missing, or have a dynamic dim below 2)"] if given else []
-    last = ""
-    for scale in (1, 8, 32):
-        sizes = smp.default_sizes(sig, scale)
-        try:
-            session.run(None, smp.make_inputs(sig, sizes, bounds))
-            return sizes, bounds, notes
-        except Exception as e:  # noqa: BLE001 - any onnxruntime failure means "try other sizes"
-            last = str(e).splitlines()[0][:200]
+        feeds = {s.name: np.asarray(given[s.name]).astype(s.dtype) for s in sig.inputs}
+        if all(v >= 2 for v in sizes.values()) and _run_error(session, feeds) is None:
+            return sizes, feeds, bounds, notes
+        candidates.append({k: max(v, 2) for k, v in sizes.items()})
+        notes.append("traced with generated inputs: the given sample has a dynamic dim below 2 or does not run")
+    candidates += [smp.default_sizes(sig, scale) for scale in (1, 8, 32)]
+    last: str | None = None
+    for sizes in candidates:
+        feeds = smp.make_inputs(sig, sizes, bounds)
+        last = _run_error(session, feeds)
+        if last is None:
+            return sizes, feeds, bounds, notes
     raise ExportError(f"onnxruntime cannot run the ONNX model on generated inputs: {last}",
-                      hint="pass sample inputs (--sample-inputs) that the model accepts")
+                      hint="pass sample inputs that the model accepts (the exporter passes the source's)")
 
 
 def _torch_args(sig: Signature, feeds: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
@@ -101,10 +116,10 @@ def convert(src: SourceModel, out: Path, opts: ConvertOptions, target: Format) -
     check_supported(model)
     sig = smp.onnx_signature(model)
     session = _session(model)
-    sizes, bounds, notes = _sample(model, sig, session, dict(opts.sample_inputs))
+    sizes, feeds, bounds, notes = _sample(model, sig, session, dict(opts.sample_inputs))
 
     def make(s: dict[str, int]) -> dict[str, np.ndarray]:
-        return smp.make_inputs(sig, s, bounds, seed=sum(s.values()))
+        return feeds if s == sizes else smp.make_inputs(sig, s, bounds, seed=sum(s.values()))
 
     refs = references(session, size_sets(sizes, opts.static_shapes), make)
     fixed = fixed_symbols(refs)

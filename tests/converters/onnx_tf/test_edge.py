@@ -67,7 +67,9 @@ def test_precheck_lists_every_unsupported_op_at_once(tmp_path: Path) -> None:
 def test_convert_result_and_readback(tmp_path: Path) -> None:
     path = linear(tmp_path, units=1200)  # big enough to be stored as a variable
     res = OnnxToSavedModel().convert(source(path), tmp_path / "sm", ConvertOptions())
-    assert res.tool == "fwx-onnx-tf" and res.tool_version.startswith("fwx ") and tf.__version__ in res.tool_version
+    assert res.tool == "fwx-onnx-tf"
+    assert res.tool_version.startswith("fwx ")
+    assert tf.__version__ in res.tool_version
     assert res.signature == signature(onnx.load(str(path)))
     assert res.layout is None
     loaded = tf.saved_model.load(str(tmp_path / "sm"))
@@ -75,7 +77,8 @@ def test_convert_result_and_readback(tmp_path: Path) -> None:
     assert sorted(v.shape.as_list() for v in loaded.weights_list) == [[1200], [1200, 1200]]
     fn = loaded.signatures["serving_default"]
     (spec,) = fn.structured_input_signature[1].values()
-    assert spec.name == "x" and spec.shape.as_list() == [None, 1200]
+    assert spec.name == "x"
+    assert spec.shape.as_list() == [None, 1200]
     x = np.full((3, 1200), 4.0, np.float32)
     np.testing.assert_array_equal(fn(x=tf.constant(x))["y"].numpy(), np.full((3, 1200), 9.0, np.float32))
 
@@ -84,7 +87,8 @@ def test_names_tf_refuses_are_renamed_and_recorded(tmp_path: Path) -> None:
     path = linear(tmp_path, in_name="input:0", out_name="logits:0")
     res = OnnxToSavedModel().convert(source(path), tmp_path / "sm", ConvertOptions())
     assert res.extra["input_names"] == {"input:0": "input_0"}
-    assert res.signature.input_names == ["input_0"] and res.signature.output_names == ["logits:0"]
+    assert res.signature.input_names == ["input_0"]
+    assert res.signature.output_names == ["logits:0"]
     assert any("input:0 -> input_0" in n for n in res.notes)
     fn = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
     assert [s.name for s in fn.structured_input_signature[1].values()] == ["input_0"]
@@ -141,8 +145,10 @@ def test_translation_failure_is_one_clear_export_error(tmp_path: Path) -> None:
                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 3, 3])])
     with pytest.raises(ExportError) as info:
         OnnxToSavedModel().convert(source(path), tmp_path / "sm", ConvertOptions())
-    assert "Conv node" in info.value.message and "constant weight" in info.value.message
-    assert "\n" not in info.value.message and info.value.hint
+    assert "Conv node" in info.value.message
+    assert "constant weight" in info.value.message
+    assert "\n" not in info.value.message
+    assert info.value.hint
 
 
 def test_missing_file_path_is_refused() -> None:

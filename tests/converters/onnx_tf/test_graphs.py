@@ -131,3 +131,28 @@ def test_erf_approximation_is_float32_accurate() -> None:
     ours = np.abs(erf(tf.constant(x)).numpy() - want).max()
     assert ours < 5e-7  # a few float32 ulps; TF's own kernel: see below
     assert ours <= 4 * max(np.abs(tf.math.erf(x).numpy() - want).max(), 1e-7)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_batch_major_rnn_layout_matches_time_major(op: str) -> None:
+    """layout=1 (onnxruntime refuses it) must equal layout=0 on transposed inputs."""
+    b, t, i, h, gates = 3, 5, 4, 6, (4 if op == "LSTM" else 3)
+    weights = {"W": _rng.uniform(-0.5, 0.5, (2, gates * h, i)).astype(np.float32),
+               "R": _rng.uniform(-0.5, 0.5, (2, gates * h, h)).astype(np.float32),
+               "B": _rng.uniform(-0.5, 0.5, (2, 2 * gates * h)).astype(np.float32)}
+    outs = ["y", "yh"]
+
+    def rnn(layout: int, x_shape: list[Any], h_shape: list[Any]) -> Any:
+        node = helper.make_node(op, ["x", "W", "R", "B", "", "h0"], outs, hidden_size=h, layout=layout,
+                                direction="bidirectional")
+        return model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
+                              helper.make_tensor_value_info("h0", TensorProto.FLOAT, h_shape)], outs, weights, 14)
+
+    x = _rng.standard_normal((b, t, i)).astype(np.float32)
+    h0 = _rng.standard_normal((b, 2, h)).astype(np.float32)
+    got = translate(rnn(1, ["N", "T", i], ["N", 2, h]))({"x": x, "h0": h0})
+    ref_model = rnn(0, ["T", "N", i], [2, "N", h])
+    y, yh = ort.InferenceSession(ref_model.SerializeToString()).run(
+        None, {"x": x.transpose(1, 0, 2), "h0": h0.transpose(1, 0, 2)})
+    np.testing.assert_allclose(got["y"], y.transpose(2, 0, 1, 3), atol=1e-4, rtol=1e-3)
+    np.testing.assert_allclose(got["yh"], yh.transpose(1, 0, 2), atol=1e-4, rtol=1e-3)

@@ -62,7 +62,8 @@ def test_savedmodel_and_tflite_match_onnxruntime(name: str, exporter: str, tmp_p
                                                  onnx_file: Callable[[str, str], Path]) -> None:
     spec, path = models.SPECS[name], onnx_file(name, exporter)
     result = convert(path, tmp_path / "model.savedmodel")
-    assert result.tool == "fwx-onnx-tf" and tf.__version__ in result.tool_version
+    assert result.tool == "fwx-onnx-tf"
+    assert tf.__version__ in result.tool_version
 
     fn = tf.saved_model.load(str(tmp_path / "model.savedmodel")).signatures["serving_default"]
     declared = fn.structured_input_signature[1]

@@ -23,7 +23,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from onnx_torch_models import MLP, DepthwiseCNN, LSTMNet, ResCNN, Transformer, TwoInTwoOut, export  # noqa: E402
+from onnx_torch_models import (  # noqa: E402
+    MLP,
+    DepthwiseCNN,
+    LSTMNet,
+    ResCNN,
+    Transformer,
+    TwoInTwoOut,
+    export,
+    keras_cnn_onnx,
+)
 from test_models import check_sizes, convert  # noqa: E402
 
 from fwx.formats import Format  # noqa: E402
@@ -81,6 +90,8 @@ def cases() -> list[tuple[str, Callable[[Path], Path], Feeds, list[tuple[int, in
         ("BiLSTM 2-layer, legacy 17", lambda p: export(LSTMNet(True), (torch.randn(3, 10, 8),), p, dynamo=False,
                                                        names=["x"], outputs=["y"], dims=seq),
          _seq, [(1, 5), (1, 12), (4, 5), (4, 12)], None),
+        ("Keras CNN (NHWC) via tf2onnx 17", keras_cnn_onnx,
+         lambda b, _: {"image": RNG.standard_normal((b, 16, 16, 3)).astype(np.float32)}, [(1, 0), (4, 0)], None),
     ]
 
 

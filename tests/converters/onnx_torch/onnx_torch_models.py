@@ -119,3 +119,43 @@ def ort_run(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     so = ort.SessionOptions()
     so.log_severity_level = 4
     return list(ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds))
+
+
+def _keras_to_onnx(model: Any, shape: list[int | None], path: Path) -> Path:
+    import onnx
+    import tensorflow as tf
+    import tf2onnx
+
+    spec = [tf.TensorSpec(shape, tf.float32, name="image")]
+    proto, _ = tf2onnx.convert.from_keras(model, input_signature=spec, opset=17)
+    onnx.save(proto, str(path))
+    return path
+
+
+def keras_cnn_onnx(path: Path) -> Path:
+    """A Keras NHWC CNN (Conv, BatchNorm with random stats, MaxPool, DepthwiseConv, strided SAME Conv, GAP, Dense)."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(2)
+    inp = keras.Input((16, 16, 3))
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    x = keras.layers.BatchNormalization()(x)
+    x = keras.layers.MaxPooling2D()(x)
+    x = keras.layers.DepthwiseConv2D(3, padding="same")(x)
+    x = keras.layers.Conv2D(16, 3, strides=2, padding="same", activation="relu")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    model = keras.Model(inp, keras.layers.Dense(10, activation="softmax")(x))
+    bn = model.layers[2]
+    bn.set_weights([w + rng.uniform(0.1, 0.5, w.shape).astype(np.float32) for w in bn.get_weights()])
+    return _keras_to_onnx(model, [None, 16, 16, 3], path)
+
+
+def keras_mlp_onnx(path: Path) -> Path:
+    import keras
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((20,))
+    x = keras.layers.Dropout(0.3)(keras.layers.Dense(32, activation="relu")(inp))
+    model = keras.Model(inp, keras.layers.Dense(3)(keras.layers.Dense(8, activation="tanh")(x)))
+    return _keras_to_onnx(model, [None, 20], path)

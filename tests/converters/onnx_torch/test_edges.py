@@ -145,3 +145,17 @@ def test_index_bounds_follow_cast_into_gather() -> None:
     nodes = [helper.make_node("Cast", ["ids"], ["i"], to=7), helper.make_node("Gather", ["table", "i"], ["y"])]
     model = graph_model(nodes, {"ids": np.zeros((2, 3), np.int32)}, consts={"table": rand(11, 4)})
     assert index_bounds(model) == {"ids": 11}
+
+
+def test_given_sample_with_batch_one_keeps_its_other_sizes(tmp_path: Path) -> None:
+    """A graph that only runs at s=4 (like the legacy exporter's baked sequence length) with a batch-1 sample:
+    the batch is raised to 2 for torch.export, s stays 4, and s is reported as fixed by the graph."""
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"])
+    model = graph_model([node], {"x": rand(2, 4)}, consts={"shape": np.array([0, 4, 1], np.int64)},
+                        dims={"x": ["n", "s"]})
+    path = _save(model, tmp_path / "fixed.onnx")
+    result = OnnxToExportedProgram().convert(_src(path), tmp_path / "f.pt2",
+                                             ConvertOptions(sample_inputs={"x": rand(1, 4)}))
+    assert result.signature.inputs[0].shape == ("n", 4)
+    assert any("dims s are fixed by the ONNX graph" in n for n in result.notes)
+    assert result.extra["verification"][0]["sizes"] == {"n": 2, "s": 4}

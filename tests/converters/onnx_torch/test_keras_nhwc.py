@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from onnx_torch_models import keras_cnn_onnx, keras_mlp_onnx
 from test_models import check_sizes, convert
 
 from fwx.formats import Format
@@ -17,44 +18,14 @@ pytestmark = pytest.mark.slow
 RNG = np.random.default_rng(2)
 
 
-def _to_onnx(model: object, shape: list[int | None], path: Path) -> Path:
-    import tensorflow as tf
-    import tf2onnx
-
-    spec = [tf.TensorSpec(shape, tf.float32, name="image")]
-    proto, _ = tf2onnx.convert.from_keras(model, input_signature=spec, opset=17)
-    onnx.save(proto, str(path))
-    return path
-
-
 @pytest.fixture(scope="module")
 def keras_cnn(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import keras
-
-    keras.utils.set_random_seed(0)
-    inp = keras.Input((16, 16, 3))
-    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
-    x = keras.layers.BatchNormalization()(x)
-    x = keras.layers.MaxPooling2D()(x)
-    x = keras.layers.DepthwiseConv2D(3, padding="same")(x)
-    x = keras.layers.Conv2D(16, 3, strides=2, padding="same", activation="relu")(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    out = keras.layers.Dense(10, activation="softmax")(x)
-    model = keras.Model(inp, out)
-    bn = model.layers[2]
-    bn.set_weights([w + RNG.uniform(0.1, 0.5, w.shape).astype(np.float32) for w in bn.get_weights()])
-    return _to_onnx(model, [None, 16, 16, 3], tmp_path_factory.mktemp("keras") / "keras_cnn.onnx")
+    return keras_cnn_onnx(tmp_path_factory.mktemp("keras") / "keras_cnn.onnx")
 
 
 @pytest.fixture(scope="module")
 def keras_mlp(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import keras
-
-    keras.utils.set_random_seed(0)
-    inp = keras.Input((20,))
-    x = keras.layers.Dropout(0.3)(keras.layers.Dense(32, activation="relu")(inp))
-    model = keras.Model(inp, keras.layers.Dense(3)(keras.layers.Dense(8, activation="tanh")(x)))
-    return _to_onnx(model, [None, 20], tmp_path_factory.mktemp("keras") / "keras_mlp.onnx")
+    return keras_mlp_onnx(tmp_path_factory.mktemp("keras") / "keras_mlp.onnx")
 
 
 @pytest.mark.parametrize("target", [Format.TORCHSCRIPT, Format.PT2], ids=str)

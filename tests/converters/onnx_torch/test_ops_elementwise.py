@@ -16,7 +16,7 @@ BOOLS = rand(2, 3, 4, seed=2) > 0
 BOOLS_B = rand(4, seed=3) > 0
 
 UNARY = ["Abs", "Neg", "Exp", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tanh", "Sigmoid", "Relu", "Erf",
-         "Softplus", "Softsign", "HardSwish", "Atan", "IsNaN"]
+         "Softplus", "Softsign", "HardSwish", "Atan", "IsNaN", "Tan", "Sinh", "Cosh"]
 
 
 @pytest.mark.parametrize("op_type", UNARY)
@@ -31,6 +31,24 @@ def test_unary_positive(op_type: str) -> None:
 
 def test_not() -> None:
     check_model(node_model("Not", {"x": BOOLS}), {"x": BOOLS})
+
+
+def test_mish_opset18() -> None:
+    check_model(node_model("Mish", {"x": X}, opset=18), {"x": X})
+
+
+@pytest.mark.parametrize("op_type", ["Asin", "Acos"])
+def test_unary_unit_interval(op_type: str) -> None:
+    x = np.tanh(X)
+    check_model(node_model(op_type, {"x": x}), {"x": x})
+
+
+def test_isinf_and_bitwise() -> None:
+    x = np.array([1.0, np.inf, -np.inf, 0.0], np.float32)
+    for pos, neg in ((1, 1), (1, 0), (0, 1)):
+        check_model(node_model("IsInf", {"x": x}, detect_positive=pos, detect_negative=neg), {"x": x})
+    for op_type in ("BitwiseAnd", "BitwiseOr"):
+        check_model(node_model(op_type, {"a": INTS, "b": INTS_B}, opset=18), {"a": INTS, "b": INTS_B})
 
 
 @pytest.mark.parametrize(("op_type", "attrs"), [

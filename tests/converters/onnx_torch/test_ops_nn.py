@@ -103,7 +103,7 @@ def test_softmax(op_type: str, axis: int, opset: int) -> None:
 
 
 REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-          "ReduceLogSumExp", "ReduceSumSquare"]
+          "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum"]
 
 
 @pytest.mark.parametrize("op_type", REDUCE)
@@ -129,3 +129,40 @@ def test_reduce_noop_with_empty_axes() -> None:
 def test_arg(op_type: str, attrs: dict[str, Any]) -> None:
     x = np.round(X * 2).astype(np.float32)  # ties, so select_last_index matters
     check_model(node_model(op_type, {"x": x}, opset=13, **attrs), {"x": x})
+
+
+@pytest.mark.parametrize(("attrs", "opset"), [
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, 13),
+    ({"mode": "nearest", "coordinate_transformation_mode": "half_pixel", "nearest_mode": "round_prefer_ceil"}, 18),
+    ({"mode": "linear", "coordinate_transformation_mode": "half_pixel"}, 13),
+    ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, 11),
+    ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, 13),
+    ({"mode": "cubic", "coordinate_transformation_mode": "half_pixel"}, 13),
+])
+def test_resize_scales(attrs: dict[str, Any], opset: int) -> None:
+    consts = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 1.5], np.float32)}
+    check_model(node_model("Resize", {"x": X}, consts=consts, opset=opset, dims=DYN, **attrs), {"x": X},
+                others=[{"x": X_OTHER}])
+
+
+def test_resize_sizes_from_shape_and_opset10_upsample() -> None:
+    from onnx import helper
+
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Mul", ["s", "k"], ["sz"]),
+             helper.make_node("Resize", ["x", "", "", "sz"], ["y"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor")]
+    from onnx_torch_helpers import graph_model
+
+    model = graph_model(nodes, {"x": X}, consts={"k": np.array([1, 1, 2, 3], np.int64)}, dims=DYN, opset=13)
+    gm = check_model(model, {"x": X}, others=[{"x": X_OTHER}])
+    assert "x.size(2)" in gm.code
+    check_model(node_model("Resize", {"x": X}, consts={"s": np.array([1, 1, 2, 2], np.float32)}, opset=10), {"x": X})
+    check_model(node_model("Upsample", {"x": X}, consts={"s": np.array([1, 1, 3, 2], np.float32)}, opset=9), {"x": X})
+
+
+def test_resize_modes_torch_cannot_match_are_listed() -> None:
+    from fwx.converters.onnx_torch.translate import unsupported_ops
+
+    model = node_model("Resize", {"x": X}, consts={"roi": np.zeros(0, np.float32), "s": np.ones(4, np.float32)},
+                       opset=13, mode="linear", coordinate_transformation_mode="asymmetric")
+    assert unsupported_ops(model) == ["Resize(linear asymmetric)"]

@@ -181,3 +181,9 @@ def test_input_names_that_shadow_globals_or_are_not_identifiers() -> None:
     feeds = {"torch": rand(2, 3), "input:0": rand(2, 3, seed=1), "max": rand(3, seed=2)}
     nodes = [helper.make_node("Add", ["torch", "input:0"], ["a"]), helper.make_node("Mul", ["a", "max"], ["y"])]
     check_model(graph_model(nodes, feeds), feeds)
+
+
+@pytest.mark.parametrize(("largest", "axis"), [(1, -1), (0, 1)])
+def test_topk(largest: int, axis: int) -> None:
+    check_model(node_model("TopK", {"x": X}, consts={"k": _c(2)}, outputs=["v", "i"], opset=11, largest=largest,
+                           axis=axis), {"x": X})

@@ -78,8 +78,6 @@ def test_infer_int64_and_requested_outputs(client: Any) -> None:
     assert only.as_numpy("idx").tolist() == [1]
 
 
-@pytest.mark.xfail(strict=True, reason="fwx/runtimes/onnx.py hands bytes objects to onnxruntime, which str()s them "
-                   "(b'hello' -> \"b'hello'\"); remove this mark once the ONNX runtime decodes BYTES inputs")
 def test_infer_bytes(client: Any) -> None:
     s = np.array([b"hello", b"", "wörld".encode()], dtype=np.object_)
     result = client.infer("text", [_input("s", s, "BYTES")])

@@ -167,3 +167,12 @@ def _trilu(b: GraphBuilder, n: OnnxNode) -> Value:
     k = n.input(1)
     diag = b.item_of_tensor(k) if k is not None else 0
     return b.call(torch.triu if n.attr("upper", 1) else torch.tril, n.need(0), diag)
+
+
+@op("TopK")
+def _topk(b: GraphBuilder, n: OnnxNode) -> list[Value]:
+    x = n.need(0)
+    k = b.item_of_tensor(n.need(1)) if n.opset >= 10 else int(n.attr("k"))
+    axis = int(n.attr("axis", -1))
+    axis = axis + b.rank(x) if axis < 0 else axis
+    return b.call_multi(torch.topk, 2, x, k, axis, bool(n.attr("largest", 1)), bool(n.attr("sorted", 1)))

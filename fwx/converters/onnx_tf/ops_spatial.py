@@ -1,0 +1,120 @@
+"""Upsampling ops: ConvTranspose, Resize and the older Upsample, channels-last like the convolutions.
+
+Only the forms with an exact TF/TFLite counterpart are translated (TRANSPOSE_CONV,
+RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR); any other mode fails with a message
+naming it rather than translating to something close.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from fwx.converters.onnx_tf.context import ChannelsLast, NodeCtx
+from fwx.converters.onnx_tf.ops_nn import from_4d, to_4d
+from fwx.converters.onnx_tf.table import op
+
+
+def _spatial(c: NodeCtx, name: str, n: int, default: int, was_1d: bool) -> list[int]:
+    vals = [int(v) for v in (c.attr(name) or [default] * n)]
+    return [default, *vals] if was_1d else vals
+
+
+@op("ConvTranspose")
+def _conv_transpose(c: NodeCtx) -> Any:
+    """TF's conv2d_transpose at the full (VALID) size, then the ONNX pads cropped off."""
+    w = c.static(1, "weight")  # [C, M/group, kH, (kW)]
+    if c.attr("output_shape") is not None or str(c.attr("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
+        c.fail("output_shape and auto_pad SAME are not supported; export with explicit pads")
+    x, was_1d = to_4d(c)
+    n = w.ndim - 2
+    if was_1d:
+        w = w[:, :, None, :]
+    s, d = _spatial(c, "strides", n, 1, was_1d), _spatial(c, "dilations", n, 1, was_1d)
+    extra = _spatial(c, "output_padding", n, 0, was_1d)
+    if any(v != 1 for v in d):
+        c.fail("dilated ConvTranspose is not supported (TFLite's TRANSPOSE_CONV has no dilation)")
+    raw = [int(v) for v in (c.attr("pads") or [0] * (2 * n))]
+    pads = [(raw[i], raw[i + n]) for i in range(n)]
+    pads = [(0, 0), *pads] if was_1d else pads
+    group = int(c.attr("group", 1))
+    k = list(w.shape[2:])
+    shape = tf.shape(x)
+    static_hw = x.shape.as_list()[1:3]
+    full = [s[i] * ((static_hw[i] if static_hw[i] is not None else shape[1 + i]) - 1) + k[i] + extra[i]
+            for i in range(2)]
+    outs = []
+    for g, xg in enumerate(tf.split(x, group, axis=3) if group > 1 else [x]):
+        wg = w[g * (w.shape[0] // group):(g + 1) * (w.shape[0] // group)]
+        filt = c.env.materialize(np.ascontiguousarray(np.transpose(wg, (2, 3, 1, 0))))  # kH, kW, M/g, C/g
+        out_shape = tf.stack([shape[0], *[tf.cast(v, tf.int32) for v in full], wg.shape[1]])
+        outs.append(tf.nn.conv2d_transpose(xg, filt, out_shape, [1, *s, 1], "VALID"))
+    y = tf.concat(outs, axis=3) if group > 1 else outs[0]
+    y = y[:, pads[0][0]: full[0] - pads[0][1], pads[1][0]: full[1] - pads[1][1], :]
+    if c.has(2):
+        y = tf.nn.bias_add(y, c.t(2))
+    return from_4d(y, was_1d)
+
+
+def _out_size(c: NodeCtx, x: tf.Tensor, scales_i: int, sizes_i: int) -> Any:
+    """(H, W) of the result from ``sizes`` or ``scales`` (N and C must not be resized)."""
+    known = c.const(sizes_i) if sizes_i >= 0 else None
+    if known is not None and known.size:
+        return [int(v) for v in known.reshape(-1)[2:4]]
+    if sizes_i >= 0 and c.has(sizes_i) and known is None:
+        return tf.cast(tf.cast(c.t(sizes_i), tf.int64)[2:4], tf.int32)
+    scales = c.static(scales_i, "scales").reshape(-1).astype(np.float64) if scales_i >= 0 else \
+        np.asarray(c.attr("scales"), np.float64)
+    if scales.size != 4 or scales[0] != 1 or scales[1] != 1:
+        c.fail(f"scales {scales.tolist()} resize the batch or channel axis, or the input is not 4-D")
+    hw = x.shape.as_list()[1:3]
+    # ONNX maps coordinates with the given scale, TF with out/in: equal only when in * scale is whole.
+    whole = all(float(sc).is_integer() for sc in scales[2:]) or (
+        all(v is not None for v in hw) and all(float(v * sc).is_integer() for v, sc in zip(hw, scales[2:], strict=True)))
+    if not whole:
+        c.fail(f"scales {scales[2:].tolist()} do not give whole output sizes; pass sizes instead of scales")
+    if all(v is not None for v in hw):
+        return [int(np.floor(v * sc)) for v, sc in zip(hw, scales[2:], strict=True)]
+    dyn = tf.cast(tf.shape(x)[1:3], tf.float32) * tf.constant(scales[2:], tf.float32)
+    return tf.cast(tf.floor(dyn), tf.int32)
+
+
+def _resize(c: NodeCtx, x: tf.Tensor, size: Any, mode: str, coords: str, nearest: str) -> tf.Tensor:
+    size = tf.constant(size, tf.int32) if isinstance(size, list) else size
+    if mode == "linear":
+        flags = {"half_pixel": (False, True), "pytorch_half_pixel": (False, True), "align_corners": (True, False),
+                 "asymmetric": (False, False)}
+        if coords not in flags:
+            c.fail(f"linear resize with coordinate_transformation_mode {coords!r} is not supported")
+        corners, half = flags[coords]
+        return tf.raw_ops.ResizeBilinear(images=x, size=size, align_corners=corners, half_pixel_centers=half)
+    if mode == "nearest" and coords == "asymmetric" and nearest == "floor":
+        return tf.raw_ops.ResizeNearestNeighbor(images=x, size=size, align_corners=False, half_pixel_centers=False)
+    return c.fail(f"{mode} resize with {coords!r} coordinates and nearest_mode {nearest!r} is not supported "
+                  "(nearest: asymmetric + floor; linear: half_pixel, pytorch_half_pixel, align_corners, asymmetric)")
+
+
+@op("Resize")
+def _resize_op(c: NodeCtx) -> Any:
+    if c.rank(0) != 4:
+        c.fail("only 4-D (N, C, H, W) inputs are supported")
+    if c.attr("axes") is not None or str(c.attr("keep_aspect_ratio_policy", "stretch")) != "stretch":
+        c.fail("axes and keep_aspect_ratio_policy are not supported")
+    x = c.cl(0)
+    size = _out_size(c, x, 1 if c.opset < 11 else 2, -1 if c.opset < 11 else 3)
+    y = _resize(c, x, size, str(c.attr("mode", "nearest")),
+                str(c.attr("coordinate_transformation_mode", "half_pixel" if c.opset >= 11 else "asymmetric")),
+                str(c.attr("nearest_mode", "round_prefer_floor" if c.opset >= 11 else "floor")))
+    return ChannelsLast(tf.cast(y, x.dtype))
+
+
+@op("Upsample")
+def _upsample(c: NodeCtx) -> Any:
+    """Deprecated since opset 10: asymmetric coordinates, nearest rounds down."""
+    if c.rank(0) != 4:
+        c.fail("only 4-D (N, C, H, W) inputs are supported")
+    x = c.cl(0)
+    size = _out_size(c, x, 1 if c.has(1) else -1, -1)
+    return ChannelsLast(tf.cast(_resize(c, x, size, str(c.attr("mode", "nearest")), "asymmetric", "floor"), x.dtype))
