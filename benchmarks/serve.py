@@ -68,18 +68,23 @@ def in_process(path: Path, shape: tuple[int, ...], seconds: float = 2.0) -> dict
 
 def paired_c1(path: Path, name: str, shape: tuple[int, ...], http_url: str, grpc_url: str,
               seconds: float = 4.0) -> dict[str, float]:
-    """c=1 latency with in-process, gRPC and REST calls interleaved, so all three see the same CPU contention."""
+    """c=1 latency with in-process, gRPC and REST calls interleaved, so all three see the same CPU contention.
+
+    The in-process session does not spin its threads between calls (they would
+    compete with the server for the cores), which barely changes its latency.
+    """
     import http.client
 
     import grpc
+    import onnxruntime as ort
     from serve_grpc_client import build_request
     from serve_rest_client import build_request as build_rest
 
-    from fwx.formats import Format
-    from fwx.runtimes import load_runtime
-
     x = np.random.default_rng(3).standard_normal((1, *shape)).astype(np.float32)
-    rt = load_runtime(Format.ONNX, path)
+    # No spinning here: idle-spinning client threads would steal the 2 cores from the server under test.
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     channel = grpc.insecure_channel(grpc_url)
     call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
     payload = build_request(name, {"x": x})
@@ -92,7 +97,7 @@ def paired_c1(path: Path, name: str, shape: tuple[int, ...], http_url: str, grpc
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         t0 = time.perf_counter()
-        rt.infer({"x": x})
+        session.run(None, {"x": x})
         t1 = time.perf_counter()
         call(payload, timeout=30)
         t2 = time.perf_counter()
@@ -103,7 +108,6 @@ def paired_c1(path: Path, name: str, shape: tuple[int, ...], http_url: str, grpc
             times[key].append(dt * 1e3)
     channel.close()
     conn.close()
-    rt.close()
     return {f"{k}_p50_ms": float(np.percentile(v, 50)) for k, v in times.items()} | {"pairs": len(times["rest"])}
 
 

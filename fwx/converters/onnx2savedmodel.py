@@ -16,7 +16,7 @@ from fwx.converters.base import Converter, ConvertOptions, ConvertResult, Source
 from fwx.errors import ExportError, FwxError, UsageError
 from fwx.exporter.env import first_line, quiet, require
 from fwx.formats import Format
-from fwx.signature import concrete_shape
+from fwx.signature import Signature, TensorSpec, concrete_shape, is_dynamic
 
 
 def _source_path(src: SourceModel) -> Path:
@@ -40,6 +40,24 @@ def _static_shapes(src: SourceModel, opts: ConvertOptions) -> dict[str, tuple[in
         sample = opts.sample_inputs.get(spec.name)
         shapes[spec.name] = tuple(int(d) for d in sample.shape) if sample is not None else concrete_shape(spec)
     return shapes
+
+
+def _align(got: TensorSpec, pinned: TensorSpec | None, nhwc: bool) -> TensorSpec:
+    """Name the dynamic dims with the pinned symbols (the exporter calls the batch axis N)."""
+    if pinned is None or pinned.rank != got.rank:
+        return got
+    dims = list(pinned.shape)
+    if nhwc and len(dims) == 4:
+        dims = [dims[a] for a in (0, 2, 3, 1)]
+    shape = tuple(p if is_dynamic(g) and is_dynamic(p) else g for g, p in zip(got.shape, dims, strict=True))
+    return TensorSpec(got.name, got.dtype, shape)
+
+
+def _aligned(sig: Signature, pinned: Signature, nhwc: bool) -> Signature:
+    ins = {s.name: s for s in pinned.inputs}
+    outs = {s.name: s for s in pinned.outputs}
+    return Signature(tuple(_align(s, ins.get(s.name), nhwc) for s in sig.inputs),
+                     tuple(_align(s, outs.get(s.name), False) for s in sig.outputs))
 
 
 class OnnxToSavedModel(Converter):
@@ -84,7 +102,7 @@ class OnnxToSavedModel(Converter):
             notes.append("static input shapes: " + ", ".join(f"{k}{list(v)}" for k, v in static.items()))
         extra: dict[str, Any] = {"input_names": {k: v for k, v in tr.input_names.items() if k != v}}
         return ConvertResult(
-            path=out, signature=tr.signature, tool=self.tool,
+            path=out, signature=_aligned(tr.signature, src.signature, layout == "nhwc"), tool=self.tool,
             tool_version=f"fwx {__version__}; tensorflow {tf.__version__}",
             layout=tr.layout or ("NCHW" if layout == "nchw" else src.layout),
             precision=src.precision, notes=notes, extra=extra,

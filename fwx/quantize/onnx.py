@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from fwx.converters.base import ConvertOptions
-from fwx.errors import ExportError, FwxError, MissingDependencyError, SignatureMismatchError, UsageError
+from fwx.errors import ExportError, FwxError, SignatureMismatchError, UsageError
+from fwx.exporter.env import first_line, quiet, require, silence_stderr_fd
 from fwx.formats import Format
 from fwx.manifest import size_of
-from fwx.quantize._quiet import quiet
 from fwx.quantize.data import Source, open_source
 from fwx.quantize.info import QuantInfo
 from fwx.quantize.options import (
@@ -39,15 +39,6 @@ from fwx.quantize.stream import BatchStream, batch_size_for, stride_for, uniform
 from fwx.signature import Signature
 
 _METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
-
-
-def _require() -> tuple[Any, Any]:
-    try:
-        import onnx
-        import onnxruntime
-    except ImportError as exc:
-        raise MissingDependencyError(exc.name or "onnxruntime", "onnx", "quantising ONNX models") from None
-    return onnx, onnxruntime
 
 
 def _model_facts(onnx: Any, path: Path, signature: Signature) -> int:
@@ -68,7 +59,7 @@ def _model_facts(onnx: Any, path: Path, signature: Signature) -> int:
 def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, opts: ConvertOptions) -> QuantInfo:
     """Write the quantised ``out_path`` from ``fp32_path``; measure it on --eval-data if given."""
     s = QuantSettings.from_options(opts)
-    onnx, ort = _require()
+    onnx, ort = require("onnx", "quantising ONNX models"), require("onnxruntime", "quantising ONNX models")
     fp32_path, out_path = Path(fp32_path), Path(out_path)
     opset = _model_facts(onnx, fp32_path, signature)
     info = QuantInfo(kind=s.kind, format=Format.ONNX.value, opset=opset, size_before=size_of(fp32_path),
@@ -141,11 +132,11 @@ def _pre_process(fp32: Path, dest: Path, info: QuantInfo) -> Path:
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     try:
-        with quiet():
+        with quiet(), silence_stderr_fd():
             quant_pre_process(str(fp32), str(dest))
         return dest
     except Exception as exc:  # noqa: BLE001 - best effort: quantising the raw model still works
-        info.warn(f"ONNX pre-processing (shape inference) skipped: {str(exc).splitlines()[0][:200] if str(exc) else exc}")
+        info.warn(f"ONNX pre-processing (shape inference) skipped: {first_line(exc, 200)}")
         return fp32
 
 
@@ -175,12 +166,11 @@ def _fp16(onnx: Any, fp32: Path, out: Path, info: QuantInfo) -> None:
 def _run(fn: Any, kind: str) -> None:
     """Run a quantiser quietly; any failure is one ``ExportError`` line."""
     try:
-        with quiet() as cap:
+        with quiet(), silence_stderr_fd():
             fn()
     except FwxError:
         raise
     except Exception as exc:  # noqa: BLE001 - ORT raises anything from deep inside
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else cap.last_line(type(exc).__name__)
-        raise ExportError(f"ONNX {kind} quantisation failed: {first}",
+        raise ExportError(f"ONNX {kind} quantisation failed: {first_line(exc)}",
                           hint="rerun with --debug for the full log; --quantize int8-dynamic or fp16 may still work") from exc
 

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from fwx.converters.base import ConvertOptions
-from fwx.errors import ExportError, FwxError, MissingDependencyError, UnsupportedOpsError
+from fwx.errors import ExportError, FwxError, UnsupportedOpsError
+from fwx.exporter.env import first_line, quiet, require, silence_stderr_fd
 from fwx.formats import Format
-from fwx.quantize._quiet import quiet
 from fwx.quantize.data import Source, open_source
 from fwx.quantize.info import QuantInfo
 from fwx.quantize.options import RANDOM_WARNING, QuantSettings
@@ -43,20 +43,11 @@ _BOUNDARY_OPS = frozenset({"QUANTIZE", "DEQUANTIZE"})
 _FLOAT = (np.float32, np.float16, np.float64)
 
 
-def _require() -> Any:
-    try:
-        import ai_edge_litert  # noqa: F401 - the runtime the artifact is inspected and measured with
-        import tensorflow as tf
-    except ImportError as exc:
-        extra = "tflite" if (exc.name or "").startswith("ai_edge") else "tf"
-        raise MissingDependencyError(exc.name or "tensorflow", extra, "quantising TFLite models") from None
-    return tf
-
-
 def convert_quantized(saved_model_dir: Path, out_path: Path, signature: Signature, opts: ConvertOptions) -> QuantInfo:
     """Convert ``saved_model_dir`` to a quantised ``out_path``; measure it on --eval-data if given."""
     s = QuantSettings.from_options(opts)
-    tf = _require()
+    require("ai_edge_litert", "quantising TFLite models")  # reads the written model back
+    tf = require("tensorflow", "quantising TFLite models")
     calib = _calibration_source(s, signature)
     evaluation = _checked(open_source(s.eval_data, signature, s.preprocess, purpose="eval"), signature) \
         if s.eval_data else None
@@ -101,11 +92,11 @@ def _calibration_source(s: QuantSettings, signature: Signature) -> Source | None
 
 def _converter(tf: Any, saved_model_dir: Path, key: str) -> Any:
     try:
-        with quiet():
+        with quiet(), silence_stderr_fd():
             return tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir), signature_keys=[key])
     except Exception as exc:  # noqa: BLE001 - TF raises many types for a bad SavedModel
         raise ExportError(f"cannot open SavedModel {saved_model_dir} (signature {key!r}) for TFLite: "
-                          f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from exc
+                          f"{first_line(exc, 200)}") from exc
 
 
 def _configure(tf: Any, conv: Any, s: QuantSettings, calib: Source | None, signature: Signature,
@@ -139,19 +130,18 @@ def _configure(tf: Any, conv: Any, s: QuantSettings, calib: Source | None, signa
 
 def _convert(conv: Any, kind: str) -> bytes:
     try:
-        with quiet() as cap:
+        with quiet() as log, silence_stderr_fd():
             data: bytes = conv.convert()
         return data
     except FwxError:
         raise
     except Exception as exc:  # noqa: BLE001 - ConverterError and friends
-        text = f"{exc}\n{cap.text}"
+        text = f"{exc}\n{log.getvalue()}"
         ops = sorted(set(re.findall(r"'tfl?\.(\w+)' op", text)))
         if ops and "INT8" in text.upper():
             raise UnsupportedOpsError("TFLite full-integer", ops,
                                       hint="drop --strict-int8 to keep these ops in float") from exc
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else cap.last_line(type(exc).__name__)
-        raise ExportError(f"TFLite {kind} conversion failed: {first}", hint="rerun with --debug for the full log") from exc
+        raise ExportError(f"TFLite {kind} conversion failed: {first_line(exc)}", hint="rerun with --debug for the full log") from exc
 
 
 def inspect_model(path: Path, key: str, info: QuantInfo) -> None:

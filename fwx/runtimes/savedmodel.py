@@ -44,7 +44,11 @@ class SavedModelRuntime(Runtime):
         self._out_names = self._sig.output_names
 
     def _read_signature(self, fn: Any) -> Signature:
-        in_specs: dict[str, Any] = dict(fn.structured_input_signature[1])
+        # TF rewrites signature keys into Python identifiers ("input-ids.0" -> "input_ids_0");
+        # the tensor's own spec.name keeps the real name, which is what clients send.
+        kw_specs: dict[str, Any] = dict(fn.structured_input_signature[1])
+        self._kwarg = {(getattr(spec, "name", None) or key): key for key, spec in kw_specs.items()}
+        in_specs = {name: kw_specs[key] for name, key in self._kwarg.items()}
         out_specs: dict[str, Any] = dict(fn.structured_outputs)
         hint = self.signature_hint
         in_order = list(in_specs)
@@ -65,7 +69,7 @@ class SavedModelRuntime(Runtime):
         arrays = gather(inputs, self._dtypes)
         try:
             with tf.device(self._device):
-                out = self._fn(**arrays)
+                out = self._fn(**{self._kwarg[n]: a for n, a in arrays.items()})
         except (tf.errors.InvalidArgumentError, ValueError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or ["bad input"])[0]
             raise InputError(f"TensorFlow rejected the inputs: {first[:300]}",

@@ -178,7 +178,7 @@ class DataPlane:
             self.metrics.count_failure(failure_reason(exc))
             raise
         state = model.state
-        batcher: Batcher | None = state.get("batcher")  # not `or`: an idle Batcher has len 0, so is falsy
+        batcher: Batcher | None = state.get("batcher")
         if batcher is None:
             batcher = self._attach(model)
         plan: RequestPlan = state.get("plan") or self._plan(model)

@@ -1,4 +1,4 @@
-"""Process lifecycle of ``fwx serve``: one event loop running uvicorn and grpc.aio.
+"""Process lifecycle of ``fwx serve``: one event loop for uvicorn, the gRPC bridge and the data plane.
 
 Start: listeners first (liveness answers while models load, readiness says
 no), then the manager loads and warms every model, then ready. Stop (SIGTERM

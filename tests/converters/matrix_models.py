@@ -158,6 +158,8 @@ def build_torch(name: str, seed: int = SEED) -> nn.Module:
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, nn.BatchNorm2d):
+                assert m.running_mean is not None
+                assert m.running_var is not None
                 m.running_mean.copy_(torch.randn(m.num_features, generator=gen) * 0.2)
                 m.running_var.copy_(torch.rand(m.num_features, generator=gen) + 0.5)
                 m.weight.copy_(torch.rand(m.num_features, generator=gen) + 0.5)
@@ -312,7 +314,7 @@ def _tf_module(name: str) -> Any:
             super().__init__()
             self.model = model
 
-        @tf.function(input_signature=specs)
+        @tf.function(input_signature=specs)  # type: ignore[untyped-decorator]
         def serve(self, *args: Any) -> Any:
             outs = self.model(list(args) if len(args) > 1 else args[0], training=False)
             outs = outs if isinstance(outs, (list, tuple)) else [outs]

@@ -125,8 +125,7 @@ def cell_from_result(src: Source, target: str, result: Any) -> Cell:
     cell.hops = [f"{h['source']}->{h['target']} ({h['tool']})" for h in entry.hops]
     cell.seconds = round(sum(float(h.get("seconds", 0.0)) for h in entry.hops), 2)
     cell.readback = str(entry.sig()) if entry.signature else ""
-    cell.dynamic_kept = dynamic_kept(pinned, entry.sig(), entry.layout, result.manifest.artifacts) \
-        if entry.signature else False
+    cell.dynamic_kept = dynamic_kept(pinned, entry.sig(), entry.layout) if entry.signature else False
     report = result.reports.get(target)
     if report is not None:
         cell.sample_shapes = [{k: v["shape"] for k, v in s.items()} for s in report.inputs]
@@ -144,11 +143,9 @@ def _axes_in(spec: TensorSpec, layout: str | None, source_layout: str | None) ->
     return tuple(to_nhwc[a] if layout == "NHWC" else {v: k for k, v in to_nhwc.items()}[a] for a in axes)
 
 
-def dynamic_kept(pinned: Signature, readback: Signature, layout: str | None, artifacts: Any = None,
-                 source_layout: str | None = None) -> bool:
+def dynamic_kept(pinned: Signature, readback: Signature, layout: str | None) -> bool:
     """Every dynamic dim of the pinned inputs and outputs is still dynamic in the artifact read back."""
-    if source_layout is None and artifacts is not None:
-        source_layout = _source_layout(pinned)
+    source_layout = _source_layout(pinned)
     for pinned_specs, got_specs in ((pinned.inputs, readback.inputs), (pinned.outputs, readback.outputs)):
         by_name = {s.name: s for s in got_specs}
         for i, spec in enumerate(pinned_specs):
@@ -162,12 +159,11 @@ def dynamic_kept(pinned: Signature, readback: Signature, layout: str | None, art
 
 
 def _source_layout(pinned: Signature) -> str | None:
-    """The pinned signature's layout, told the way the exporter tells it (channels at 1 or 3)."""
+    """The pinned signature's layout: channels (1, 3 or 4) at axis 1 is NCHW, else NHWC."""
     rank4 = [s for s in pinned.inputs if s.rank == 4]
     if not rank4:
         return None
-    shape = rank4[0].shape
-    return "NCHW" if shape[1] in (1, 3, 4) else "NHWC"
+    return "NCHW" if rank4[0].shape[1] in (1, 3, 4) else "NHWC"
 
 
 def sizes_exercised(cell: Cell, pinned: Signature) -> dict[str, set[int]]:

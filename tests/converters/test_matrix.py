@@ -10,6 +10,7 @@ and every dynamic dim fed at two sizes by the validator.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest

@@ -16,8 +16,8 @@ import pytest
 
 from fwx.converters.base import ConvertOptions
 from fwx.errors import UnsupportedOpsError
-from fwx.exporter import export
-from fwx.manifest import sha256_path
+from fwx.exporter import ExportResult, export
+from fwx.manifest import Manifest, sha256_path
 
 from . import matrix_models as mm
 
@@ -33,6 +33,12 @@ def _quiet() -> Iterator[None]:
     ui.state.quiet = True
     yield
     ui.state.quiet = ui.state.json = ui.state.debug = False
+
+
+def published(res: ExportResult) -> tuple[Manifest, Path]:
+    assert res.manifest is not None
+    assert res.version_dir is not None
+    return res.manifest, res.version_dir
 
 
 def versions(root: Path) -> list[Path]:
@@ -70,17 +76,19 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Any:
 
 def test_keep_intermediate_publishes_every_hop(tmp_path: Path) -> None:
     res = export(MLP, ["tflite"], out=tmp_path, inputs=["x:float32[N,20]"], keep_intermediate=True)
-    entry = res.manifest.artifacts["tflite"]
-    assert sorted(res.manifest.artifacts) == ["tflite"]
+    manifest, folder = published(res)
+    entry = manifest.artifacts["tflite"]
+    assert sorted(manifest.artifacts) == ["tflite"]
     assert [h["target"] for h in entry.hops] == ["onnx", "savedmodel", "tflite"]
     for hop in entry.hops[:-1]:
-        kept = res.version_dir / hop["path"]
+        kept = folder / hop["path"]
         assert kept.exists(), hop
         assert hop["path"].startswith("intermediate/tflite/")
         assert hop["sha256"] == sha256_path(kept)
     res2 = export(MLP, ["tflite"], out=tmp_path, inputs=["x:float32[N,20]"])
-    assert not (res2.version_dir / "intermediate").exists()
-    assert all("path" not in h for h in res2.manifest.artifacts["tflite"].hops[:-1])
+    manifest2, folder2 = published(res2)
+    assert not (folder2 / "intermediate").exists()
+    assert all("path" not in h for h in manifest2.artifacts["tflite"].hops[:-1])
 
 
 # --- --layout and --static-shapes --------------------------------------------------------------------
@@ -100,7 +108,7 @@ def test_layout_nhwc_gives_channels_last_savedmodel_and_tflite(tmp_path: Path) -
     res = export(RESNET, ["savedmodel", "tflite"], out=tmp_path, inputs=[RESNET_IN],
                  options=ConvertOptions(layout="nhwc"))
     for key in ("savedmodel", "tflite"):
-        entry = res.manifest.artifacts[key]
+        entry = published(res)[0].artifacts[key]
         assert entry.layout == "NHWC"
         assert entry.sig().inputs[0].shape[1:] == (mm.HW, mm.HW, 3)
         assert entry.validation["passed"] is True
@@ -110,7 +118,7 @@ def test_layout_nhwc_gives_channels_last_savedmodel_and_tflite(tmp_path: Path) -
                    "fixed batch (fwx/exporter/readback.py); --static-shapes is not a CLI flag yet")
 def test_static_shapes_pin_only_when_asked(tmp_path: Path) -> None:
     res = export(MLP, ["tflite"], out=tmp_path, inputs=["x:float32[N,20]"], options=ConvertOptions(static_shapes=True))
-    entry = res.manifest.artifacts["tflite"]
+    entry = published(res)[0].artifacts["tflite"]
     assert not entry.sig().inputs[0].dynamic_axes
     assert any("static" in n for n in entry.notes)
 
@@ -166,7 +174,7 @@ def test_an_onnx_source_with_external_data_keeps_its_weights(tmp_path: Path) -> 
     assert (tmp_path / "mlp.onnx.data").exists()
     res = export(src, ["onnx", "tflite"], out=tmp_path / "repo")
     assert res.ok
-    assert res.manifest.artifacts["onnx"].validation["passed"] is True
+    assert published(res)[0].artifacts["onnx"].validation["passed"] is True
 
 
 # --- a conversion tool that fails ----------------------------------------------------------------------
@@ -178,7 +186,7 @@ def det_savedmodel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import tensorflow as tf
 
     class Det(tf.Module):  # type: ignore[misc,name-defined]
-        @tf.function(input_signature=[tf.TensorSpec([None, 3, 3], tf.float32, name="m")])
+        @tf.function(input_signature=[tf.TensorSpec([None, 3, 3], tf.float32, name="m")])  # type: ignore[untyped-decorator]
         def serve(self, m: Any) -> Any:
             return {"det": tf.linalg.det(m)}
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from fwx.errors import ExportError, InputError
-from fwx.signature import Dim, Signature, TensorSpec
+from fwx.signature import Dim, TensorSpec
 
 #: ONNX domains whose ops share the default op set.
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -137,14 +137,6 @@ def parse(model: Any) -> Graph:
     nodes = _toposort([_node(n) for n in g.node], set(inits) | {s.name for s in inputs})
     unshaped = {v.name for v in g.output if not v.type.tensor_type.HasField("shape")}
     return Graph(nodes, inits, inputs, outputs, default_opset(model), unshaped)
-
-
-def signature(model: Any) -> Signature:
-    """The ONNX model's own signature (initializers listed as inputs are not inputs)."""
-    g = model.graph
-    inits = {t.name for t in g.initializer}
-    return Signature(tuple(_spec(v) for v in g.input if v.name not in inits),
-                     tuple(_spec(v) for v in g.output))
 
 
 def _walk(nodes: Iterable[Any]) -> Iterable[Any]:

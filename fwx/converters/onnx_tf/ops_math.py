@@ -110,16 +110,14 @@ def _reduce(fn: Any) -> Any:
         rank = c.rank(0)
         axes = _reduce_axes(c, rank)
         if axes is None:
-            return c.value(0) if not isinstance(c.value(0), np.ndarray) else c.t(0)
+            return c.value(0)
         keep = bool(int(c.attr("keepdims", 1)))
         if c.is_cl(0):
             cl_axes = sorted(TO_NHWC.index(a) for a in axes)
             rest = [TO_NHWC[j] for j in range(4) if j not in cl_axes]
-            y = fn(c.cl(0), axis=cl_axes, keepdims=keep)
-            if keep:
-                return ChannelsLast(y)
-            if rest == sorted(rest):
-                return y
+            if keep or rest == sorted(rest):  # without keepdims, NHWC order must equal NCHW order
+                y = fn(c.cl(0), axis=cl_axes, keepdims=keep)
+                return ChannelsLast(y) if keep else y
         return fn(c.t(0), axis=axes, keepdims=keep)
 
     return handler

@@ -26,6 +26,8 @@ from fwx.exporter.env import first_line
 from fwx.signature import Signature, TensorSpec, is_dynamic
 
 _STATIC_FOLD_MAX = 64
+#: The newest default-domain opset whose op forms the test-suite covers.
+TESTED_OPSET = 20
 
 
 @dataclass
@@ -155,6 +157,8 @@ def translate(proto: Any, *, layout: str | None = None,
     handlers = load_handlers()
     graph = onnx_model.parse(proto)
     notes: list[str] = []
+    if graph.opset > TESTED_OPSET:
+        notes.append(f"opset {graph.opset} is newer than the op forms fwx was tested with (<= {TESTED_OPSET})")
     if fuse_gelu(graph):
         notes.append("exact GELU (x*0.5*(1+erf(x/sqrt2))) fused into tf.nn.gelu")
     names = onnx_model.tf_input_names([s.name for s in graph.inputs])
@@ -175,6 +179,9 @@ def translate(proto: Any, *, layout: str | None = None,
             _run_node(node, env, handlers[node.op])
         result = {}
         for o in graph.outputs:
+            if o.name not in env.values:
+                raise ExportError(f"the ONNX graph output {o.name!r} is produced by no node",
+                                  hint="check the model with onnx.checker.check_model")
             t = env.tensor(o.name)
             want = tf.as_dtype(o.dtype)
             result[o.name] = tf.identity(t if t.dtype == want else tf.cast(t, want))

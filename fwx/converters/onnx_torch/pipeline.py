@@ -1,8 +1,9 @@
 """ONNX -> TorchScript / ExportedProgram: translate, script or export, write, read back, verify.
 
-Both edges share this flow; they differ only in the writer (``writers.py``). The hop fails (ExportError naming it) unless the artifact, as
-loaded back from disk, matches onnxruntime at the sample sizes and at other
-batch/sequence sizes.
+Both edges share this flow; they differ only in the writer (``writers.py``).
+The hop fails (ExportError naming it) unless the artifact, as loaded back from
+disk, matches onnxruntime at the sample sizes and at other batch/sequence
+sizes.
 """
 
 from __future__ import annotations

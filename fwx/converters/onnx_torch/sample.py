@@ -15,7 +15,7 @@ import onnx
 
 from fwx.converters.onnx_torch.translate import graph_inputs
 from fwx.errors import InputError
-from fwx.signature import Dim, Signature, TensorSpec, is_dynamic
+from fwx.signature import Dim, Signature, TensorSpec
 
 
 def _spec(vi: onnx.ValueInfoProto, need_shape: bool) -> TensorSpec:
@@ -119,7 +119,3 @@ def pinned(sig: Signature, sizes: Mapping[str, int]) -> Signature:
 
     outs = tuple(fix(o) for o in sig.outputs)
     return Signature(tuple(fix(i) for i in sig.inputs), outs)
-
-
-def is_static(sig: Signature) -> bool:
-    return not any(is_dynamic(d) for spec in sig.inputs for d in spec.shape)

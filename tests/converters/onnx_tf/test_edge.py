@@ -13,6 +13,7 @@ import pytest
 from fwx.converters.base import ConvertOptions, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError
 from fwx.formats import Format
+from fwx.signature import Signature
 
 onnx = pytest.importorskip("onnx")
 tf = pytest.importorskip("tensorflow")
@@ -20,7 +21,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from fwx.converters.onnx2savedmodel import OnnxToSavedModel  # noqa: E402
-from fwx.converters.onnx_tf.model import signature  # noqa: E402
+from fwx.exporter.readers import onnx_signature  # noqa: E402
 
 
 def write(tmp_path: Path, nodes: list[Any], inputs: list[Any], outputs: list[Any],
@@ -35,7 +36,7 @@ def write(tmp_path: Path, nodes: list[Any], inputs: list[Any], outputs: list[Any
 
 
 def source(path: Path) -> SourceModel:
-    return SourceModel(Format.ONNX, path, signature(onnx.load(str(path))))
+    return SourceModel(Format.ONNX, path, onnx_signature(path)[0])
 
 
 def linear(tmp_path: Path, in_name: str = "x", out_name: str = "y", units: int = 4) -> Path:
@@ -70,7 +71,7 @@ def test_convert_result_and_readback(tmp_path: Path) -> None:
     assert res.tool == "fwx-onnx-tf"
     assert res.tool_version.startswith("fwx ")
     assert tf.__version__ in res.tool_version
-    assert res.signature == signature(onnx.load(str(path)))
+    assert res.signature == onnx_signature(path)[0]
     assert res.layout is None
     loaded = tf.saved_model.load(str(tmp_path / "sm"))
     # weight and bias (>= 1024 elements each) live in variables/, not in the graph proto
@@ -152,7 +153,7 @@ def test_translation_failure_is_one_clear_export_error(tmp_path: Path) -> None:
 
 
 def test_missing_file_path_is_refused() -> None:
-    src = SourceModel(Format.ONNX, None, signature(helper.make_model(helper.make_graph([], "g", [], []))))
+    src = SourceModel(Format.ONNX, None, Signature(()))
     with pytest.raises(ExportError):
         OnnxToSavedModel().precheck(src, ConvertOptions())
 

@@ -28,9 +28,9 @@ ATOL, RTOL = 1e-4, 1e-3
 
 def convert(path: Path, out: Path, **opts: Any) -> Any:
     from fwx.converters.onnx2savedmodel import OnnxToSavedModel
-    from fwx.converters.onnx_tf.model import load, signature
+    from fwx.exporter.readers import onnx_signature
 
-    src = SourceModel(Format.ONNX, path, signature(load(path)))
+    src = SourceModel(Format.ONNX, path, onnx_signature(path)[0])
     return OnnxToSavedModel().convert(src, out, ConvertOptions(**opts))
 
 

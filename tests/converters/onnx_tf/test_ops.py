@@ -221,6 +221,7 @@ def _rnn_cases() -> list[Case]:
         Case("LSTM", lstm(2), {"hidden_size": h, "direction": "bidirectional"}, outputs=3, id="LSTM-bidirectional"),
         Case("LSTM", lstm(1)[:4], {"hidden_size": h}, outputs=3, id="LSTM-no-initial"),
         Case("LSTM", peep, {"hidden_size": h, "clip": 0.8}, outputs=3, id="LSTM-peephole-clip"),
+        Case("LSTM", lstm(1), {"hidden_size": h, "input_forget": 1}, outputs=3, id="LSTM-input-forget"),
         Case("GRU", gru(1), {"hidden_size": h}, outputs=2, id="GRU"),
         Case("GRU", gru(2), {"hidden_size": h, "direction": "bidirectional", "linear_before_reset": 1},
              outputs=2, id="GRU-bidirectional-lbr"),
