@@ -61,6 +61,10 @@ class OnnxRuntime(Runtime):
         self.notes: list[str] = []
         so = ort.SessionOptions()
         so.log_severity_level = 3
+        # Idle intra-op threads spin by default: measured 107 -> 45 us CPU per batch-1 call on a small
+        # CNN with spinning off, and the server's own threads need that CPU. ``spin=True`` restores it.
+        if not self.options.get("spin"):
+            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if self.options.get("threads"):
             so.intra_op_num_threads = int(self.options["threads"])
         providers = self._providers(ort.get_available_providers())
