@@ -64,10 +64,13 @@ def run(kinds: list[str], archs: list[str], work: Path) -> list[dict[str, Any]]:
 
 
 def _mark(cell: dict[str, Any]) -> str:
-    if Cell(**cell).passed:
-        err = cell["max_abs"]
-        return "pass" + (f" ({err:.0e})" if err is not None else "")
-    return "FAIL" if cell["status"] == "failed" or cell["validated"] is False and cell["hops"] else "error"
+    """pass (worst max abs error) | FAIL (an artifact with wrong numbers or a pinned dim) | error (no artifact)."""
+    if cell["status"] == "error":
+        return "error"
+    if not Cell(**cell).passed:
+        return "FAIL"
+    err = cell["max_abs"]
+    return "pass" + (f" ({err:.0e})" if err is not None else "")
 
 
 def markdown(results: list[dict[str, Any]]) -> str:

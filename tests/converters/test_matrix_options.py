@@ -177,6 +177,35 @@ def test_an_onnx_source_with_external_data_keeps_its_weights(tmp_path: Path) -> 
     assert published(res)[0].artifacts["onnx"].validation["passed"] is True
 
 
+def test_wrong_numbers_are_never_published_as_ok(tmp_path: Path) -> None:
+    """SavedModel (tf.Module over Keras) -> TFLite "succeeds" with NaN today: the export must refuse it.
+
+    Checked independently of the validators: whatever fwx publishes must agree with the SavedModel.
+    """
+    import numpy as np
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    from fwx.errors import ValidationError
+
+    src = mm.save_savedmodel("mlp", tmp_path / "mlp.savedmodel")
+    try:
+        res = export(src, ["tflite"], out=tmp_path / "repo")
+    except ValidationError as exc:
+        refused = exc.message
+    else:
+        refused = ""
+    if refused:
+        assert "NaN" in refused
+        assert not versions(tmp_path / "repo")
+        return
+    manifest, folder = published(res)
+    x = np.random.default_rng(0).standard_normal((3, 20)).astype(np.float32)
+    want = tf.saved_model.load(str(src)).signatures["serving_default"](x=tf.constant(x))["probs"].numpy()
+    got = Interpreter(model_path=str(folder / manifest.artifacts["tflite"].path)).get_signature_runner()(x=x)["probs"]
+    np.testing.assert_allclose(got, want, atol=1e-4)
+
+
 # --- a conversion tool that fails ----------------------------------------------------------------------
 
 

@@ -84,7 +84,7 @@ def _sample(model: onnx.ModelProto, sig: Signature, session: ort.InferenceSessio
         if last is None:
             return sizes, feeds, bounds, notes
     raise ExportError(f"onnxruntime cannot run the ONNX model on generated inputs: {last}",
-                      hint="pass sample inputs that the model accepts (the exporter passes the source's)")
+                      hint="pass inputs the model accepts (fwx export --example-inputs FILE.npz)")
 
 
 def _torch_args(sig: Signature, feeds: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
@@ -170,7 +170,7 @@ def _raise_on_failure(hop: str, checks: list[Check]) -> None:
     if bad:
         where = "; ".join(f"at {c.sizes}: {', '.join(c.problems)}" for c in bad[:3])
         raise ExportError(f"{hop} ({TOOL}): the artifact disagrees with onnxruntime {where}",
-                          hint="convert through another path (e.g. --static-shapes), and please report the model")
+                          hint="convert through another path (fwx export --plan lists them) and please report the model")
 
 
 def _summary(checks: list[Check]) -> list[str]:

@@ -87,10 +87,6 @@ def dtype_of(v: Value) -> torch.dtype:
     return v.example.dtype
 
 
-def item_value(item: Item) -> int:
-    return item.example if isinstance(item, SInt) else item
-
-
 def make_sym(items: list[Item] | tuple[Item, ...], scalar: bool = False,
              dtype: torch.dtype = torch.int64) -> Const | Sym:
     """A Sym, or a Const when every item turned out to be known."""
