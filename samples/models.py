@@ -62,7 +62,7 @@ def build_torch_cnn(seed: int = SEED, width: int = 16, num_classes: int = 10) ->
 
 def _tf() -> Any:
     """TensorFlow, imported the way fwx does it (quiet, or a clear 'pip install fwx[tf]' error)."""
-    from fwx.exporter.env import require
+    from fwx.frameworks import require
 
     return require("tensorflow", "building the TensorFlow samples")
 

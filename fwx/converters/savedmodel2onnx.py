@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
-from fwx.exporter.env import quiet, require
+from fwx.frameworks import quiet, require
 from fwx.formats import Format
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError
-from fwx.exporter.env import first_line, quiet, require
+from fwx.frameworks import first_line, quiet, require
 from fwx.exporter.onnx_common import DEFAULT_OPSET, MAX_OPSET
 from fwx.formats import Format
 from fwx.signature import Signature

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError
-from fwx.exporter.env import first_line, quiet, require
+from fwx.frameworks import first_line, quiet, require
 from fwx.formats import Format
 
 

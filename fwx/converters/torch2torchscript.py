@@ -14,7 +14,7 @@ from typing import Any
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UsageError
-from fwx.exporter.env import first_line, quiet, require
+from fwx.frameworks import first_line, quiet, require
 from fwx.formats import Format
 
 MODES = ("auto", "script", "trace")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.converters.base import edge_class
-from fwx.exporter.env import EXTRAS, version_of
+from fwx.frameworks import EXTRAS, version_of
 from fwx.exporter.runner import WORK, Attempt, HopRun, RunContext
 from fwx.exporter.sources import LoadedSource
 from fwx.formats import ARTIFACT_NAMES, Format

@@ -13,7 +13,7 @@ from typing import Any
 
 from fwx.converters.base import ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError
-from fwx.exporter.env import first_line, quiet, require, version_of
+from fwx.frameworks import first_line, quiet, require, version_of
 from fwx.signature import Signature, is_dynamic
 
 #: Default ONNX opset for every fwx ONNX edge: the newest one that fwx's own

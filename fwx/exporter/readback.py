@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fwx.errors import SignatureMismatchError
-from fwx.exporter.env import require
+from fwx.frameworks import require
 from fwx.formats import Format
 from fwx.signature import Signature, TensorSpec, is_dynamic
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from fwx.errors import InputError
-from fwx.exporter.env import first_line, quiet, require
+from fwx.frameworks import first_line, quiet, require
 from fwx.exporter.pinning import spec_from_dims
 from fwx.signature import Signature, TensorSpec
 

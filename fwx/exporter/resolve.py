@@ -13,7 +13,7 @@ import numpy as np
 
 from fwx.errors import FwxError, InputError
 from fwx.exporter import pinning
-from fwx.exporter.env import first_line, quiet
+from fwx.frameworks import first_line, quiet
 from fwx.exporter.sources import LoadedSource
 from fwx.formats import Format
 from fwx.signature import Signature, TensorSpec, names_or_default

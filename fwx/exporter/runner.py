@@ -19,7 +19,7 @@ from fwx import ui
 from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, SourceModel, edge_class
 from fwx.converters.plan import POST_QUANTIZED, Plan
 from fwx.errors import ExportError, FwxError
-from fwx.exporter.env import first_line, quiet, silence_stderr_fd
+from fwx.frameworks import first_line, quiet, silence_stderr_fd
 from fwx.exporter.readback import check_readback
 from fwx.exporter.sources import LoadedSource
 from fwx.formats import ARTIFACT_NAMES, Format
@@ -186,7 +186,7 @@ def _identity(ctx: RunContext, target: Format) -> HopRun:
     t0 = time.perf_counter()
     key = ctx.options.saved_model_signature
     if target is Format.SAVEDMODEL and key != "serving_default":
-        from fwx.exporter.env import require
+        from fwx.frameworks import require
 
         tf = require("tensorflow", "re-signing SavedModels")
         with quiet():

@@ -15,7 +15,7 @@ from typing import Any
 
 from fwx.errors import InputError, UsageError
 from fwx.exporter import torch_source as ts
-from fwx.exporter.env import require, version_of
+from fwx.frameworks import require, version_of
 from fwx.exporter.pinning import spec_from_dims
 from fwx.exporter.readers import onnx_signature, savedmodel_signature
 from fwx.formats import Format, detect_format

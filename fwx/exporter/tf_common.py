@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fwx.exporter.env import require
+from fwx.frameworks import require
 from fwx.signature import Signature, is_dynamic
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fwx.exporter.env import require
+from fwx.frameworks import require
 from fwx.signature import Signature
 
 

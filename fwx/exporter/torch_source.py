@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import FwxError, InputError, UnsafeModelError, UsageError
-from fwx.exporter.env import first_line, quiet, require
+from fwx.frameworks import first_line, quiet, require
 
 TRUST_HINT = "pass --trust-model-code only if you trust where this file came from"
 _STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "net")

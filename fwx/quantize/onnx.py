@@ -23,7 +23,7 @@ from typing import Any
 
 from fwx.converters.base import ConvertOptions
 from fwx.errors import ExportError, FwxError, SignatureMismatchError, UsageError
-from fwx.exporter.env import first_line, quiet, require, silence_stderr_fd
+from fwx.frameworks import first_line, quiet, require, silence_stderr_fd
 from fwx.formats import Format
 from fwx.manifest import size_of
 from fwx.quantize.data import Source, open_source

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from fwx.errors import UsageError
+from fwx.frameworks import require
 from fwx.runtimes._common import check_device
 from fwx.signature import TensorSpec
 
 
 def tf_device(device: str) -> str:
     """The TF device string for ``cpu``/``cuda[:N]``; ``cuda`` without a visible GPU is a usage error."""
-    import tensorflow as tf
+    tf = require("tensorflow", "running TensorFlow models")  # quiet: no CUDA-driver banners
 
     check_device(device)
     if not device.startswith("cuda"):

@@ -17,6 +17,7 @@ import numpy as np
 
 from fwx.errors import InputError
 from fwx.formats import Format
+from fwx.frameworks import require, silence_stderr_fd
 from fwx.runtimes._common import gather, hint_names, np_dtypes
 from fwx.runtimes._tf import spec_from_tf, tf_device
 from fwx.runtimes.base import Runtime
@@ -54,12 +55,13 @@ class KerasRuntime(Runtime):
         return rt
 
     def _load(self) -> None:
-        import keras
+        keras = require("keras", "running Keras models")
 
         assert self.path is not None
         if not self.path.exists():
             raise InputError(f"{self.path} does not exist", hint="check the path")
-        model = keras.saving.load_model(str(self.path), compile=False, safe_mode=not self.trust_model_code)
+        with silence_stderr_fd():
+            model = keras.saving.load_model(str(self.path), compile=False, safe_mode=not self.trust_model_code)
         self._attach(model)
 
     def _attach(self, model: Any) -> None:

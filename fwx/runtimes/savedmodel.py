@@ -14,6 +14,7 @@ import numpy as np
 
 from fwx.errors import InputError
 from fwx.formats import Format
+from fwx.frameworks import require, silence_stderr_fd
 from fwx.runtimes._common import gather, np_dtypes
 from fwx.runtimes._tf import spec_from_tf, tf_device
 from fwx.runtimes.base import Runtime
@@ -24,14 +25,14 @@ class SavedModelRuntime(Runtime):
     format = Format.SAVEDMODEL
 
     def _load(self) -> None:
-        import tensorflow as tf
+        tf = require("tensorflow", "running SavedModels")
 
         self._device = tf_device(self.device)
         assert self.path is not None
         if not (self.path / "saved_model.pb").is_file():
             raise InputError(f"{self.path} is not a SavedModel folder (no saved_model.pb)",
                              hint="pass the folder written by tf.saved_model.save")
-        with tf.device(self._device):
+        with silence_stderr_fd(), tf.device(self._device):
             self._loaded = tf.saved_model.load(str(self.path))
         name = self.options.get("signature_name") or "serving_default"
         sigs = self._loaded.signatures

@@ -25,6 +25,7 @@ import numpy as np
 
 from fwx.errors import InputError, UsageError
 from fwx.formats import Format
+from fwx.frameworks import require, silence_stderr_fd
 from fwx.runtimes._common import check_device, gather, hint_names
 from fwx.runtimes.base import Runtime
 from fwx.signature import Signature, TensorSpec
@@ -117,7 +118,7 @@ class TFLiteRuntime(Runtime):
     format = Format.TFLITE
 
     def _load(self) -> None:
-        from ai_edge_litert.interpreter import Interpreter
+        litert = require("ai_edge_litert.interpreter", "running TFLite models")
 
         check_device(self.device)
         if self.device.startswith("cuda"):
@@ -129,8 +130,9 @@ class TFLiteRuntime(Runtime):
             raise InputError(f"{self.path} is not a file", hint="pass a .tflite file")
         check_tflite_file(self.path)
         threads = self.options.get("threads")
-        self._interp = Interpreter(model_path=str(self.path), num_threads=int(threads) if threads else None)
-        self._interp.allocate_tensors()
+        with silence_stderr_fd():  # LiteRT prints its XNNPACK banner from C++ on the first allocation
+            self._interp = litert.Interpreter(model_path=str(self.path), num_threads=int(threads) if threads else None)
+            self._interp.allocate_tensors()
         self._lock = threading.Lock()
         self._runner: Any = None
         sigs = self._interp.get_signature_list()

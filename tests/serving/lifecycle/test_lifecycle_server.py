@@ -88,7 +88,7 @@ def _slow_infer(port: int, x: float, out: dict[float, Any], done_at: dict[float,
 
 def test_sigterm_drains_in_flight_requests_and_exits_0(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
-    publish(repo, "slow", 1, slow_ops=24)  # ~0.1 s per inference on a 2-core box
+    publish(repo, "slow", 1, slow_ops=96)  # ~0.1-0.4 s per inference on a 2-core box
     server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0", "--max-batch-size", "1",
                            "--drain-seconds", "30")
     server.wait_ready()
@@ -98,7 +98,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tmp_path: Path) -> None:
                for i in range(8)]
     for t in threads:
         t.start()
-    time.sleep(0.3)  # all 8 connected and queued, at most a few answered
+    _wait_queued(server.http_port, 3)  # several requests still waiting when the signal lands
     t0 = time.monotonic()
     server.proc.send_signal(15)
     time.sleep(0.1)
@@ -115,6 +115,20 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tmp_path: Path) -> None:
     assert late in ("refused", 503), late
     assert code == 0, server.log()[-2000:]
     assert elapsed < 30
+
+
+def _wait_queued(port: int, n: int, timeout: float = 30) -> None:
+    """Wait until the server's own queue-depth gauge shows ``n`` requests waiting (no sleeps to tune)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        depth = [line for line in text.splitlines() if line.startswith("fwx_queue_depth{")]
+        if depth and float(depth[0].split()[-1]) >= n:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{n} requests never queued")
 
 
 def _late_request(port: int) -> Any:

@@ -1,9 +1,12 @@
 """Importing frameworks quietly, and keeping their chatter off the user's terminal.
 
-TensorFlow, tf2onnx and the torch ONNX exporter log to stdout/stderr at import
-and conversion time. ``fwx export --json`` must put exactly one JSON document on
-stdout, and the human output should show fwx's steps, not framework banners, so
-every framework call runs inside ``quiet()`` unless ``--debug``.
+TensorFlow, tf2onnx, LiteRT and the torch ONNX exporter log to stdout/stderr at
+import and conversion time. ``fwx export --json`` must put exactly one JSON
+document on stdout, and ``fwx export``/``fwx validate``/``fwx serve`` should show
+fwx's steps, not framework banners, so every framework call runs inside
+``quiet()`` (Python level) and, where C++ writes to fd 2, ``silence_stderr_fd()``
+unless ``--debug``. Shared by the exporter, the converters, the runtimes and
+``fwx.quantize``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import io
 import logging
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from types import ModuleType
@@ -54,30 +58,60 @@ def require(module: str, purpose: str) -> ModuleType:
     return mod
 
 
+_FD_LOCK = threading.Lock()
+_saved_fds: dict[int, tuple[int, int]] = {}  # fd -> (depth, saved copy of the real fd)
+
+
 @contextlib.contextmanager
-def silence_stderr_fd(active: bool = True) -> Iterator[None]:
-    """Hide fd 2 (C++ logs) unless ``--debug``.
+def silence_stderr_fd(active: bool = True, *, stdout: bool = False) -> Iterator[None]:
+    """Hide fd 2 (and fd 1 with ``stdout``) from C++ writers unless ``--debug``.
 
     TF's import-time logs bypass ``TF_CPP_MIN_LOG_LEVEL`` (absl, before
-    InitializeLog) and LiteRT prints its XNNPACK banner from C++.
+    InitializeLog), LiteRT prints its XNNPACK banner from C++, MLIR dumps whole
+    modules, and torch's ONNX exporter prints "Torch IR graph" screens to fd 1
+    (which would break ``--json``). The fds are process-wide, so nested or
+    concurrent users (a server loading two models in threads) share one
+    redirection: the first one in saves the real fd, the last one out restores it.
     """
+    fds = [2, 1] if stdout else [2]
     if not active or ui.state.debug:
         yield
         return
+    entered = [fd for fd in fds if _fd_enter(fd)]
     try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):
-        yield
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
         yield
     finally:
-        os.dup2(saved, 2)
+        for fd in reversed(entered):
+            _fd_exit(fd)
+
+
+def _fd_enter(fd: int) -> bool:
+    with _FD_LOCK:
+        depth, saved = _saved_fds.get(fd, (0, -1))
+        if depth == 0:
+            try:
+                (sys.stderr if fd == 2 else sys.stdout).flush()
+                saved = os.dup(fd)
+            except (OSError, ValueError, AttributeError):
+                return False
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, fd)
+            finally:
+                os.close(devnull)
+        _saved_fds[fd] = (depth + 1, saved)
+        return True
+
+
+def _fd_exit(fd: int) -> None:
+    with _FD_LOCK:
+        depth, saved = _saved_fds[fd]
+        if depth > 1:
+            _saved_fds[fd] = (depth - 1, saved)
+            return
+        del _saved_fds[fd]
+        os.dup2(saved, fd)
         os.close(saved)
-        os.close(devnull)
 
 
 def _prepare_tf_env() -> None:
