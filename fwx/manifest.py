@@ -51,6 +51,7 @@ class ArtifactEntry:
     quantization: dict[str, Any] = field(default_factory=dict)
     status: str = "ok"  # "ok" | "failed" (kept with --keep-failed)
     notes: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # more files of this artifact (ONNX external data) -> sha256
 
     @property
     def fmt(self) -> Format:
@@ -80,6 +81,7 @@ class Manifest:
     created: str = ""
     fwx_version: str = ""
     schema_version: int = SCHEMA_VERSION
+    skipped: dict[str, str] = field(default_factory=dict)  # --to all: format -> why it was not exported
 
     def sig(self) -> Signature:
         return Signature.from_json(self.signature)
@@ -87,6 +89,11 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["artifacts"] = {k: asdict(v) for k, v in self.artifacts.items()}
+        for entry in data["artifacts"].values():  # fields added later are written only when used,
+            if not entry["files"]:                 # so fwx versions that predate them still read the file
+                del entry["files"]
+        if not data["skipped"]:
+            del data["skipped"]
         return data
 
     @classmethod
@@ -106,6 +113,7 @@ class Manifest:
             created=data.get("created", ""),
             fwx_version=data.get("fwx_version", ""),
             schema_version=sv,
+            skipped=dict(data.get("skipped") or {}),
         )
 
     def write(self, folder: Path) -> Path:
@@ -134,17 +142,22 @@ class Manifest:
     def verify(self, folder: Path) -> None:
         """Raise ``ChecksumError`` if any artifact differs from its recorded sha256."""
         for key, entry in self.artifacts.items():
-            p = (Path(folder) / entry.path).resolve()
-            if not p.is_relative_to(Path(folder).resolve()):
-                raise ChecksumError(f"artifact {key!r} points outside its version folder: {entry.path}")
-            if not p.exists():
-                raise ChecksumError(f"artifact {key!r} is missing: {entry.path}")
-            actual = sha256_path(p)
-            if actual != entry.sha256:
-                raise ChecksumError(
-                    f"checksum mismatch for {key} ({entry.path}): fwx.json says {entry.sha256[:12]}…, file is {actual[:12]}…",
-                    hint="the artifact was modified or half-copied; re-export it",
-                )
+            for rel, digest in [(entry.path, entry.sha256), *entry.files.items()]:
+                _verify_file(Path(folder), key, rel, digest)
+
+
+def _verify_file(folder: Path, key: str, rel: str, digest: str) -> None:
+    p = (folder / rel).resolve()
+    if not p.is_relative_to(folder.resolve()):
+        raise ChecksumError(f"artifact {key!r} points outside its version folder: {rel}")
+    if not p.exists():
+        raise ChecksumError(f"artifact {key!r} is missing: {rel}")
+    actual = sha256_path(p)
+    if actual != digest:
+        raise ChecksumError(
+            f"checksum mismatch for {key} ({rel}): fwx.json says {digest[:12]}…, file is {actual[:12]}…",
+            hint="the artifact was modified or half-copied; re-export it",
+        )
 
 
 def sha256_path(path: Path, chunk: int = 1 << 20) -> str:

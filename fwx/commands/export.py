@@ -33,6 +33,11 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
 @click.option("--torchscript-mode", type=click.Choice(["auto", "script", "trace"]), default="auto", show_default=True,
               help="auto = script, falling back to trace with a warning.")
 @click.option("--opset", type=click.IntRange(7, 30), help="ONNX opset, written exactly (default 17).")
+@click.option("--layout", type=click.Choice(["nchw", "nhwc"], case_sensitive=False),
+              help="Image layout of the artifacts (default: the source's). nhwc moves an NCHW model's channels last "
+                   "(SavedModel, TFLite).")
+@click.option("--static-shapes", is_flag=True,
+              help="Fix every dynamic dim (batch 1, others at the sample size) in the artifacts.")
 @click.option("--out", "out", default="artifacts", show_default=True, type=click.Path(file_okay=False),
               help="Artifact repository root.")
 @click.option("--name", help="Model name in the repository (default: the source's stem).")
@@ -86,7 +91,8 @@ def _options(kw: dict[str, Any]) -> ConvertOptions:
     quant = {"calibration_data": kw["calibration_data"], "method": kw["calibration_method"],
              "samples": kw["calibration_samples"], "per_channel": kw["per_channel"], "io_dtype": kw["io_dtype"],
              "strict": kw["strict_int8"], "eval_data": kw["eval_data"], "preprocess": kw["preprocess"]}
-    return ConvertOptions(opset=kw["opset"], torchscript_mode=kw["torchscript_mode"], quantize=kw["quantize"],
+    return ConvertOptions(opset=kw["opset"], layout=kw["layout"], static_shapes=kw["static_shapes"],
+                          torchscript_mode=kw["torchscript_mode"], quantize=kw["quantize"],
                           quant={k: v for k, v in quant.items() if v not in (None, False)},
                           trust_model_code=kw["trust_model_code"], saved_model_signature=kw["signature_name"])
 
@@ -124,7 +130,8 @@ def _plan_text(plans: dict[str, list[str]]) -> str:
 
 def _summary(result: Any) -> str:
     rows = [(r.format.value, r.path or "-", ui.human_size(r.size_bytes) if r.size_bytes else "-", r.signature,
-             _check(r.check)) for r in result.rows]
+             _check(r.check) if r.status != "skipped" else click.style("skipped", fg="yellow") + f": {r.error}")
+            for r in result.rows]
     text = ui.table(["format", "path", "size", "signature", "check"], rows)
     arts = result.manifest.artifacts.items() if result.manifest is not None else []
     for key, entry in arts:

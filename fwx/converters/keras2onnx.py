@@ -16,12 +16,14 @@ class KerasToOnnx(Converter):
     source = Format.KERAS
     target = Format.ONNX
     tool = "tf2onnx"
-    honours = frozenset({"opset", "dynamic"})
+    honours = frozenset({"opset", "dynamic", "static_shapes"})
     requires = (("tensorflow", "tf"), ("keras", "tf"), ("tf2onnx", "tf"), ("onnx", "onnx"))
     cost = 10
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         from fwx.exporter.onnx_common import tf2onnx_convert
+        from fwx.exporter.pinning import hop_signature
         from fwx.exporter.tf_common import keras_fn, tf_function
 
-        return tf2onnx_convert(tf_function(keras_fn(src.obj, src.signature), src.signature), src, out, opts)
+        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        return tf2onnx_convert(tf_function(keras_fn(src.obj, sig), sig), sig, src, out, opts)

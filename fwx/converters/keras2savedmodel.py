@@ -12,8 +12,8 @@ from pathlib import Path
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError
-from fwx.frameworks import first_line, quiet, require
 from fwx.formats import Format
+from fwx.frameworks import first_line, quiet, require
 
 SERVING_KEY = "serving_default"
 
@@ -22,24 +22,25 @@ class KerasToSavedModel(Converter):
     source = Format.KERAS
     target = Format.SAVEDMODEL
     tool = "keras.export.ExportArchive"
-    honours = frozenset({"dynamic"})
+    honours = frozenset({"dynamic", "static_shapes"})
     requires = (("tensorflow", "tf"), ("keras", "tf"))
     cost = 5
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
+        from fwx.exporter.pinning import hop_signature
         from fwx.exporter.tf_common import keras_fn, tf_specs
 
         keras = require("keras", "exporting Keras models")
         tf = require("tensorflow", "exporting Keras models")
+        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         try:
             with quiet():
                 archive = keras.export.ExportArchive()
                 archive.track(src.obj)
-                archive.add_endpoint(name=SERVING_KEY, fn=keras_fn(src.obj, src.signature),
-                                     input_signature=tf_specs(src.signature))
+                archive.add_endpoint(name=SERVING_KEY, fn=keras_fn(src.obj, sig), input_signature=tf_specs(sig))
                 archive.write_out(str(out), verbose=False)
         except Exception as exc:  # noqa: BLE001
             raise ExportError(f"writing the SavedModel failed: {first_line(exc)}",
                               hint="check that the model runs on the pinned --input shapes") from exc
-        return ConvertResult(out, src.signature, tool=self.tool, tool_version=f"keras {keras.__version__}, "
+        return ConvertResult(out, sig, tool=self.tool, tool_version=f"keras {keras.__version__}, "
                              f"tensorflow {tf.__version__}", layout=src.layout)

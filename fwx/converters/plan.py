@@ -50,12 +50,15 @@ def honours(classes: list[type[Converter]], opts: ConvertOptions) -> bool:
     Quantisation and the opset are properties of the last hop's artifact; a
     forced layout needs some hop that can move the channels (the rest carry the
     layout they are given), else the version would hold artifacts that take
-    different tensors for the same input.
+    different tensors for the same input. ``--static-shapes`` likewise needs a
+    hop that fixes the shapes (the later ones carry them).
     """
     last = classes[-1]
     if opts.quantize and "quantize" not in last.honours and last.target not in POST_QUANTIZED:
         return False
     if opts.opset is not None and last.target is Format.ONNX and "opset" not in last.honours:
+        return False
+    if opts.static_shapes and not any("static_shapes" in c.honours for c in classes):
         return False
     return not (opts.layout and not any("layout" in c.honours for c in classes))
 
@@ -91,6 +94,9 @@ def plans(source: Format, target: Format, opts: ConvertOptions | None = None,
 def best_plans(source: Format, target: Format, opts: ConvertOptions | None = None) -> list[Plan]:
     """Like ``plans`` but raises a clear error when there is no way at all."""
     if source is target:
+        if opts and (opts.layout or opts.static_shapes):  # a copy keeps the source's layout and shapes
+            raise ExportError(f"fwx cannot convert {source} to {target}{_asked(opts)}",
+                              hint=f"a {target} source is copied as it is; drop the option for this target")
         return [Plan(())]
     found = plans(source, target, opts)
     if found:
@@ -107,7 +113,8 @@ def _asked(opts: ConvertOptions | None) -> str:
     """The options that narrowed the search, as the user typed them."""
     asked = [f"--quantize {opts.quantize}" if opts and opts.quantize else "",
              f"--layout {opts.layout}" if opts and opts.layout else "",
-             f"--opset {opts.opset}" if opts and opts.opset is not None else ""]
+             f"--opset {opts.opset}" if opts and opts.opset is not None else "",
+             "--static-shapes" if opts and opts.static_shapes else ""]
     return (" with " + " ".join(a for a in asked if a)) if any(asked) else ""
 
 
@@ -115,4 +122,5 @@ def reachable(source: Format, opts: ConvertOptions | None = None) -> list[Format
     """Targets reachable from ``source`` with what is installed."""
     from fwx.formats import TARGETS
 
-    return [t for t in TARGETS if t is source or plans(source, t, opts)]
+    copy_ok = not (opts and (opts.layout or opts.static_shapes))
+    return [t for t in TARGETS if (t is source and copy_ok) or plans(source, t, opts)]

@@ -10,25 +10,27 @@ from __future__ import annotations
 from pathlib import Path
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
-from fwx.frameworks import quiet, require
 from fwx.formats import Format
+from fwx.frameworks import quiet, require
 
 
 class SavedModelToOnnx(Converter):
     source = Format.SAVEDMODEL
     target = Format.ONNX
     tool = "tf2onnx"
-    honours = frozenset({"opset", "dynamic"})
+    honours = frozenset({"opset", "dynamic", "static_shapes"})
     requires = (("tensorflow", "tf"), ("tf2onnx", "tf"), ("onnx", "onnx"))
     cost = 10
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         from fwx.exporter.onnx_common import tf2onnx_convert
+        from fwx.exporter.pinning import hop_signature
         from fwx.exporter.tf_common import signature_fn, tf_function
 
         tf = require("tensorflow", "converting SavedModels")
         assert src.path is not None
         with quiet():
             loaded = tf.saved_model.load(str(src.path))
-        fn = tf_function(signature_fn(loaded, src.signature, opts.saved_model_signature), src.signature)
-        return tf2onnx_convert(fn, src, out, opts)
+        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        fn = tf_function(signature_fn(loaded, sig, opts.saved_model_signature), sig)
+        return tf2onnx_convert(fn, sig, src, out, opts)

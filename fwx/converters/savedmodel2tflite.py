@@ -1,46 +1,89 @@
-"""SavedModel -> TFLite (float32) with ``TFLiteConverter.from_saved_model``.
+"""SavedModel -> TFLite (float32) with ``TFLiteConverter``, checked on one sample before it is kept.
 
-Converting from the SavedModel's serving signature keeps its input/output names
-in the TFLite signature runner and keeps dynamic dims as ``shape_signature``
--1 (measured on TF 2.21). Quantisation (``--quantize``) is delegated to
-``fwx.quantize.tflite.convert_quantized``, which converts with the calibration
-data, checks the written model's op types and returns the receipt that goes to
-fwx.json.
+``from_saved_model`` writes a model that returns NaN for a ``tf.Module`` that
+wraps a Keras 3 model (TF 2.21), while ``from_concrete_functions`` on the same
+loaded signature is right. So the signature's concrete function is converted
+first and ``from_saved_model`` is the fallback; each result is run once on a
+sample and compared with the SavedModel, and one that disagrees (NaN, wrong
+numbers, other names) gives way to the next. Both keep the signature's input
+and output names in the signature runner and dynamic dims as
+``shape_signature`` -1. ``--static-shapes`` converts a wrapper function with
+fixed input shapes.
+
+Ops TFLite lacks are read from the converter's message ("TF Select ops: ...",
+"Custom ops: ...") into one ``UnsupportedOpsError``; MLIR's dumps stay off the
+terminal unless ``--debug``. Quantisation (``--quantize``) is delegated to
+``fwx.quantize.tflite.convert_quantized``.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
-from fwx.errors import ExportError
-from fwx.frameworks import first_line, quiet, require
+from fwx.errors import ExportError, UnsupportedOpsError
 from fwx.formats import Format
+from fwx.frameworks import first_line, quiet, require, silence_stderr_fd
+from fwx.signature import Signature
+
+_OP_LISTS = re.compile(r"^\s*(?:TF Select ops|Custom ops|Flex ops):\s*(.+)$", re.MULTILINE)
+_OP_ERRORS = re.compile(r"'tf\.(\w+)' op is neither a custom op nor a flex op")
+
+
+def unsupported_ops(text: str) -> list[str]:
+    """Every op a TFLite converter message says the builtins lack (empty when it names none)."""
+    ops = {op.strip() for line in _OP_LISTS.findall(text) for op in line.split(",") if op.strip()}
+    ops.update(_OP_ERRORS.findall(text))
+    return sorted(ops)
+
+
+def convert_flat(make: Callable[[], Any]) -> bytes:
+    """Run one ``TFLiteConverter``; unsupported ops become ``UnsupportedOpsError`` listing all of them."""
+    try:
+        with quiet() as log, silence_stderr_fd():
+            flat: bytes = make().convert()
+        return flat
+    except Exception as exc:  # noqa: BLE001 - ConverterError lists the ops TFLite lacks
+        ops = unsupported_ops(f"{exc}\n{log.getvalue()}")
+        if ops:
+            raise UnsupportedOpsError("TFLite builtins", ops, hint="TFLite has no kernel for them; rewrite those "
+                                      "ops, or export to savedmodel/onnx instead") from exc
+        raise ExportError(f"TFLite conversion failed: {first_line(exc)}",
+                          hint="rerun with --debug for the converter's log") from exc
 
 
 class SavedModelToTFLite(Converter):
     source = Format.SAVEDMODEL
     target = Format.TFLITE
     tool = "tf.lite.TFLiteConverter"
-    honours = frozenset({"dynamic", "quantize"})
+    honours = frozenset({"dynamic", "quantize", "static_shapes"})
     requires = (("tensorflow", "tf"), ("ai_edge_litert", "tflite"))
     cost = 10
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
+        from fwx.exporter.pinning import hop_signature
+
         tf = require("tensorflow", "converting to TFLite")
         assert src.path is not None
         if opts.quantize:
             return self._quantized(src, out, opts)
-        try:
-            with quiet():
-                converter = tf.lite.TFLiteConverter.from_saved_model(
-                    str(src.path), signature_keys=[opts.saved_model_signature])
-                flat = converter.convert()
-        except Exception as exc:  # noqa: BLE001 - ConverterError lists the ops TFLite lacks
-            raise ExportError(f"TFLite conversion failed: {first_line(exc)}",
-                              hint="the model may use ops the TFLite builtins lack") from exc
+        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        with quiet(), silence_stderr_fd():
+            loaded = tf.saved_model.load(str(src.path))
+            fn = _concrete(tf, loaded, sig, opts.saved_model_signature, static=sig != src.signature)
+        tries: list[tuple[str, Callable[[], Any]]] = [
+            ("from_concrete_functions", lambda: tf.lite.TFLiteConverter.from_concrete_functions([fn], loaded))]
+        if sig == src.signature:
+            tries.append(("from_saved_model", lambda: tf.lite.TFLiteConverter.from_saved_model(
+                str(src.path), signature_keys=[opts.saved_model_signature])))
+        flat, notes = _first_good(tries, fn, sig)
         out.write_bytes(flat)
-        return ConvertResult(out, src.signature, tool=self.tool, tool_version=tf.__version__, layout=src.layout)
+        return ConvertResult(out, sig, tool=self.tool, tool_version=tf.__version__, layout=src.layout, notes=notes)
 
     def _quantized(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         from fwx.quantize.tflite import convert_quantized
@@ -51,3 +94,68 @@ class SavedModelToTFLite(Converter):
         return ConvertResult(out, src.signature, tool=info.tool, tool_version=info.tool_version, layout=src.layout,
                              precision=info.precision,
                              extra={"quantization": info.to_json(), "warnings": list(info.warnings)})
+
+
+def _concrete(tf: Any, loaded: Any, sig: Signature, key: str, *, static: bool) -> Any:
+    """The signature's concrete function; with fixed shapes, a wrapper traced at them."""
+    from fwx.exporter.tf_common import signature_fn, tf_function
+
+    if key not in loaded.signatures:
+        raise ExportError(f"the SavedModel has no signature {key!r}", hint=f"it has: {', '.join(loaded.signatures)}")
+    if not static:
+        return loaded.signatures[key]
+    return tf_function(signature_fn(loaded, sig, key), sig).get_concrete_function()
+
+
+def _first_good(tries: list[tuple[str, Callable[[], Any]]], fn: Any, sig: Signature) -> tuple[bytes, list[str]]:
+    """The first conversion that agrees with the SavedModel on a sample; else the first one made."""
+    notes: list[str] = []
+    made: list[bytes] = []
+    for i, (how, make) in enumerate(tries):
+        try:
+            flat = convert_flat(make)
+        except UnsupportedOpsError:
+            raise  # every converter lacks the same kernels
+        except ExportError as exc:
+            if i == len(tries) - 1 and not made:
+                raise
+            notes.append(f"TFLiteConverter.{how} failed: {exc.message}")
+            continue
+        made.append(flat)
+        problem = self_check(flat, fn, sig)
+        if problem is None:
+            return flat, [*notes, f"converted with TFLiteConverter.{how}"]
+        notes.append(f"TFLiteConverter.{how} gave a model that {problem}")
+    return made[0], notes
+
+
+def self_check(flat: bytes, fn: Any, sig: Signature) -> str | None:
+    """Why the TFLite model disagrees with the SavedModel function on one sample, or None."""
+    from fwx.exporter.pinning import make_feeds
+
+    litert = require("ai_edge_litert.interpreter", "checking TFLite models")
+    tf = require("tensorflow", "checking TFLite models")
+    feeds = make_feeds(sig.inputs, {})
+    try:
+        with quiet(), silence_stderr_fd():
+            runner = litert.Interpreter(model_content=flat).get_signature_runner()
+            got = runner(**feeds)
+            want = _call(tf, fn, feeds, sig)
+    except Exception as exc:  # noqa: BLE001 - a model that cannot run here is for the validator to judge
+        return f"did not run on a sample ({first_line(exc, 160)})"
+    for name in sig.output_names:
+        if name not in got or name not in want:
+            return f"has outputs {sorted(got)}, the SavedModel {sorted(want)}"
+        a, b = np.asarray(got[name]), np.asarray(want[name])
+        if a.shape != b.shape or not np.allclose(a, b, rtol=1e-2, atol=1e-3, equal_nan=True):
+            return f"returns other numbers for {name!r} ({'NaN' if np.isnan(a).any() else 'max diff'})"
+    return None
+
+
+def _call(tf: Any, fn: Any, feeds: dict[str, np.ndarray], sig: Signature) -> Any:
+    """Call a concrete function by its keyword names (a signature) or positionally (a traced wrapper)."""
+    kw_specs = dict(fn.structured_input_signature[1])
+    if not kw_specs:
+        return fn(*[tf.constant(feeds[n]) for n in sig.input_names])
+    by_name = {(getattr(spec, "name", None) or key): key for key, spec in kw_specs.items()}
+    return fn(**{by_name.get(n, n): tf.constant(v) for n, v in feeds.items()})

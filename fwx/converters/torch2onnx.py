@@ -25,9 +25,9 @@ from typing import Any
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError
-from fwx.frameworks import first_line, quiet, require
 from fwx.exporter.onnx_common import DEFAULT_OPSET, MAX_OPSET
 from fwx.formats import Format
+from fwx.frameworks import first_line, require
 from fwx.signature import Signature
 
 DYNAMO_MIN_OPSET = 18
@@ -56,11 +56,13 @@ class TorchToOnnx(Converter):
     source = Format.PYTORCH
     target = Format.ONNX
     tool = "torch.onnx (TorchScript exporter)"
-    honours = frozenset({"opset", "dynamic"})
+    honours = frozenset({"opset", "dynamic", "static_shapes"})
     requires = (("torch", "torch"), ("onnx", "onnx"))
     cost = 10
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
+        from fwx.exporter.pinning import hop_signature
+
         torch = require("torch", "exporting to ONNX")
         opset = opts.opset or DEFAULT_OPSET
         try:
@@ -71,16 +73,18 @@ class TorchToOnnx(Converter):
                 raise ExportError(f"torch.onnx.export (opset {opset}) failed: {first_line(exc)}",
                                   hint="try another --opset, or check that the model runs on the pinned inputs") from exc
             raise self._unsupported(src, opts, opset, op) from exc
-        return ConvertResult(out, src.signature, tool="torch.onnx.export(dynamo=False)", tool_version=torch.__version__,
+        return ConvertResult(out, hop_signature(src.signature, opts.static_shapes, opts.sample_inputs),
+                             tool="torch.onnx.export(dynamo=False)", tool_version=torch.__version__,
                              layout=src.layout, opset=opset)
 
     def _export(self, src: SourceModel, opts: ConvertOptions, f: Path | io.BytesIO, opset: int) -> None:
         from fwx.exporter import torch_common as tc
+        from fwx.exporter.pinning import hop_signature
 
         torch = require("torch", "exporting to ONNX")
-        sig = src.signature
-        with quiet(), torch.no_grad():
-            torch.onnx.export(tc.wrap(src.obj, src.signature), tc.tensors(opts.sample_inputs, sig), f, dynamo=False,
+        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        with tc.export_mode():
+            torch.onnx.export(tc.wrap(src.obj, sig), tc.tensors(opts.sample_inputs, sig), f, dynamo=False,
                               opset_version=opset, input_names=sig.input_names, output_names=sig.output_names,
                               dynamic_axes=dynamic_axes(sig), do_constant_folding=True)
 
@@ -106,24 +110,25 @@ class TorchToOnnxDynamo(Converter):
     source = Format.PYTORCH
     target = Format.ONNX
     tool = "torch.onnx (dynamo exporter)"
-    honours = frozenset({"opset", "dynamic"})
+    honours = frozenset({"opset", "dynamic", "static_shapes"})
     requires = (("torch", "torch"), ("onnx", "onnx"), ("onnxscript", "onnx"))
     cost = 11
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         from fwx.exporter import torch_common as tc
+        from fwx.exporter.pinning import hop_signature
 
         torch = require("torch", "exporting to ONNX")
         opset = opts.opset or DYNAMO_MIN_OPSET
         if opset < DYNAMO_MIN_OPSET:
             raise ExportError(f"the dynamo ONNX exporter cannot write opset {opset} (it writes >= {DYNAMO_MIN_OPSET})",
                               hint=f"pass --opset {DYNAMO_MIN_OPSET} or higher for this exporter")
-        sig = src.signature
+        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         shapes = tc.dims_for(sig)
         try:
-            with quiet(), torch.no_grad():
+            with tc.export_mode():
                 program: Any = torch.onnx.export(
-                    tc.wrap(src.obj, src.signature), tc.tensors(opts.sample_inputs, sig), dynamo=True, opset_version=opset,
+                    tc.wrap(src.obj, sig), tc.tensors(opts.sample_inputs, sig), dynamo=True, opset_version=opset,
                     input_names=sig.input_names, output_names=sig.output_names, verbose=False,
                     dynamic_shapes=shapes if any(shapes) else None, external_data=False)
                 program.save(str(out), external_data=False)

@@ -10,32 +10,34 @@ from pathlib import Path
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError
-from fwx.frameworks import first_line, quiet, require
 from fwx.formats import Format
+from fwx.frameworks import first_line, require
 
 
 class TorchToExportedProgram(Converter):
     source = Format.PYTORCH
     target = Format.PT2
     tool = "torch.export"
-    honours = frozenset({"dynamic"})
+    honours = frozenset({"dynamic", "static_shapes"})
     requires = (("torch", "torch"),)
     cost = 5
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         from fwx.exporter import torch_common as tc
+        from fwx.exporter.pinning import hop_signature
 
         torch = require("torch", "exporting to .pt2")
-        args = tc.tensors(opts.sample_inputs, src.signature)
-        shapes = tc.dims_for(src.signature)
+        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        args = tc.tensors(opts.sample_inputs, sig)
+        shapes = tc.dims_for(sig)
         try:
-            with quiet(), torch.no_grad():
-                program = torch.export.export(tc.wrap(src.obj, src.signature), args,
+            with tc.export_mode():
+                program = torch.export.export(tc.wrap(src.obj, sig), args,
                                               dynamic_shapes=shapes if any(shapes) else None)
                 torch.export.save(program, str(out))
         except Exception as exc:  # noqa: BLE001 - torch.export raises many kinds of errors
             raise ExportError(f"torch.export failed: {first_line(exc)}",
                               hint="the model may use data-dependent control flow, or a dimension pinned as "
                                    "dynamic is fixed in the model; pin it as a number") from exc
-        return ConvertResult(out, src.signature, tool="torch.export", tool_version=torch.__version__,
+        return ConvertResult(out, sig, tool="torch.export", tool_version=torch.__version__,
                              layout=src.layout)

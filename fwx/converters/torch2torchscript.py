@@ -14,8 +14,8 @@ from typing import Any
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UsageError
-from fwx.frameworks import first_line, quiet, require
 from fwx.formats import Format
+from fwx.frameworks import first_line, quiet, require
 
 MODES = ("auto", "script", "trace")
 
@@ -24,11 +24,13 @@ class TorchToTorchScript(Converter):
     source = Format.PYTORCH
     target = Format.TORCHSCRIPT
     tool = "torch.jit"
-    honours = frozenset({"dynamic"})
+    honours = frozenset({"dynamic", "static_shapes"})  # TorchScript declares no shapes: the pin is the record
     requires = (("torch", "torch"),)
     cost = 5
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
+        from fwx.exporter.pinning import hop_signature
+
         torch = require("torch", "exporting to TorchScript")
         mode = opts.torchscript_mode
         if mode not in MODES:
@@ -53,7 +55,8 @@ class TorchToTorchScript(Converter):
             notes.append("torch.jit.trace is deprecated in torch>=2.13; its warning was suppressed")
         with quiet():
             torch.jit.save(module, str(out))
-        return ConvertResult(out, src.signature, tool=f"torch.jit.{how}", tool_version=torch.__version__,
+        return ConvertResult(out, hop_signature(src.signature, opts.static_shapes, opts.sample_inputs),
+                             tool=f"torch.jit.{how}", tool_version=torch.__version__,
                              layout=src.layout, notes=warnings + notes,
                              extra={"torchscript_mode": how, "warnings": warnings})
 
@@ -63,7 +66,7 @@ class TorchToTorchScript(Converter):
         torch = require("torch", "exporting to TorchScript")
         args = tc.tensors(opts.sample_inputs, src.signature)
         try:
-            with quiet(), torch.no_grad():
+            with tc.export_mode():
                 return torch.jit.trace(tc.wrap(src.obj, src.signature), args, check_trace=False, strict=False)
         except Exception as exc:  # noqa: BLE001
             raise ExportError(f"torch.jit.trace failed: {first_line(exc)}",

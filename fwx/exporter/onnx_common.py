@@ -56,17 +56,39 @@ def pin_symbols(model: Any, sig: Signature) -> None:
                 d.dim_param = str(want)
 
 
-def tf2onnx_convert(fn: Any, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-    """Convert a named ``tf.function`` at ``--opset`` (default 17); refuse ops the opset lacks."""
+def _erfc_handler(ctx: Any, node: Any, name: str, args: Any) -> None:
+    """``Erfc(x)`` as ``1 - Erf(x)``: tf2onnx has no Erfc handler, and Keras' exact GELU lowers to it.
+
+    ``tf.nn.gelu(approximate=False)`` is ``0.5 * x * erfc(-x / sqrt(2))``; the
+    cancellation in ``1 - erf`` only matters where GELU's output is ~0 anyway.
+    The node is rewritten in place as a ``Sub`` so its outputs keep their names.
+    """
+    import numpy as np
+    from tf2onnx import utils
+
+    x = node.input[0]
+    erf = ctx.make_node("Erf", [x], op_name_scope=node.name)
+    one = ctx.make_const(utils.make_name(f"{node.name}_one"),
+                         np.array(1, dtype=utils.map_onnx_to_numpy_type(ctx.get_dtype(x))))
+    node.type = "Sub"
+    ctx.replace_inputs(node, [one.output[0], erf.output[0]])
+
+
+#: TF ops tf2onnx cannot map by itself, handled here (``custom_op_handlers``: per call, no global registry).
+CUSTOM_HANDLERS: dict[str, tuple[Any, list[Any]]] = {"Erfc": (_erfc_handler, [])}
+
+
+def tf2onnx_convert(fn: Any, sig: Signature, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
+    """Convert a named ``tf.function`` taking ``sig`` at ``--opset`` (default 17); refuse ops the opset lacks."""
     onnx = require("onnx", "writing ONNX models")
     tf2onnx = require("tf2onnx", "converting TensorFlow models to ONNX")
     opset = opts.opset or DEFAULT_OPSET
-    model, bad = _convert(tf2onnx, fn, src.signature, opset)
+    model, bad = _convert(tf2onnx, fn, sig, opset)
     if bad:
-        raise _lowest_opset(tf2onnx, fn, src.signature, opset, bad)
-    pin_symbols(model, src.signature)
+        raise _lowest_opset(tf2onnx, fn, sig, opset, bad)
+    pin_symbols(model, sig)
     onnx.save(model, str(out))
-    return ConvertResult(out, src.signature, tool="tf2onnx", tool_version=version_of("tf2onnx"), layout=src.layout,
+    return ConvertResult(out, sig, tool="tf2onnx", tool_version=version_of("tf2onnx"), layout=src.layout,
                          opset=opset)
 
 
@@ -75,7 +97,8 @@ def _convert(tf2onnx: Any, fn: Any, sig: Signature, opset: int) -> tuple[Any, li
 
     try:
         with quiet():
-            model, _ = tf2onnx.convert.from_function(fn, input_signature=tf_specs(sig), opset=opset)
+            model, _ = tf2onnx.convert.from_function(fn, input_signature=tf_specs(sig), opset=opset,
+                                                     custom_op_handlers=CUSTOM_HANDLERS)
     except Exception as exc:  # noqa: BLE001 - tf2onnx raises anything
         raise ExportError(f"tf2onnx (opset {opset}) failed: {first_line(exc)}",
                           hint="try a higher --opset, or check the model runs on the pinned inputs") from exc

@@ -199,3 +199,32 @@ def guess_layout(sig: Signature, framework: str) -> str | None:
     if shape[3] in (1, 3, 4):
         return "NHWC"
     return None
+
+
+def static_signature(sig: Signature, feeds: Mapping[str, np.ndarray]) -> Signature:
+    """``sig`` with every dynamic dim fixed to its size in ``feeds`` (``--static-shapes``).
+
+    Sizes are read per symbol from the inputs, so an output axis driven by an
+    input symbol (the batch) is fixed too; a symbol no input carries stays dynamic.
+    """
+    sizes: dict[str, int] = {}
+    fixed: dict[str, tuple[Dim, ...]] = {}
+    for spec in sig.inputs:
+        arr = feeds.get(spec.name)
+        if arr is None or arr.ndim != spec.rank:
+            continue
+        fixed[spec.name] = tuple(int(n) if is_dynamic(d) else d for d, n in zip(spec.shape, arr.shape, strict=True))
+        for d, n in zip(spec.shape, arr.shape, strict=True):
+            if isinstance(d, str):
+                sizes.setdefault(d, int(n))
+
+    def fix(spec: TensorSpec) -> TensorSpec:
+        return TensorSpec(spec.name, spec.dtype, tuple(sizes.get(d, d) if isinstance(d, str) else d for d in spec.shape))
+
+    inputs = tuple(TensorSpec(s.name, s.dtype, fixed[s.name]) if s.name in fixed else fix(s) for s in sig.inputs)
+    return Signature(inputs, tuple(fix(s) for s in sig.outputs))
+
+
+def hop_signature(sig: Signature, static: bool, feeds: Mapping[str, np.ndarray]) -> Signature:
+    """The signature an edge writes: the pin, or with ``--static-shapes`` the pin fixed at the sample sizes."""
+    return static_signature(sig, feeds) if static else sig

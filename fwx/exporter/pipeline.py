@@ -17,14 +17,23 @@ from typing import Any
 
 from fwx import __version__, ui
 from fwx.converters.base import ConvertOptions
-from fwx.converters.plan import Plan, best_plans, reachable
-from fwx.errors import FwxError, UsageError, ValidationError
+from fwx.converters.plan import Plan
+from fwx.errors import ExportError, FwxError, ValidationError
 from fwx.exporter import manifest_build as mb
-from fwx.exporter.pinning import guess_layout, load_example_inputs, make_feeds, probe_sizes
+from fwx.exporter.pinning import guess_layout, load_example_inputs, make_feeds, probe_sizes, static_signature
 from fwx.exporter.resolve import pin_signature
 from fwx.exporter.runner import WORK, Attempt, RunContext, place, run_target
 from fwx.exporter.sources import LoadedSource, is_factory_ref, load_source
-from fwx.formats import ARTIFACT_NAMES, TARGETS, Format, detect_format, parse_format
+from fwx.exporter.targets import (
+    FORMAT_LAYOUT,
+    Selection,
+    layout_option,
+    parse_targets,
+    select,
+    settle_layout,
+    start_format,
+)
+from fwx.formats import ARTIFACT_NAMES, TARGETS, Format
 from fwx.manifest import Manifest
 from fwx.repository import Repository
 from fwx.signature import Signature, TensorSpec, parse_tensor_spec
@@ -35,7 +44,7 @@ class TargetRow:
     """One line of the summary: what happened to one requested format."""
 
     format: Format
-    status: str  # ok | failed
+    status: str  # ok | failed | skipped (--to all: not exported, ``error`` says why)
     path: str | None = None  # relative to the version folder
     size_bytes: int = 0
     plan: str = ""
@@ -66,52 +75,19 @@ class ExportResult:
                 "name": self.manifest.name if self.manifest else None,
                 "version": self.manifest.version if self.manifest else None,
                 "signature": self.signature.to_json(), "targets": [r.to_json() for r in self.rows],
-                "failures": self.failures, "manifest": self.manifest.to_json() if self.manifest else None}
-
-
-def parse_targets(values: Sequence[str | Format]) -> list[str | Format]:
-    """``--to`` values, repeated and/or comma separated; ``all`` stays a marker until the source is known."""
-    out: list[str | Format] = []
-    for value in values:
-        parts = [value] if isinstance(value, Format) else [p for p in str(value).split(",") if p.strip()]
-        for part in parts:
-            fmt = part if isinstance(part, Format) else ("all" if part.strip().lower() == "all" else parse_format(part))
-            if fmt not in out:
-                out.append(fmt)
-    if not out:
-        raise UsageError("no target format given", hint="pass --to torchscript|pt2|savedmodel|onnx|tflite|all")
-    for fmt in out:
-        if isinstance(fmt, Format) and fmt not in TARGETS:
-            raise UsageError(f"{fmt} is not an export target", hint=f"use one of: {', '.join(t.value for t in TARGETS)}, all")
-    return out
-
-
-def start_format(source: str | Path) -> Format:
-    """Where the planner starts for ``source``, from content detection only (nothing is loaded)."""
-    if isinstance(source, str) and is_factory_ref(source):
-        return Format.PYTORCH
-    fmt = detect_format(source)
-    return Format.PYTORCH if fmt in (Format.TORCHSCRIPT, Format.PT2) else fmt
-
-
-def resolve_targets(start: Format, targets: Sequence[str | Format], opts: ConvertOptions) -> dict[Format, list[Plan]]:
-    """Every requested target with its paths, cheapest first; raises before any heavy work."""
-    wanted: list[Format] = []
-    for t in targets:
-        for fmt in (reachable(start, opts) if t == "all" else [t]):
-            if isinstance(fmt, Format) and fmt not in wanted:
-                wanted.append(fmt)
-    if not wanted:
-        raise UsageError(f"no target is reachable from {start}", hint="run `fwx export --plan` to see the paths")
-    return {fmt: best_plans(start, fmt, opts) for fmt in sorted(wanted, key=TARGETS.index)}
+                "failures": self.failures, "skipped": dict(self.manifest.skipped) if self.manifest else {},
+                "manifest": self.manifest.to_json() if self.manifest else None}
 
 
 def plan_only(source: str | Path, targets: Sequence[str | Format], options: ConvertOptions | None = None
               ) -> dict[str, list[str]]:
     """``--plan``: the paths each target would try, in order, without loading the model."""
-    opts = options or ConvertOptions()
-    plans = resolve_targets(start_format(source), parse_targets(targets), opts)
-    return {fmt.value: [p.describe() for p in found] for fmt, found in plans.items()}
+    opts = replace(options) if options else ConvertOptions()
+    start = start_format(source)
+    opts.layout = layout_option(opts.layout)
+    opts = settle_layout(opts, FORMAT_LAYOUT.get(start), known=start in FORMAT_LAYOUT)
+    sel = select(start, parse_targets(targets), opts)
+    return {fmt.value: [p.describe() for p in found] for fmt, found in sel.plans.items()}
 
 
 def export(source: str | Path, targets: Sequence[str | Format], *, out: str | Path = "artifacts",
@@ -126,6 +102,7 @@ def export(source: str | Path, targets: Sequence[str | Format], *, out: str | Pa
     validation raises ``ValidationError`` (nothing published) unless ``keep_failed``.
     """
     opts = replace(options) if options else ConvertOptions()  # sample_inputs is filled in below
+    opts.layout = layout_option(opts.layout)
     specs = [s if isinstance(s, TensorSpec) else parse_tensor_spec(s) for s in inputs]
     examples = dict(example_inputs) if isinstance(example_inputs, Mapping) else \
         (load_example_inputs(example_inputs) if example_inputs else None)
@@ -135,7 +112,9 @@ def export(source: str | Path, targets: Sequence[str | Format], *, out: str | Pa
         for fmt in parse_targets(targets):
             if isinstance(fmt, Format):
                 check_target(fmt, opts.quantize)
-    plans = resolve_targets(start_format(source), parse_targets(targets), opts)
+    start, wanted = start_format(source), parse_targets(targets)
+    opts = settle_layout(opts, FORMAT_LAYOUT.get(start), known=start in FORMAT_LAYOUT)
+    sel = select(start, wanted, opts if start in FORMAT_LAYOUT else replace(opts, layout=None))
     repo = Repository(out)
     model_name = name or default_name(source)
     repo.model_dir(model_name)  # validates the name before any heavy work
@@ -145,12 +124,15 @@ def export(source: str | Path, targets: Sequence[str | Format], *, out: str | Pa
     with ui.step("pin signature"):
         sig = pin_signature(src, specs, outputs, examples)
     ui.info(f"  {sig}")
-    _check_quantize(plans, opts, sig)
+    settled = settle_layout(opts, guess_layout(sig, src.framework), known=True)
+    if settled.layout != opts.layout or start not in FORMAT_LAYOUT:  # the model's own layout is known only now
+        opts, sel = settled, select(start, wanted, settled)
+    _check_quantize(sel.plans, opts, sig)
     if examples is None and opts.quantize:  # validate int8 on real samples, not on noise it was never calibrated for
         from fwx.quantize.options import validation_examples
 
         examples = validation_examples(opts, sig)
-    return _run(repo, model_name, version, src, sig, plans, opts, examples, validate=validate, keep_failed=keep_failed,
+    return _run(repo, model_name, version, src, sig, sel, opts, examples, validate=validate, keep_failed=keep_failed,
                 keep_intermediate=keep_intermediate, device=device, command=command)
 
 
@@ -174,33 +156,39 @@ def _check_quantize(plans: Mapping[Format, list[Plan]], opts: ConvertOptions, si
         check_options(fmt, opts, sig)
 
 
-def _run(repo: Repository, name: str, version: int | None, src: LoadedSource, sig: Signature,
-         plans: Mapping[Format, list[Plan]], opts: ConvertOptions, examples: Mapping[str, Any] | None, *,
-         validate: bool, keep_failed: bool, keep_intermediate: bool, device: str, command: str) -> ExportResult:
-    sizes = probe_sizes(sig.inputs, examples)
-    opts.sample_inputs = make_feeds(sig.inputs, sizes[0], examples)
-    val_inputs = [make_feeds(sig.inputs, s, examples, seed=i) for i, s in enumerate(sizes)] if examples else None
-    layout = guess_layout(sig, src.framework)
+def _run(repo: Repository, name: str, version: int | None, src: LoadedSource, sig: Signature, sel: Selection,
+         opts: ConvertOptions, examples: Mapping[str, Any] | None, *, validate: bool, keep_failed: bool,
+         keep_intermediate: bool, device: str, command: str) -> ExportResult:
+    ctx = _context(src, sig, opts, examples, validate=validate, device=device)
+    skipped = {fmt.value: reason for fmt, reason in sel.skipped.items()}
     with repo.staging(name, version) as st:
-        ctx = RunContext(src, sig, opts, st.path, validate, device, layout, val_inputs)
+        ctx.staging = st.path
         chosen: dict[Format, Attempt] = {}
         failures: list[str] = []
-        for fmt, found in plans.items():
-            with ui.step(f"export {fmt}"):
-                attempts = run_target(ctx, fmt, found)
-                pick, lines = mb.choose(attempts)
-                if pick is None:
-                    raise attempts[0].error or ValidationError(f"{fmt}: no path produced an artifact")
-                if lines and not keep_failed:
-                    raise _validation_error(pick, lines)
+        errors: list[FwxError] = []
+        for fmt, found in sel.plans.items():
+            try:
+                with ui.step(f"export {fmt}"):
+                    pick, lines = _target(ctx, fmt, found, keep_failed=keep_failed)
+            except FwxError as exc:
+                if fmt not in sel.optional or isinstance(exc, ValidationError):
+                    raise
+                skipped[fmt.value] = exc.message
+                errors.append(exc)
+                continue
             chosen[fmt] = pick
             for warning in (w for hop in pick.hops for w in hop.result.extra.get("warnings", [])):
                 ui.warn(f"{fmt}: {warning}")
             failures += lines
             if lines:
                 place(ctx, fmt, pick)
+        for key, reason in skipped.items():
+            if chosen or not errors or reason != errors[0].message:
+                ui.warn(f"{key} skipped: {reason}")
+        if not chosen:  # nothing to publish: fail with the first target's own error (type and exit code)
+            raise errors[0]
         manifest = mb.build_manifest(name, src, sig, chosen, ctx, keep_intermediate=keep_intermediate,
-                                     command=command, created=_now(), fwx_version=__version__)
+                                     command=command, created=_now(), fwx_version=__version__, skipped=skipped)
         shutil.rmtree(st.path / WORK, ignore_errors=True)
         with ui.step("publish"):
             final = st.publish(manifest)
@@ -208,12 +196,42 @@ def _run(repo: Repository, name: str, version: int | None, src: LoadedSource, si
                         {fmt.value: a.report for fmt, a in chosen.items() if a.report is not None})
 
 
+def _context(src: LoadedSource, sig: Signature, opts: ConvertOptions, examples: Mapping[str, Any] | None, *,
+             validate: bool, device: str) -> RunContext:
+    """Samples for tracing (batch 1 with ``--static-shapes``), validator inputs and the signature to hold to."""
+    sizes = probe_sizes(sig.inputs, examples)
+    if opts.static_shapes:
+        batch = {s.shape[0] for s in sig.inputs if s.rank and isinstance(s.shape[0], str)}
+        sizes = [{k: 1 if k in batch else n for k, n in sizes[0].items()}]
+    opts.sample_inputs = make_feeds(sig.inputs, sizes[0], examples)
+    val_inputs = [make_feeds(sig.inputs, s, examples, seed=i) for i, s in enumerate(sizes)] if examples else None
+    expected = static_signature(sig, opts.sample_inputs) if opts.static_shapes else sig
+    return RunContext(src, sig, opts, Path(), validate, device, guess_layout(sig, src.framework), val_inputs,
+                      expected=expected)
+
+
+def _target(ctx: RunContext, fmt: Format, plans: list[Plan], *, keep_failed: bool) -> tuple[Attempt, list[str]]:
+    """The attempt to publish for ``fmt`` and its validation failures; raises when no path made an artifact."""
+    attempts = run_target(ctx, fmt, plans)
+    pick, lines = mb.choose(attempts)
+    if pick is None:
+        raise attempts[0].error or ExportError(f"{fmt}: no path produced an artifact")
+    if lines and not keep_failed:
+        raise _validation_error(pick, lines)
+    return pick, lines
+
+
 def _rows(manifest: Manifest, chosen: Mapping[Format, Attempt]) -> list[TargetRow]:
     rows = []
-    for fmt, attempt in chosen.items():
+    for fmt in TARGETS:
+        if fmt.value in manifest.skipped:
+            rows.append(TargetRow(fmt, "skipped", error=manifest.skipped[fmt.value]))
+        if fmt not in chosen:
+            continue
+        attempt = chosen[fmt]
         entry = manifest.artifacts[fmt.value]
         if attempt.report is None:
-            check = "skipped"
+            check = "not validated"
         else:
             check = "PASS" if attempt.report.passed else "FAIL"
             worst = _worst_diff(entry.validation)

@@ -5,6 +5,11 @@ writes another opset has produced a different model than asked for. Inputs must
 match exactly (names, dtypes, rank, which axes are dynamic, fixed sizes);
 outputs must match names and dtypes, and no pinned dynamic axis may come back
 fixed (an exporter losing a static output size is tolerated).
+
+An artifact asked for in another layout (``--layout nhwc`` of an NCHW model) is
+held to the pin as that layout shows it: its 4-D inputs transposed (a 4-D
+output may come back in either layout; the validator moves it back by shape).
+With ``--static-shapes`` the pin arrives here with its dynamic dims fixed.
 """
 
 from __future__ import annotations
@@ -12,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fwx.errors import SignatureMismatchError
-from fwx.frameworks import require
 from fwx.formats import Format
+from fwx.frameworks import require
 from fwx.signature import Signature, TensorSpec, is_dynamic
 
 
@@ -61,14 +66,32 @@ def _dims(spec: TensorSpec) -> str:
     return "[" + ",".join(str(d) for d in spec.shape) + "]"
 
 
+def in_layout(pinned: Signature, source: str | None, target: str | None, *, outputs: bool = False) -> Signature:
+    """The pin as an artifact of layout ``target`` shows it: 4-D inputs (and ``outputs``) moved from ``source``."""
+    from fwx.validators.layout import shape_to
+
+    def move(spec: TensorSpec) -> TensorSpec:
+        if spec.rank != 4:
+            return spec
+        return TensorSpec(spec.name, spec.dtype, tuple(d for d in shape_to(spec.shape, source, target)
+                                                       if isinstance(d, (int, str))))
+
+    return Signature(tuple(move(s) for s in pinned.inputs),
+                     tuple(move(s) for s in pinned.outputs) if outputs else pinned.outputs)
+
+
 def check_readback(fmt: Format, path: Path, pinned: Signature, got: Signature, *, opset: int | None = None,
-                   precision: str = "fp32") -> int | None:
+                   precision: str = "fp32", layouts: tuple[str | None, str | None] = (None, None)) -> int | None:
     """Raise ``SignatureMismatchError`` if the artifact departs from the pin; return its ONNX opset.
 
     Quantised artifacts may carry integer I/O, so dtypes are only held to the
-    pin at fp32/fp16.
+    pin at fp32/fp16. ``layouts`` is (the pin's, the artifact's).
     """
-    problems = differences(pinned, got, check_dtypes=precision in ("fp32", "fp16"))
+    check = precision in ("fp32", "fp16")
+    problems = differences(in_layout(pinned, *layouts), got, check_dtypes=check)
+    if problems and layouts[0] != layouts[1]:
+        moved = differences(in_layout(pinned, *layouts, outputs=True), got, check_dtypes=check)
+        problems = moved if len(moved) < len(problems) else problems
     written = onnx_opset(path) if fmt is Format.ONNX else None
     if fmt is Format.ONNX and opset is not None and written != opset:
         problems.append(f"the file declares opset {written}, pinned {opset}")

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from fwx.errors import InputError
-from fwx.frameworks import first_line, quiet, require
 from fwx.exporter.pinning import spec_from_dims
+from fwx.frameworks import first_line, quiet, require
 from fwx.signature import Signature, TensorSpec
 
 CORRUPT_HINT = "the file is probably truncated or corrupt; export it again"

@@ -13,9 +13,9 @@ import numpy as np
 
 from fwx.errors import FwxError, InputError
 from fwx.exporter import pinning
-from fwx.frameworks import first_line, quiet
 from fwx.exporter.sources import LoadedSource
 from fwx.formats import Format
+from fwx.frameworks import first_line, quiet
 from fwx.signature import Signature, TensorSpec, names_or_default
 
 _TORCH_NEEDS = ("a PyTorch model stores no input signature: fwx needs the inputs' names, dtypes and shapes")

@@ -19,10 +19,12 @@ from fwx import ui
 from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, SourceModel, edge_class
 from fwx.converters.plan import POST_QUANTIZED, Plan
 from fwx.errors import ExportError, FwxError
-from fwx.frameworks import first_line, quiet, silence_stderr_fd
+from fwx.exporter.hops import hop_label, naming
+from fwx.exporter.onnx_external import external_files, gather_external_data
 from fwx.exporter.readback import check_readback
 from fwx.exporter.sources import LoadedSource
 from fwx.formats import ARTIFACT_NAMES, Format
+from fwx.frameworks import first_line, quiet, require, silence_stderr_fd
 from fwx.runtimes.base import Runtime, load_runtime
 from fwx.signature import Signature
 
@@ -70,6 +72,7 @@ class RunContext:
     device: str
     layout: str | None
     inputs: list[dict[str, Any]] | None  # validator inputs from --example-inputs, else generated
+    expected: Signature | None = None  # what artifacts must read back as (the pin, fixed with --static-shapes)
     reference: Runtime | None = None
     cache: dict[tuple[tuple[EdgeEntry, ...], bool], HopRun] = field(default_factory=dict)  # (path prefix, quantised)
     failed: dict[tuple[tuple[EdgeEntry, ...], bool], FwxError] = field(default_factory=dict)
@@ -94,9 +97,9 @@ def run_target(ctx: RunContext, target: Format, plans: list[Plan]) -> list[Attem
             _check(ctx, target, attempt)
         except FwxError as exc:
             attempt.error = exc
-        except Exception as exc:  # noqa: BLE001 - a converter bug must not take down the other targets
-            attempt.error = ExportError(f"{plan.describe()} failed: {first_line(exc)}",
-                                        hint="rerun with --debug for the traceback")
+        except Exception as exc:  # noqa: BLE001 - a read-back bug must not take down the other targets
+            attempt.error = ExportError(f"reading back the {target} artifact of {plan.describe()} failed: "
+                                        f"{first_line(exc)}", hint="rerun with --debug for the traceback")
             if ui.state.debug:
                 raise
         if attempt.passed:
@@ -111,6 +114,8 @@ def run_target(ctx: RunContext, target: Format, plans: list[Plan]) -> list[Attem
 def place(ctx: RunContext, target: Format, attempt: Attempt) -> None:
     """Move (or copy, if another target owns it) the attempt's artifact to its final name."""
     final = ctx.staging / ARTIFACT_NAMES[target]
+    for name in attempt.result.extra.get("files", []):  # ONNX external data sits next to its model
+        _place(attempt.result.path.parent / name, final.parent / name)
     _place(attempt.result.path, final)
     _repoint(ctx, attempt, final)
 
@@ -120,6 +125,7 @@ def _place(path: Path, final: Path) -> None:
         return
     if final.exists():
         shutil.rmtree(final) if final.is_dir() else final.unlink()
+    final.parent.mkdir(parents=True, exist_ok=True)
     if WORK in path.parts:
         path.rename(final)
     else:  # a cached artifact of another target: copy, do not steal it
@@ -137,7 +143,8 @@ def _repoint(ctx: RunContext, attempt: Attempt, final: Path) -> None:
 def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
     hops = attempt.plan.hops
     if not hops:
-        attempt.hops.append(_identity(ctx, target))
+        with naming(f"{ctx.src.plan_format} -> {target} (copy)"):
+            attempt.hops.append(_identity(ctx, target))
         return
     prev: ConvertResult | None = None
     for i, entry in enumerate(hops):
@@ -147,7 +154,8 @@ def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
             raise ctx.failed[key]  # the same hop already failed for another path or target
         if key not in ctx.cache:
             try:
-                ctx.cache[key] = _hop(ctx, entry, prev, last=last)
+                with naming(hop_label(entry)):
+                    ctx.cache[key] = _hop(ctx, entry, prev, last=last)
             except FwxError as exc:
                 ctx.failed[key] = exc
                 raise
@@ -155,7 +163,8 @@ def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
         attempt.hops.append(hop)
         prev = hop.result
     if ctx.options.quantize and target in POST_QUANTIZED:
-        attempt.hops.append(_post_quantize(ctx, target, attempt.result))
+        with naming(f"{target} -> {target} (quantize {ctx.options.quantize})"):
+            attempt.hops.append(_post_quantize(ctx, target, attempt.result))
 
 
 def _hop(ctx: RunContext, entry: EdgeEntry, prev: ConvertResult | None, *, last: bool) -> HopRun:
@@ -186,13 +195,17 @@ def _identity(ctx: RunContext, target: Format) -> HopRun:
     t0 = time.perf_counter()
     key = ctx.options.saved_model_signature
     if target is Format.SAVEDMODEL and key != "serving_default":
-        from fwx.frameworks import require
-
         tf = require("tensorflow", "re-signing SavedModels")
         with quiet():
             loaded = tf.saved_model.load(str(ctx.src.path))
             tf.saved_model.save(loaded, str(out), signatures={"serving_default": loaded.signatures[key]})
         tool = f"tf.saved_model.save (signature {key} as serving_default)"
+    elif target is Format.ONNX and (files := external_files(ctx.src.path)):
+        extra = gather_external_data(ctx.src.path, out, files)
+        tool = f"copy (external data gathered into {', '.join(extra)})"
+        result = ConvertResult(out, ctx.signature, tool=tool, layout=ctx.layout, opset=ctx.src.opset,
+                               extra={"files": extra})
+        return HopRun(None, result, time.perf_counter() - t0)
     else:
         shutil.copytree(ctx.src.path, out) if ctx.src.path.is_dir() else shutil.copy2(ctx.src.path, out)
         tool = "copy"
@@ -226,8 +239,9 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
     try:
         attempt.readback = rt.signature()
         attempt.runtime_version = rt.runtime_version
-        attempt.opset = check_readback(target, res.path, ctx.signature, attempt.readback, opset=expect_opset,
-                                       precision=res.precision)
+        attempt.opset = check_readback(target, res.path, ctx.expected or ctx.signature, attempt.readback,
+                                       opset=expect_opset, precision=res.precision,
+                                       layouts=(ctx.layout, res.layout))
         if ctx.validate:
             with silence_stderr_fd():
                 attempt.report = _validate(ctx, target, rt, res)
@@ -240,7 +254,7 @@ def _validate(ctx: RunContext, target: Format, rt: Runtime, res: ConvertResult) 
 
     key = target.value
     with quiet():
-        return validate_runtimes(reference(ctx), {key: rt}, signature=ctx.signature,
+        return validate_runtimes(reference(ctx), {key: rt}, signature=ctx.expected or ctx.signature,
                                  precisions={key: res.precision}, layouts={key: res.layout},
                                  reference_layout=ctx.layout, inputs=ctx.inputs,
                                  reference_key=f"source ({ctx.src.format})")

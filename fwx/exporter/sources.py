@@ -15,10 +15,10 @@ from typing import Any
 
 from fwx.errors import InputError, UsageError
 from fwx.exporter import torch_source as ts
-from fwx.frameworks import require, version_of
 from fwx.exporter.pinning import spec_from_dims
 from fwx.exporter.readers import onnx_signature, savedmodel_signature
 from fwx.formats import Format, detect_format
+from fwx.frameworks import require, version_of
 from fwx.manifest import sha256_path
 from fwx.signature import TensorSpec
 
@@ -77,7 +77,10 @@ def load_source(source: str | Path, *, model_class: str | None = None, model_kwa
         return LoadedSource(fmt, fmt, path, f"SavedModel (signature {signature_name})", "tensorflow", tf.__version__,
                             inputs=sig.inputs, outputs=sig.outputs, sha256=sha256_path(path))
     if fmt is Format.ONNX:
+        from fwx.exporter.onnx_external import external_files
+
         sig, meta = onnx_signature(path)
+        external_files(path)  # refuse data locations outside the model's folder before anything loads them
         return LoadedSource(fmt, fmt, path, f"ONNX (opset {meta['opset']})", "onnx", version_of("onnx"),
                             inputs=sig.inputs, outputs=sig.outputs, opset=meta["opset"], sha256=sha256_path(path))
     raise InputError(f"{path} is a {fmt} model, which fwx cannot export from",

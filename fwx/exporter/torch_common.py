@@ -8,13 +8,14 @@ artifacts line up.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from fwx.frameworks import require
+from fwx.frameworks import quiet, require, silence_stderr_fd
 from fwx.signature import Signature
 
 
@@ -45,6 +46,28 @@ def wrap(module: Any, sig: Signature) -> Any:
             return self
 
     return FlatOutputs(module).eval()
+
+
+@contextlib.contextmanager
+def export_mode() -> Iterator[None]:
+    """Run a torch exporter: no autograd, no MHA fast path, no framework output on the terminal.
+
+    Under ``no_grad`` an eval-mode ``nn.TransformerEncoderLayer`` takes the fused
+    fast path (``aten::_transformer_encoder_layer_fwd``), which no ONNX opset
+    expresses; the legacy exporter then fails and prints whole "Torch IR graph"
+    screens to fd 1. The fast path is switched off for the export and restored.
+    """
+    torch = require("torch", "exporting PyTorch models")
+    mha = getattr(torch.backends, "mha", None)
+    was = mha.get_fastpath_enabled() if mha is not None else None
+    if mha is not None:
+        mha.set_fastpath_enabled(False)
+    try:
+        with quiet(), silence_stderr_fd(stdout=True), torch.no_grad():
+            yield
+    finally:
+        if mha is not None:
+            mha.set_fastpath_enabled(was)
 
 
 def program_module(ep: Any) -> Any:

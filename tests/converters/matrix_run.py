@@ -114,7 +114,8 @@ def cell_from_result(src: Source, target: str, result: Any) -> Cell:
     cell = Cell(src.kind, src.arch, target)
     entry = result.manifest.artifacts.get(target) if result.manifest else None
     if entry is None:
-        cell.error = "not exported (unreachable with the installed tools)"
+        skipped = result.manifest.skipped.get(target) if result.manifest else None
+        cell.error = f"skipped by --to all: {skipped}" if skipped else "not exported (not requested)"
         return cell
     pinned = result.manifest.sig()
     cell.status = entry.status

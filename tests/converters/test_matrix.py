@@ -27,14 +27,7 @@ SOURCE_LAYOUT = {"pytorch": "NCHW", "onnx": "NCHW", "keras": "NHWC", "savedmodel
 
 # Cells that fail today, each for a reason outside the matrix (reported to the owner; see docs/matrix.md).
 # strict: when the fix lands the cell passes, the xfail turns into a failure, and the mark must go.
-_ERFC = "tf2onnx has no handler for Erfc (Keras' exact GELU): fwx/exporter/onnx_common.py"
-_TFL_NAN = ("TFLiteConverter.from_saved_model gives NaN for a tf.Module wrapping a Keras 3 model; "
-            "from_concrete_functions is right: fwx/converters/savedmodel2tflite.py")
-KNOWN: dict[tuple[str, str, str], str] = {
-    **{(k, "mlp", t): _ERFC for k in ("keras", "savedmodel") for t in ("torchscript", "pt2", "onnx")},
-    ("savedmodel", "mlp", "tflite"): _TFL_NAN,
-    ("savedmodel", "two_io", "tflite"): _TFL_NAN,
-}
+KNOWN: dict[tuple[str, str, str], str] = {}
 
 
 class Row:

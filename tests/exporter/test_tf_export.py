@@ -138,3 +138,25 @@ def test_example_inputs_drive_validation(keras_files: dict[str, Path], tmp_path:
     shapes = [s["x"]["shape"] for s in [res.reports["onnx"].inputs[0], res.reports["onnx"].inputs[1]]]
     assert shapes[0] == [2, 8]
     assert shapes[1][0] != 2
+
+
+def test_erfc_is_exported_as_one_minus_erf(tmp_path: Path) -> None:
+    """Keras' exact GELU lowers to Erfc, which tf2onnx has no handler for; fwx maps it to 1 - Erf."""
+    import onnx
+    import onnxruntime as ort
+    import tensorflow as tf
+
+    from fwx.converters.base import ConvertOptions, SourceModel
+    from fwx.exporter.onnx_common import tf2onnx_convert
+    from fwx.exporter.tf_common import tf_function
+    from fwx.formats import Format
+    from fwx.signature import Signature
+
+    sig = Signature.from_json({"inputs": [{"name": "x", "dtype": "float32", "shape": ["N", 5]}],
+                               "outputs": [{"name": "y", "dtype": "float32", "shape": ["N", 5]}]})
+    fn = tf_function(lambda x: {"y": tf.identity(tf.math.erfc(x), name="y")}, sig)
+    res = tf2onnx_convert(fn, sig, SourceModel(Format.KERAS, None, sig), tmp_path / "erfc.onnx", ConvertOptions())
+    assert {n.op_type for n in onnx.load(str(res.path)).graph.node} >= {"Erf", "Sub"}
+    x = np.linspace(-3, 3, 10, dtype=np.float32).reshape(2, 5)
+    got = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, tf.math.erfc(x).numpy(), atol=1e-6)

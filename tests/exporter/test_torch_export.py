@@ -189,3 +189,20 @@ def test_onnx_quantisation_is_a_recorded_post_processing_hop(tmp_path: Path) -> 
     assert (res.version_dir / entry.hops[0]["path"]).is_file()  # the float model, kept as an intermediate
     assert entry.validation["precision"] == "int8"
     assert entry.validation["passed"]
+
+
+def test_transformer_exports_without_the_mha_fast_path(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """Under no_grad the legacy exporter would trace the fused MHA kernel no opset has, then retry 18-21
+    printing "Torch IR graph" screens to fd 1; with the fast path off it exports at opset 17."""
+    import torch
+
+    res = export(f"{TOYS}:build_tiny_encoder", ["onnx"], out=tmp_path, inputs=["ids:int64[N,6]"])
+    entry = res.manifest.artifacts["onnx"] if res.manifest else None
+    assert entry is not None
+    assert [h["tool"] for h in entry.hops] == ["torch.onnx.export(dynamo=False)"]
+    assert entry.opset == 17
+    assert entry.validation["passed"] is True
+    assert not any("_transformer_encoder_layer_fwd" in n for n in entry.notes), entry.notes
+    out, err = capfd.readouterr()
+    assert "Torch IR graph" not in out + err
+    assert torch.backends.mha.get_fastpath_enabled()  # restored after the export

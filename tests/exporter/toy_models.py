@@ -49,3 +49,21 @@ def build_cumsum() -> torch.nn.Module:
 
 def build_baked_batch() -> torch.nn.Module:
     return BakedBatch().eval()
+
+
+class TinyEncoder(torch.nn.Module):
+    """Eval mode under ``no_grad`` takes the fused MHA fast path (``aten::_transformer_encoder_layer_fwd``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, 16)
+        layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.enc = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.enc(self.emb(ids))
+
+
+def build_tiny_encoder() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return TinyEncoder().eval()

@@ -57,12 +57,14 @@ def test_int8_meets_the_accuracy_and_size_bar(digits: Digits, tmp_path: Path) ->
 
 def test_random_calibration_is_recorded_as_such(digits: Digits, tmp_path: Path) -> None:
     info = _quant(digits, tmp_path / "r.onnx", calibration_data="random", samples=32)
-    assert RANDOM_WARNING in info.warnings
-    assert info.to_json()["warnings"] == [RANDOM_WARNING]
+    assert info.to_json()["warnings"][0] == RANDOM_WARNING
     assert info.samples == 32
     assert info.calibration_data == "random calibration data"
     assert info.eval is not None
     assert info.eval.cosine_min is not None
+    # Raw 0..16 pixels are far outside standard-normal noise: the ranges come out wrong and it shows.
+    assert info.eval.drop_points > BAR_POINTS
+    assert any("lost" in w and "points of top-1" in w for w in info.warnings)
 
 
 @pytest.mark.parametrize("method", ["entropy", "percentile"])
@@ -97,9 +99,9 @@ def test_image_folder_calibration_and_labelled_eval(digits: Digits, tmp_path: Pa
         for i, (img, y) in enumerate(zip(xs, ys, strict=True)):
             folder = tmp_path / split / str(y)
             folder.mkdir(parents=True, exist_ok=True)
-            Image.fromarray(np.uint8(np.round(img[0] * 255))).save(folder / f"{i:04d}.png")
+            Image.fromarray(np.uint8(np.round(img[0] / 16 * 255))).save(folder / f"{i:04d}.png")
     info = _quant(digits, tmp_path / "img.onnx", calibration_data=tmp_path / "calib",
-                  eval_data=tmp_path / "eval", preprocess="scale=1/255,layout=nchw")
+                  eval_data=tmp_path / "eval", preprocess="scale=16/255,layout=nchw")
     assert info.samples == 64
     assert "calib" in info.calibration_data
     assert info.eval.accuracy_float > 0.95

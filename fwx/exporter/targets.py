@@ -1,0 +1,110 @@
+"""Which targets an export makes, by which paths, and which ``--to all`` may skip.
+
+Explicitly named targets (``--to onnx,tflite``) fail the export on any error.
+``--to all`` means "every format fwx can make from this model": a target with
+no path, or whose conversion fails (an op the format lacks, a tool error), is
+skipped with its one-line reason, recorded in fwx.json's ``skipped``, and the
+other targets are still exported. A validation failure (wrong numbers) is
+never skipped. ``--layout`` is settled here too: a layout equal to the
+source's is dropped, and NCHW is refused for a channels-last source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from fwx import ui
+from fwx.converters.base import ConvertOptions
+from fwx.converters.plan import Plan, best_plans
+from fwx.errors import FwxError, UsageError
+from fwx.exporter.sources import is_factory_ref
+from fwx.formats import TARGETS, Format, detect_format, parse_format
+
+LAYOUTS = ("nchw", "nhwc")
+#: The layout of a source format's image inputs, where the format alone tells (ONNX needs its graph).
+FORMAT_LAYOUT: dict[Format, str] = {Format.PYTORCH: "NCHW", Format.KERAS: "NHWC", Format.SAVEDMODEL: "NHWC"}
+
+
+@dataclass
+class Selection:
+    """The targets to export with their paths, cheapest first, and those ``--to all`` left out."""
+
+    plans: dict[Format, list[Plan]]
+    skipped: dict[Format, str] = field(default_factory=dict)
+    optional: frozenset[Format] = frozenset()  # asked for only through ``all``: a failure skips them
+
+
+def parse_targets(values: Sequence[str | Format]) -> list[str | Format]:
+    """``--to`` values, repeated and/or comma separated; ``all`` stays a marker until the source is known."""
+    out: list[str | Format] = []
+    for value in values:
+        parts = [value] if isinstance(value, Format) else [p for p in str(value).split(",") if p.strip()]
+        for part in parts:
+            fmt = part if isinstance(part, Format) else ("all" if part.strip().lower() == "all" else parse_format(part))
+            if fmt not in out:
+                out.append(fmt)
+    if not out:
+        raise UsageError("no target format given", hint="pass --to torchscript|pt2|savedmodel|onnx|tflite|all")
+    for fmt in out:
+        if isinstance(fmt, Format) and fmt not in TARGETS:
+            raise UsageError(f"{fmt} is not an export target", hint=f"use one of: {', '.join(t.value for t in TARGETS)}, all")
+    return out
+
+
+def start_format(source: str | Path) -> Format:
+    """Where the planner starts for ``source``, from content detection only (nothing is loaded)."""
+    if isinstance(source, str) and is_factory_ref(source):
+        return Format.PYTORCH
+    fmt = detect_format(source)
+    return Format.PYTORCH if fmt in (Format.TORCHSCRIPT, Format.PT2) else fmt
+
+
+def select(start: Format, targets: Sequence[str | Format], opts: ConvertOptions) -> Selection:
+    """Plan every requested target; raises before any heavy work for a named target that has no path."""
+    named = [t for t in targets if isinstance(t, Format)]
+    every = "all" in targets
+    plans: dict[Format, list[Plan]] = {}
+    skipped: dict[Format, str] = {}
+    for fmt in TARGETS:
+        if fmt in named:
+            plans[fmt] = best_plans(start, fmt, opts)
+        elif every:
+            try:
+                plans[fmt] = best_plans(start, fmt, opts)
+            except FwxError as exc:
+                skipped[fmt] = exc.message
+    if not plans:
+        why = "; ".join(f"{fmt}: {reason}" for fmt, reason in skipped.items())
+        raise UsageError(f"no target is reachable from {start} ({why})" if why else f"no target is reachable from {start}",
+                         hint="run `fwx export --plan` to see the paths")
+    return Selection(plans, skipped, frozenset(f for f in plans if f not in named))
+
+
+def layout_option(value: str | None) -> str | None:
+    if value is None or value == "":
+        return None
+    if value.lower() not in LAYOUTS:
+        raise UsageError(f"unknown --layout {value!r}", hint="use nchw or nhwc")
+    return value.lower()
+
+
+def settle_layout(opts: ConvertOptions, source: str | None, *, known: bool) -> ConvertOptions:
+    """``opts`` with ``--layout`` dropped when the source already has it; refuses NCHW for an NHWC source.
+
+    ``source`` is the source's layout (None: no 4-D input, or not ``known`` yet).
+    """
+    want = opts.layout
+    if not want or (source is None and not known):
+        return opts
+    if source is None:
+        ui.warn(f"--layout {want} ignored: the model has no 4-D image input")
+        return replace(opts, layout=None)
+    if want.upper() == source:
+        return replace(opts, layout=None)
+    if source == "NHWC":
+        raise UsageError("--layout nchw cannot be applied to a channels-last (NHWC) model",
+                         hint="fwx moves channels only from NCHW to NHWC (in the ONNX -> SavedModel hop); "
+                              "drop --layout to keep NHWC")
+    return opts
