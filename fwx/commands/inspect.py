@@ -46,6 +46,7 @@ def render(info: dict[str, Any]) -> str:
                 for k, a in info["artifacts"].items()]
         lines += ["", ui.table(["artifact", "path", "size", "precision", "opset", "status", "validated", "path taken"],
                                arts)]
+        lines += [f"skipped {k}: {why}" for k, why in info.get("skipped", {}).items()]
     if info.get("metadata"):
         lines += ["", *(f"{k}: {_short(v)}" for k, v in info["metadata"].items())]
     lines += [f"note: {n}" for n in info.get("notes", [])]

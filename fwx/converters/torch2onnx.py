@@ -4,9 +4,10 @@ Two edges serve this pair and the exporter tries them in order, keeping the
 first whose artifact validates:
 
 * ``TorchToOnnx``: the TorchScript-based exporter (``dynamo=False``). It writes
-  any opset from 7 up, exactly, in milliseconds. Default opset 17: the newest
-  that fwx's own ONNX->TF/->PyTorch translators and older runtimes accept
-  (onnx2torch fails on opset 18+ ReduceMean/Shape/Reshape forms).
+  any opset from 7 up, exactly, in milliseconds. Default opset 17: this
+  exporter writes it exactly, and older runtimes and tools read it (onnx2torch
+  fails on opset 18+ ReduceMean/Shape/Reshape forms); fwx's own translators
+  take opsets 7-20. The MHA fast path is off while exporting (``export_mode``).
 * ``TorchToOnnxDynamo``: ``torch.export``-based (``dynamo=True``). On torch 2.13
   it silently writes opset 18 when asked for less, so it refuses opset < 18;
   it keeps dynamic sequence lengths that the legacy exporter bakes in

@@ -52,7 +52,7 @@ def _version_folder(p: Path) -> dict[str, Any]:
             for k, a in m.artifacts.items()}
     return {"path": str(p), "format": "version folder", "name": m.name, "version": m.version,
             "signature": m.signature, "source": vars(m.source), "created": m.created, "command": m.command,
-            "fwx_version": m.fwx_version, "artifacts": arts}
+            "fwx_version": m.fwx_version, "artifacts": arts, "skipped": dict(m.skipped)}
 
 
 def _onnx(p: Path, info: dict[str, Any], **_: Any) -> None:

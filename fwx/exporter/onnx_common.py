@@ -16,8 +16,8 @@ from fwx.errors import ExportError, UnsupportedOpsError
 from fwx.frameworks import first_line, quiet, require, version_of
 from fwx.signature import Signature, is_dynamic
 
-#: Default ONNX opset for every fwx ONNX edge: the newest one that fwx's own
-#: ONNX->TF and ONNX->PyTorch translators and older runtimes all accept.
+#: Default ONNX opset for every fwx ONNX edge: the TorchScript-based exporter
+#: writes it exactly (and fast), and runtimes older than onnx 1.13 read it.
 DEFAULT_OPSET = 17
 MAX_OPSET = 21
 _STD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")

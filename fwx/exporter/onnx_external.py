@@ -72,12 +72,13 @@ def external_files(model_path: Path, model: Any = None) -> list[Path]:
     return [check_location(model_path, loc) for loc in _locations(model)]
 
 
-def gather_external_data(src: Path, out: Path, files: list[Path]) -> list[str]:
-    """Write ``src`` at ``out`` with all its external tensors in ``out.name + '.data'``; returns the extra names."""
+def gather_external_data(src: Path, out: Path) -> list[str]:
+    """Write ``src`` at ``out`` with all its external tensors in ``out.name + '.data'``; returns the extra names.
+
+    Call it only after ``external_files(src)`` has checked every location.
+    """
     onnx = require("onnx", "copying ONNX models")
-    if not files:
-        raise ValueError("no external data to gather")
-    model = onnx.load(str(src), load_external_data=True)  # locations were checked by external_files
+    model = onnx.load(str(src), load_external_data=True)
     data = out.name + DATA_SUFFIX
     onnx.save_model(model, str(out), save_as_external_data=True, all_tensors_to_one_file=True, location=data,
                     size_threshold=0)

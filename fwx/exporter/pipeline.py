@@ -187,6 +187,7 @@ def _run(repo: Repository, name: str, version: int | None, src: LoadedSource, si
                 ui.warn(f"{key} skipped: {reason}")
         if not chosen:  # nothing to publish: fail with the first target's own error (type and exit code)
             raise errors[0]
+        skipped = {f.value: skipped[f.value] for f in TARGETS if f.value in skipped}
         manifest = mb.build_manifest(name, src, sig, chosen, ctx, keep_intermediate=keep_intermediate,
                                      command=command, created=_now(), fwx_version=__version__, skipped=skipped)
         shutil.rmtree(st.path / WORK, ignore_errors=True)

@@ -200,8 +200,8 @@ def _identity(ctx: RunContext, target: Format) -> HopRun:
             loaded = tf.saved_model.load(str(ctx.src.path))
             tf.saved_model.save(loaded, str(out), signatures={"serving_default": loaded.signatures[key]})
         tool = f"tf.saved_model.save (signature {key} as serving_default)"
-    elif target is Format.ONNX and (files := external_files(ctx.src.path)):
-        extra = gather_external_data(ctx.src.path, out, files)
+    elif target is Format.ONNX and external_files(ctx.src.path):
+        extra = gather_external_data(ctx.src.path, out)
         tool = f"copy (external data gathered into {', '.join(extra)})"
         result = ConvertResult(out, ctx.signature, tool=tool, layout=ctx.layout, opset=ctx.src.opset,
                                extra={"files": extra})

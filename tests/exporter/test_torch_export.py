@@ -206,3 +206,16 @@ def test_transformer_exports_without_the_mha_fast_path(tmp_path: Path, capfd: py
     out, err = capfd.readouterr()
     assert "Torch IR graph" not in out + err
     assert torch.backends.mha.get_fastpath_enabled()  # restored after the export
+
+
+def test_to_all_still_fails_on_wrong_numbers(tmp_path: Path) -> None:
+    """--to all skips targets it cannot make, never one that validated with wrong numbers."""
+    from fwx.converters.base import ConvertOptions
+    from fwx.errors import ValidationError
+
+    from .fixtures import numbered_versions
+
+    with pytest.raises(ValidationError, match="validation failed"):
+        export(f"{TOYS}:build_baked_batch", ["all"], out=tmp_path, inputs=["x:float32[N,6]"],
+               options=ConvertOptions(torchscript_mode="trace"))
+    assert numbered_versions(tmp_path) == []
