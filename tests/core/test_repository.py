@@ -38,9 +38,13 @@ def test_publish_is_atomic_and_numbered(tmp_path: Path) -> None:
 
 def test_failure_inside_staging_leaves_nothing(tmp_path: Path) -> None:
     repo = Repository(tmp_path)
-    with pytest.raises(RuntimeError), repo.staging("m") as st:
-        (st.path / "half.onnx").write_bytes(b"x")
-        raise RuntimeError("boom")
+    def half_written() -> None:
+        with repo.staging("m") as st:
+            (st.path / "half.onnx").write_bytes(b"x")
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        half_written()
     assert list((tmp_path / "m").iterdir()) == []
     assert repo.versions("m") == []
 

@@ -34,10 +34,12 @@ def test_project_dockerfiles_lint_clean(name: str) -> None:
 def test_dockerfiles_are_safe_by_default(name: str) -> None:
     text = (ROOT / "docker" / name).read_text()
     assert "USER 1000:1000" in text
-    assert "HEALTHCHECK" in text and "EXPOSE 8000 8001" in text
+    assert "HEALTHCHECK" in text
+    assert "EXPOSE 8000 8001" in text
     assert text.count("FROM ") >= 2  # multi-stage: build tools stay in the first stage
     final_stage = text.rsplit("FROM ", 1)[1]
-    assert "pip install" not in final_stage and "gcc" not in final_stage
+    assert "pip install" not in final_stage
+    assert "gcc" not in final_stage
 
 
 def test_hadolint_really_lints(tmp_path: Path) -> None:
@@ -97,7 +99,8 @@ def test_dockerize_cli_json_and_errors(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "fwx", "dockerize", str(root), "--json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert doc["extras"] == ["onnx"] and doc["build"].startswith("docker build")
+    assert doc["extras"] == ["onnx"]
+    assert doc["build"].startswith("docker build")
     empty = tmp_path / "empty"
     empty.mkdir()
     bad = subprocess.run([sys.executable, "-m", "fwx", "dockerize", str(empty)], capture_output=True, text=True)
