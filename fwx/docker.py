@@ -14,8 +14,7 @@ from fwx import __version__
 from fwx.errors import InputError
 from fwx.formats import Format
 from fwx.repository import Repository
-
-DEFAULT_PREFER: tuple[Format, ...] = (Format.ONNX, Format.TORCHSCRIPT, Format.PT2, Format.SAVEDMODEL, Format.TFLITE)
+from fwx.serving.config import DEFAULT_PREFER
 
 #: pip extra that brings each served format's runtime.
 EXTRA_FOR: dict[Format, str] = {

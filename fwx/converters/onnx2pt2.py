@@ -8,26 +8,9 @@ TorchScript.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
+from fwx.converters.onnx2torchscript import OnnxToTorch
 from fwx.formats import Format
 
 
-class OnnxToExportedProgram(Converter):
-    source = Format.ONNX
+class OnnxToExportedProgram(OnnxToTorch):
     target = Format.PT2
-    tool = "fwx-onnx-torch"
-    honours = frozenset({"dynamic", "static_shapes"})
-    requires = (("torch", "torch"), ("onnx", "onnx"), ("onnxruntime", "onnx"))
-
-    def precheck(self, src: SourceModel, opts: ConvertOptions) -> None:
-        from fwx.converters.onnx_torch.pipeline import precheck
-
-        precheck(src.path)
-
-    def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-        self.check_available()
-        from fwx.converters.onnx_torch.pipeline import convert
-
-        return convert(src, out, opts, Format.PT2)

@@ -13,9 +13,10 @@ from fwx.converters.base import Converter, ConvertOptions, ConvertResult, Source
 from fwx.formats import Format
 
 
-class OnnxToTorchScript(Converter):
+class OnnxToTorch(Converter):
+    """Both ONNX -> PyTorch edges: one translator, the target decides how the module is written."""
+
     source = Format.ONNX
-    target = Format.TORCHSCRIPT
     tool = "fwx-onnx-torch"
     honours = frozenset({"dynamic", "static_shapes"})
     requires = (("torch", "torch"), ("onnx", "onnx"), ("onnxruntime", "onnx"))
@@ -29,4 +30,8 @@ class OnnxToTorchScript(Converter):
         self.check_available()
         from fwx.converters.onnx_torch.pipeline import convert
 
-        return convert(src, out, opts, Format.TORCHSCRIPT)
+        return convert(src, out, opts, self.target)
+
+
+class OnnxToTorchScript(OnnxToTorch):
+    target = Format.TORCHSCRIPT
