@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any
 
 import click
 
@@ -105,7 +104,3 @@ def main(argv: list[str] | None = None) -> None:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         ui.fail(f"unexpected {type(exc).__name__}: {first[:300]}", "rerun with --debug for the traceback", 1)
 
-
-def run(argv: list[str] | None = None) -> Any:
-    """Entry point for ``python -m fwx``."""
-    main(argv)
