@@ -14,7 +14,7 @@ import sys
 import click
 
 from fwx import __version__, ui
-from fwx.errors import FwxError
+from fwx.errors import FwxError, first_line
 
 #: name -> (module:function, one-line help shown in ``fwx --help``)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -101,6 +101,5 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
         if ui.state.debug:
             raise
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        ui.fail(f"unexpected {type(exc).__name__}: {first[:300]}", "rerun with --debug for the traceback", 1)
+        ui.fail(f"unexpected {type(exc).__name__}: {first_line(exc)}", "rerun with --debug for the traceback", 1)
 

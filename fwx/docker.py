@@ -14,16 +14,8 @@ from fwx import __version__
 from fwx.errors import InputError
 from fwx.formats import Format
 from fwx.repository import Repository
+from fwx.runtimes.base import runtime_entry
 from fwx.serving.config import DEFAULT_PREFER
-
-#: pip extra that brings each served format's runtime.
-EXTRA_FOR: dict[Format, str] = {
-    Format.ONNX: "onnx",
-    Format.TORCHSCRIPT: "torch",
-    Format.PT2: "torch",
-    Format.SAVEDMODEL: "tf",
-    Format.TFLITE: "tflite",
-}
 
 BASE_CPU = "python:3.11.14-slim-bookworm"
 BASE_GPU = "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04"
@@ -71,7 +63,7 @@ def plan_image(repository: str | Path, *, prefer: tuple[Format, ...] = DEFAULT_P
     if not served:
         raise InputError(f"{repo.root} holds no servable model version",
                          hint="export a model first: fwx export MODEL --to onnx --out " + str(repo.root))
-    extras = sorted({EXTRA_FOR[Format(f)] for f in served.values()})
+    extras = sorted({runtime_entry(Format(f)).extra for f in served.values()})
     return DockerizePlan(repo.root, extras, served, gpu, tag)
 
 

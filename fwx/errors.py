@@ -11,6 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first non-empty line of an exception message: what a user can read in one go."""
+    for line in str(exc).strip().splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return type(exc).__name__
+
+
 class FwxError(Exception):
     """Root of every error fwx raises on purpose."""
 

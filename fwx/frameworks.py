@@ -153,10 +153,3 @@ def quiet() -> Iterator[io.StringIO]:
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
 
-
-def first_line(exc: BaseException, limit: int = 300) -> str:
-    """The first non-empty line of an exception message: what a user can read in one go."""
-    for line in str(exc).strip().splitlines():
-        if line.strip():
-            return line.strip()[:limit]
-    return type(exc).__name__

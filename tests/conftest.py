@@ -10,6 +10,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("PYTHONHASHSEED", "0")
 
 import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -32,3 +33,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def torch_files() -> dict[str, Path]:
+    """Tiny torch MLP as ONNX/TorchScript/.pt2, built once (tests/runtimes/models.py); runtimes and validators share it."""
+    from runtimes import models
+
+    return models.torch_artifacts()
+
+
+@pytest.fixture(scope="session")
+def keras_files() -> dict[str, Path]:
+    """Tiny Keras MLP as SavedModel/TFLite, built once; runtimes and validators share it."""
+    from runtimes import models
+
+    return models.keras_artifacts()

@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 from fwx import __version__
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
-from fwx.errors import ExportError, FwxError, UsageError
+from fwx.errors import ExportError, FwxError, UsageError, first_line
 from fwx.formats import Format
-from fwx.frameworks import first_line, quiet, require
+from fwx.frameworks import quiet, require
 from fwx.signature import Signature, TensorSpec, concrete_shape, is_dynamic
 
 

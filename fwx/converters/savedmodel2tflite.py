@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
-from fwx.errors import ExportError, UnsupportedOpsError
+from fwx.errors import ExportError, UnsupportedOpsError, first_line
 from fwx.formats import Format
-from fwx.frameworks import first_line, quiet, require, silence_stderr_fd
+from fwx.frameworks import quiet, require, silence_stderr_fd
 from fwx.signature import Signature
 
 _OP_LISTS = re.compile(r"^\s*(?:TF Select ops|Custom ops|Flex ops):\s*(.+)$", re.MULTILINE)

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
-from fwx.errors import ExportError, UnsupportedOpsError
+from fwx.errors import ExportError, UnsupportedOpsError, first_line
 from fwx.exporter.onnx_common import DEFAULT_OPSET, MAX_OPSET
 from fwx.formats import Format
-from fwx.frameworks import first_line, require
+from fwx.frameworks import require
 from fwx.signature import Signature
 
 DYNAMO_MIN_OPSET = 18

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
-from fwx.errors import ExportError
+from fwx.errors import ExportError, first_line
 from fwx.formats import Format
-from fwx.frameworks import first_line, require
+from fwx.frameworks import require
 
 
 class TorchToExportedProgram(Converter):

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
-from fwx.errors import ExportError, UsageError
+from fwx.errors import ExportError, UsageError, first_line
 from fwx.formats import Format
-from fwx.frameworks import first_line, quiet, require
+from fwx.frameworks import quiet, require
 
 MODES = ("auto", "script", "trace")
 

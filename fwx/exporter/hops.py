@@ -13,8 +13,7 @@ from collections.abc import Iterator
 
 from fwx import ui
 from fwx.converters.base import EdgeEntry, edge_class
-from fwx.errors import ExportError, FwxError
-from fwx.frameworks import first_line
+from fwx.errors import ExportError, FwxError, first_line
 
 
 def hop_label(entry: EdgeEntry) -> str:

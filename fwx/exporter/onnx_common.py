@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from fwx.converters.base import ConvertOptions, ConvertResult, SourceModel
-from fwx.errors import ExportError, UnsupportedOpsError
-from fwx.frameworks import first_line, quiet, require, version_of
+from fwx.errors import ExportError, UnsupportedOpsError, first_line
+from fwx.frameworks import quiet, require, version_of
 from fwx.signature import Signature, is_dynamic
 
 #: Default ONNX opset for every fwx ONNX edge: the TorchScript-based exporter

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from fwx.errors import InputError
+from fwx.errors import InputError, first_line
 from fwx.exporter.pinning import spec_from_dims
-from fwx.frameworks import first_line, quiet, require
+from fwx.frameworks import quiet, require
 from fwx.signature import Signature, TensorSpec
 
 CORRUPT_HINT = "the file is probably truncated or corrupt; export it again"

@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from fwx.errors import FwxError, InputError
+from fwx.errors import FwxError, InputError, first_line
 from fwx.exporter import pinning
 from fwx.exporter.sources import LoadedSource
 from fwx.formats import Format
-from fwx.frameworks import first_line, quiet
+from fwx.frameworks import quiet
 from fwx.signature import Signature, TensorSpec, names_or_default
 
 _TORCH_NEEDS = ("a PyTorch model stores no input signature: fwx needs the inputs' names, dtypes and shapes")

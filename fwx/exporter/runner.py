@@ -18,13 +18,13 @@ from typing import Any
 from fwx import ui
 from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, SourceModel, edge_class
 from fwx.converters.plan import POST_QUANTIZED, Plan
-from fwx.errors import ExportError, FwxError
+from fwx.errors import ExportError, FwxError, first_line
 from fwx.exporter.hops import hop_label, naming
 from fwx.exporter.onnx_external import external_files, gather_external_data
 from fwx.exporter.readback import check_readback
 from fwx.exporter.sources import LoadedSource
 from fwx.formats import ARTIFACT_NAMES, Format
-from fwx.frameworks import first_line, quiet, require, silence_stderr_fd
+from fwx.frameworks import quiet, require, silence_stderr_fd
 from fwx.runtimes.base import Runtime, load_runtime
 from fwx.signature import Signature
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fwx.errors import InputError, UnsafeModelError
+from fwx.errors import InputError, UnsafeModelError, first_line
 from fwx.exporter.pinning import spec_from_dims
 from fwx.exporter.readers import CORRUPT_HINT, keras_code_risks, keras_config
 from fwx.exporter.torch_source import TRUST_HINT
-from fwx.frameworks import first_line, quiet, require
+from fwx.frameworks import quiet, require
 from fwx.signature import TensorSpec
 
 

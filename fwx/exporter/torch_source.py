@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fwx.errors import FwxError, InputError, UnsafeModelError, UsageError
-from fwx.frameworks import first_line, quiet, require
+from fwx.errors import FwxError, InputError, UnsafeModelError, UsageError, first_line
+from fwx.frameworks import quiet, require
 
 TRUST_HINT = "pass --trust-model-code only if you trust where this file came from"
 _STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "net")

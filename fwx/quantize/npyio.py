@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from fwx.errors import InputError
+from fwx.errors import InputError, first_line
 
 _SKIP_CHUNK = 16 << 20
 
@@ -30,7 +30,7 @@ class Header:
 
 
 def _bad(path: Path, exc: BaseException | str) -> InputError:
-    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    why = exc if isinstance(exc, str) else first_line(exc)
     return InputError(f"cannot read {path}: {why}", hint="the file is not a valid .npy/.npz (re-save it with numpy)")
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from fwx.converters.base import ConvertOptions
-from fwx.errors import ExportError, FwxError, SignatureMismatchError, UsageError
+from fwx.errors import ExportError, FwxError, SignatureMismatchError, UsageError, first_line
 from fwx.formats import Format
-from fwx.frameworks import first_line, quiet, require, silence_stderr_fd
+from fwx.frameworks import quiet, require, silence_stderr_fd
 from fwx.manifest import size_of
 from fwx.quantize.data import Source, open_source
 from fwx.quantize.info import QuantInfo

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fwx.errors import InputError, MissingDependencyError, UsageError
+from fwx.errors import InputError, MissingDependencyError, UsageError, first_line
 from fwx.signature import TensorSpec
 
 KEYS = ("resize", "scale", "mean", "std", "layout", "mode")
@@ -80,7 +80,7 @@ def open_image(path: Path, *, load: bool = False) -> Any:
             img.verify()  # checks headers/CRCs without decoding all pixels
         return img
     except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad files
-        raise InputError(f"cannot read image {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+        raise InputError(f"cannot read image {path}: {first_line(exc)}",
                          hint="remove or replace the file; images must be .jpg/.png/.bmp/.gif/.webp") from exc
 
 

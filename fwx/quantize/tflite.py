@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from fwx.converters.base import ConvertOptions
-from fwx.errors import ExportError, FwxError, UnsupportedOpsError
+from fwx.errors import ExportError, FwxError, UnsupportedOpsError, first_line
 from fwx.formats import Format
-from fwx.frameworks import first_line, quiet, require, silence_stderr_fd
+from fwx.frameworks import quiet, require, silence_stderr_fd
 from fwx.quantize.data import Source, open_source
 from fwx.quantize.info import QuantInfo
 from fwx.quantize.options import RANDOM_WARNING, QuantSettings

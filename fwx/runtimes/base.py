@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fwx.errors import FwxError, InputError, MissingDependencyError, UsageError
+from fwx.errors import FwxError, InputError, MissingDependencyError, UsageError, first_line
 from fwx.formats import Format
 from fwx.signature import Signature
 
@@ -125,8 +125,7 @@ def load_runtime(fmt: Format, path: str | Path, *, device: str = "cpu", **kw: An
     except FwxError:
         raise
     except Exception as exc:  # noqa: BLE001 - native loaders raise anything; the user needs one line
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"cannot load {path} as {fmt}: {first[:300]}",
+        raise InputError(f"cannot load {path} as {fmt}: {first_line(exc)}",
                          hint="the file may be truncated or corrupt; re-export it") from exc
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fwx.errors import InputError, MissingDependencyError
+from fwx.errors import InputError, MissingDependencyError, first_line
 from fwx.formats import Format
 from fwx.runtimes._common import check_device, dynamic_dim, gather, np_dtypes
 from fwx.runtimes.base import Runtime
@@ -105,8 +105,7 @@ class OnnxRuntime(Runtime):
         try:
             outs = self._session.run(self._out_names, feed)
         except self._invalid as exc:
-            first = (str(exc).strip().splitlines() or ["invalid argument"])[0]
-            raise InputError(f"onnxruntime rejected the inputs: {first[:300]}",
+            raise InputError(f"onnxruntime rejected the inputs: {first_line(exc)}",
                              hint=f"the model expects {self._sig}") from exc
         result = dict(zip(self._out_names, outs, strict=True))
         for name in self._str_out:

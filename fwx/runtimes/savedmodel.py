@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from fwx.errors import InputError
+from fwx.errors import InputError, first_line
 from fwx.formats import Format
 from fwx.frameworks import require, silence_stderr_fd
 from fwx.runtimes._common import gather, np_dtypes
@@ -72,8 +72,7 @@ class SavedModelRuntime(Runtime):
             with tf.device(self._device):
                 out = self._fn(**{self._kwarg[n]: a for n, a in arrays.items()})
         except (tf.errors.InvalidArgumentError, ValueError, TypeError) as exc:
-            first = (str(exc).strip().splitlines() or ["bad input"])[0]
-            raise InputError(f"TensorFlow rejected the inputs: {first[:300]}",
+            raise InputError(f"TensorFlow rejected the inputs: {first_line(exc)}",
                              hint=f"the model expects {self._sig}") from exc
         return {n: out[n].numpy() for n in self._out_names}
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from fwx.errors import InputError, UsageError
+from fwx.errors import InputError, UsageError, first_line
 from fwx.formats import Format
 from fwx.frameworks import require, silence_stderr_fd
 from fwx.runtimes._common import check_device, gather, hint_names
@@ -194,8 +194,7 @@ class TFLiteRuntime(Runtime):
         except (ValueError, RuntimeError) as exc:
             for io in changed:
                 self._shapes[io.index] = ()  # force a fresh resize on the next call
-            first = (str(exc).strip().splitlines() or ["bad input"])[0]
-            raise InputError(f"LiteRT rejected the inputs: {first[:300]}", hint=f"the model expects {self._sig}") from exc
+            raise InputError(f"LiteRT rejected the inputs: {first_line(exc)}", hint=f"the model expects {self._sig}") from exc
         for io in changed:
             self._shapes[io.index] = feed[io.name].shape
         interp.invoke()

@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fwx.errors import DeadlineExceededError, FwxError, InputError, UnavailableError
+from fwx.errors import DeadlineExceededError, FwxError, InputError, UnavailableError, first_line
 from fwx.serving.batch_merge import merge, shape_key, split
 from fwx.serving.drift import version_drift
+from fwx.serving.signature_check import RequestPlan
 from fwx.serving.stats import ModelStats
 
 if TYPE_CHECKING:
@@ -239,9 +240,8 @@ class Batcher:
     def _error(self, exc: BaseException) -> FwxError:
         if isinstance(exc, FwxError):
             return exc
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         log.debug("model %s failed", self.name, exc_info=exc)
-        return InputError(f"model {self.name} failed on this request: {first}",
+        return InputError(f"model {self.name} failed on this request: {first_line(exc)}",
                           hint="check the input values against the model's expectations")
 
     async def drain(self, timeout: float) -> bool:
@@ -279,6 +279,8 @@ class BatchingHooks:
     def on_load(self, model: LoadedModel) -> None:
         stats = ModelStats(model.name, str(model.version))
         model.state["stats"] = stats
+        # Per-model request checks are compiled here, at load, not on the first request.
+        model.state["plan"] = RequestPlan(model.signature, model.batchable)
         model.state["batcher"] = batcher = Batcher(model, self.config, stats)
         self.batchers.add(batcher)
         self.metrics.add_model(stats)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fwx.errors import InputError
+from fwx.errors import InputError, first_line
 from fwx.signature import FROM_KSERVE, KSERVE_DTYPES
 
 #: Largest rank and element count accepted in one tensor (numpy caps rank at 64).
@@ -109,7 +109,7 @@ def decode_json_data(name: str, datatype: str, shape: Sequence[int], data: Any) 
     except InputError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
-        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        first = first_line(exc, 200)
         raise InputError(f"input {name!r}: data is not a valid {datatype} array: {first}") from None
     if arr.size != count:
         raise _size_error(name, shape, count, arr.size)

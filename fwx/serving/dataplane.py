@@ -178,10 +178,10 @@ class DataPlane:
             self.metrics.count_failure(failure_reason(exc))
             raise
         state = model.state
-        batcher: Batcher | None = state.get("batcher")
-        if batcher is None:
-            batcher = self._attach(model)
-        plan: RequestPlan = state.get("plan") or self._plan(model)
+        if "batcher" not in state:
+            self._hooks.on_load(model)  # a manager built without our hooks (library use): attach once
+        batcher: Batcher = state["batcher"]
+        plan: RequestPlan = state["plan"]
         stats = state["stats"]
         self._inflight += 1
         try:
@@ -197,18 +197,6 @@ class DataPlane:
             self._inflight -= 1
         stats.record_request(True, time.perf_counter_ns() - t0)
         return response
-
-    def _attach(self, model: LoadedModel) -> Batcher:
-        """A manager built without our hooks: give the model its batcher on first use."""
-        self._hooks.on_load(model)
-        batcher: Batcher = model.state["batcher"]
-        return batcher
-
-    @staticmethod
-    def _plan(model: LoadedModel) -> RequestPlan:
-        plan = RequestPlan(model.signature, model.batchable)
-        model.state["plan"] = plan
-        return plan
 
     def _deadline(self, request: InferRequest) -> float | None:
         now = time.monotonic()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fwx.errors import FwxError, InputError
+from fwx.errors import FwxError, InputError, first_line
 from fwx.formats import Format
 from fwx.manifest import ArtifactEntry, Manifest
 from fwx.runtimes.base import Runtime, available_runtimes, load_runtime
@@ -83,8 +83,7 @@ def warmup(runtime: Runtime, sig: Signature) -> None:
     except FwxError:
         raise
     except Exception as exc:  # noqa: BLE001 - native runtimes raise anything
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise InputError(f"warm-up inference failed: {first[:300]}",
+        raise InputError(f"warm-up inference failed: {first_line(exc)}",
                          hint="the artifact does not run on the inputs its signature declares; re-export it") from exc
     missing = [n for n in sig.output_names if n not in outputs]
     if missing:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from fwx.errors import InputError
+from fwx.errors import InputError, first_line
 from fwx.serving.codecs import MAX_ELEMENTS
 from fwx.serving.rest_kserve import load_json
 from fwx.serving.types import InferRequest, InferResponse, InferTensor
@@ -57,7 +57,7 @@ def _to_array(spec: TensorSpec, value: Any) -> np.ndarray:
     except InputError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
-        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        first = first_line(exc, 200)
         raise InputError(f"input {spec.name!r}: cannot read the values as {spec.dtype}: {first}") from None
     if arr.size > MAX_ELEMENTS:
         raise InputError(f"input {spec.name!r}: {arr.size} elements is over the limit")

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from fwx.errors import first_line
 from fwx.runtimes.base import Runtime
 from fwx.signature import Signature, is_dynamic
 from fwx.validators.compare import OutputAccumulator
@@ -26,9 +27,8 @@ Sample = dict[str, np.ndarray]
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
+    first = first_line(exc)
+    return first if first == type(exc).__name__ else f"{type(exc).__name__}: {first}"
 
 
 def _describe(sample: Mapping[str, np.ndarray]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fwx.errors import InputError, UsageError
+from fwx.errors import InputError, UsageError, first_line
 from fwx.signature import Signature, TensorSpec, is_dynamic
 
 BATCH_SIZES = (1, 3)
@@ -139,7 +139,7 @@ def load_data(path: str | Path, sig: Signature, *, samples: int | None = None) -
             raise InputError(f"--data {p} is neither a .npz file nor a folder of .npy files",
                              hint="save with np.savez(path, **{input_name: array})")
     except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read --data {p}: {str(exc).splitlines()[0] if str(exc) else exc}") from exc
+        raise InputError(f"cannot read --data {p}: {first_line(exc)}") from exc
     if not arrays:
         raise InputError(f"--data {p} holds no arrays", hint="save with np.savez(path, **{input_name: array})")
     if samples is not None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fwx.errors import FwxError, InputError, UsageError
+from fwx.errors import FwxError, InputError, UsageError, first_line
 from fwx.formats import Format, parse_format
 from fwx.manifest import Manifest, sha256_path
 from fwx.runtimes.base import Runtime, load_runtime
@@ -151,7 +151,7 @@ def choose_reference(col: Collection, opts: ValidateOptions, sig: Signature, dev
         except FwxError as exc:
             why = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
         except Exception as exc:  # noqa: BLE001 - a source that will not rebuild is a note, not a crash
-            why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+            why = first_line(exc, 200)
         best = by_precision(col.artifacts)[0]
         notes.append(f"could not rebuild the source ({why}); the reference is {best.key}")
         assert best.runtime is not None

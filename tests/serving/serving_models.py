@@ -159,3 +159,23 @@ def make_repo(root: Path, models: Mapping[str, str | list[str]] | None = None) -
             onnx_bytes, sig = BUILDERS[kind]()
             publish(root, name, onnx_bytes, sig)
     return root
+
+
+def wait_queued(url: str, n: int, timeout: float = 30) -> None:
+    """Block until the server's own ``fwx_queue_depth`` gauge shows ``n`` waiting requests.
+
+    Process tests use it to send a signal while requests are provably in flight,
+    instead of a sleep tuned to one machine's speed.
+    """
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = httpx.get(f"{url}/metrics").text
+        depth = [line for line in text.splitlines() if line.startswith("fwx_queue_depth{")]
+        if depth and float(depth[0].split()[-1]) >= n:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{n} requests never queued")

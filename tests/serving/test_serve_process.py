@@ -49,15 +49,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
         proc.wait()
 
 
-def _wait_queued(url: str, n: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = httpx.get(f"{url}/metrics").text
-        depth = [line for line in text.splitlines() if line.startswith("fwx_queue_depth{")]
-        if depth and float(depth[0].split()[-1]) >= n:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{n} requests never queued")
 
 
 def test_live_before_ready_then_ready_after_warmup(served: Any) -> None:
@@ -92,7 +83,7 @@ def test_sigterm_answers_in_flight_requests_then_exits_0(served: Any) -> None:
     threads = [threading.Thread(target=client) for _ in range(6)]
     for t in threads:
         t.start()
-    _wait_queued(url, 5)  # one running, five queued behind it
+    serving_models.wait_queued(url, 5)  # one running, five queued behind it
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.2)
     assert _status(f"{url}/v2/health/ready") == 400

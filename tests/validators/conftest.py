@@ -1,4 +1,4 @@
-"""Fixtures shared by the validator tests: loaded runtimes over tiny real artifacts."""
+"""Fixtures shared by the validator tests: loaded runtimes over the runtimes tests' tiny artifacts."""
 
 from __future__ import annotations
 
@@ -10,16 +10,6 @@ from runtimes import models
 
 from fwx.formats import Format
 from fwx.runtimes import Runtime, load_runtime
-
-
-@pytest.fixture(scope="session")
-def torch_files() -> dict[str, Path]:
-    return models.torch_artifacts()
-
-
-@pytest.fixture(scope="session")
-def keras_files() -> dict[str, Path]:
-    return models.keras_artifacts()
 
 
 @pytest.fixture(scope="session")

@@ -21,8 +21,7 @@ from fwx.converters.onnx_tf import model as onnx_model
 from fwx.converters.onnx_tf.context import TO_NCHW, TO_NHWC, ChannelsLast, Env, NodeCtx, Partial, WeightStore
 from fwx.converters.onnx_tf.fuse import fuse_gelu
 from fwx.converters.onnx_tf.table import Handler, load_handlers
-from fwx.errors import ExportError, FwxError, UnsupportedOpsError
-from fwx.frameworks import first_line
+from fwx.errors import ExportError, FwxError, UnsupportedOpsError, first_line
 from fwx.signature import Signature, TensorSpec, is_dynamic
 
 _STATIC_FOLD_MAX = 64

@@ -26,7 +26,7 @@ from fwx.converters.onnx_torch import sample as smp
 from fwx.converters.onnx_torch.translate import check_supported, load_model, translate
 from fwx.converters.onnx_torch.verify import Check, fixed_symbols, references, size_sets, verify
 from fwx.converters.onnx_torch.writers import write_pt2, write_torchscript
-from fwx.errors import ExportError, InputError
+from fwx.errors import ExportError, InputError, first_line
 from fwx.formats import Format
 from fwx.signature import Signature
 
@@ -55,7 +55,7 @@ def _run_error(session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> s
     try:
         session.run(None, feeds)
     except Exception as e:  # noqa: BLE001 - any onnxruntime failure means "try other sizes"
-        return str(e).splitlines()[0][:200]
+        return first_line(e, 200)
     return None
 
 
@@ -159,8 +159,7 @@ def _write(gm: torch.fx.GraphModule, sig: Signature, sizes: dict[str, int], out:
         except ExportError:
             raise
         except Exception as e:
-            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-            raise ExportError(f"onnx -> {target}: {type(e).__name__}: {first}",
+            raise ExportError(f"onnx -> {target}: {type(e).__name__}: {first_line(e)}",
                               hint="run with --debug for details, or convert through another path") from e
     return result_sig, info
 

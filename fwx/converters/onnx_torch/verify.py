@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from fwx.errors import first_line
 from fwx.signature import Signature
 from fwx.validators.policy import DEFAULT_TOLERANCES, Tolerance
 
@@ -99,7 +100,7 @@ def references(session: Any, sets: Sequence[dict[str, int]],
         try:
             out.append(Reference(sizes, feeds, list(session.run(None, feeds))))
         except Exception as e:  # noqa: BLE001 - recorded as a skipped size set
-            out.append(Reference(sizes, feeds, None, str(e).splitlines()[0][:200]))
+            out.append(Reference(sizes, feeds, None, first_line(e, 200)))
     return out
 
 
@@ -124,7 +125,7 @@ def verify(run: Runner, sig: Signature, refs: Sequence[Reference]) -> list[Check
             got = run([r.feeds[s.name] for s in sig.inputs])
         except Exception as e:  # noqa: BLE001 - recorded as a failed check
             check.ok = False
-            check.problems.append(f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+            check.problems.append(f"{type(e).__name__}: {first_line(e)}")
             continue
         compare(sig.output_names, got, r.ref, check)
     return checks

@@ -15,7 +15,7 @@ import torch
 from fwx.converters.base import ConvertOptions
 from fwx.converters.onnx_torch import sample as smp
 from fwx.converters.onnx_torch.builder import identifier
-from fwx.errors import ExportError
+from fwx.errors import ExportError, first_line
 from fwx.signature import Signature, TensorSpec
 
 
@@ -32,7 +32,7 @@ def write_torchscript(gm: torch.fx.GraphModule, args: tuple[torch.Tensor, ...], 
             module = torch.jit.script(gm)
             mode = "script"
         except Exception as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            first = first_line(e)
             if mode == "script":
                 raise ExportError(f"onnx -> torchscript: torch.jit.script failed: {first}",
                                   hint="try --torchscript-mode trace (verified at other sizes) or the .pt2 target") from e
@@ -68,7 +68,7 @@ def write_pt2(gm: torch.fx.GraphModule, args: tuple[torch.Tensor, ...], sig: Sig
     try:
         ep = torch.export.export(gm, args, dynamic_shapes=_dims(sig, fixed))
     except Exception as e:  # noqa: BLE001 - any export failure: retry with Dim.AUTO
-        notes.append(f"named Dims rejected by torch.export ({str(e).strip().splitlines()[0][:160]}); used Dim.AUTO")
+        notes.append(f"named Dims rejected by torch.export ({first_line(e, 160)}); used Dim.AUTO")
         auto = tuple({i: Dim.AUTO for i, d in enumerate(s.shape) if isinstance(d, str) and d not in fixed}
                      for s in sig.inputs)
         ep = torch.export.export(gm, args, dynamic_shapes=auto)

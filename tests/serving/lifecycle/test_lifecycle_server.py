@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from lifecycle_helpers import Client, ServerProcess, publish, y_of
+from serving_models import wait_queued
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -98,7 +99,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tmp_path: Path) -> None:
                for i in range(8)]
     for t in threads:
         t.start()
-    _wait_queued(server.http_port, 3)  # several requests still waiting when the signal lands
+    wait_queued(f"http://127.0.0.1:{server.http_port}", 3)  # several requests still waiting when the signal lands
     t0 = time.monotonic()
     server.proc.send_signal(15)
     time.sleep(0.1)
@@ -117,18 +118,6 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tmp_path: Path) -> None:
     assert elapsed < 30
 
 
-def _wait_queued(port: int, n: int, timeout: float = 30) -> None:
-    """Wait until the server's own queue-depth gauge shows ``n`` requests waiting (no sleeps to tune)."""
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
-        depth = [line for line in text.splitlines() if line.startswith("fwx_queue_depth{")]
-        if depth and float(depth[0].split()[-1]) >= n:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"{n} requests never queued")
 
 
 def _late_request(port: int) -> Any:
