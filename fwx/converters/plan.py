@@ -3,6 +3,12 @@
 The exporter tries the paths in order and keeps the first whose artifact
 validates, so a tool that "succeeds" with wrong numbers loses to one that is
 right (recorded per hop in ``fwx.json``).
+
+Every path that can work is offered: a path visits each format once, except
+that it may come back to the source's own format once, through other tools
+(a SavedModel whose LSTM the TFLite converter rejects, ``TensorListReserve``,
+reaches TFLite as SavedModel -> ONNX -> SavedModel -> TFLite: the second
+SavedModel is fwx's translation, with no TensorList ops).
 """
 
 from __future__ import annotations
@@ -75,7 +81,7 @@ def plans(source: Format, target: Format, opts: ConvertOptions | None = None,
         if len(path) >= MAX_HOPS:
             continue
         for (src, dst), entries in table.items():
-            if src is not node or dst in {h.source for h in path} or dst is source:
+            if src is not node or not _may_visit(dst, source, path):
                 continue
             for entry in entries:
                 cls = edge_class(entry)
@@ -89,6 +95,14 @@ def plans(source: Format, target: Format, opts: ConvertOptions | None = None,
                     queue.append((dst, new))
     found.sort(key=lambda p: (len(p.hops), p.cost))
     return found
+
+
+def _may_visit(fmt: Format, source: Format, path: tuple[EdgeEntry, ...]) -> bool:
+    """A format once per path; the source's format once more, written by another tool than the user's."""
+    visited = [h.source for h in path]
+    if fmt is source:
+        return visited.count(source) == 1 and bool(path)
+    return fmt not in visited
 
 
 def best_plans(source: Format, target: Format, opts: ConvertOptions | None = None) -> list[Plan]:
