@@ -78,8 +78,12 @@ def gather_external_data(src: Path, out: Path) -> list[str]:
     Call it only after ``external_files(src)`` has checked every location.
     """
     onnx = require("onnx", "copying ONNX models")
+    from onnx.external_data_helper import convert_model_to_external_data
+
     model = onnx.load(str(src), load_external_data=True)
     data = out.name + DATA_SUFFIX
-    onnx.save_model(model, str(out), save_as_external_data=True, all_tensors_to_one_file=True, location=data,
-                    size_threshold=0)
+    # Small tensors stay inline: onnxruntime's shape inference cannot read an external Unsqueeze/Reshape
+    # axes tensor ("Cannot parse data from external tensors"); save_model(size_threshold=) moved them anyway.
+    convert_model_to_external_data(model, all_tensors_to_one_file=True, location=data, size_threshold=1024)
+    onnx.save_model(model, str(out))
     return [data] if (out.parent / data).exists() else []
