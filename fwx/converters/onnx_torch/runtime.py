@@ -71,6 +71,36 @@ def gather_elements(data: Tensor, idx: Tensor, axis: int) -> Tensor:
     return torch.gather(data, axis, idx)
 
 
+def gather_nd(data: Tensor, idx: Tensor, batch_dims: int) -> Tensor:
+    """ONNX GatherND: the last axis of ``idx`` indexes ``k`` axes of ``data`` after the ``batch_dims`` shared ones.
+
+    Flattened to one linear index per row so it is a single advanced-indexing
+    gather (no Python loop over rows, so sizes stay symbolic under export).
+    """
+    k = idx.size(-1)
+    size: List[int] = list(data.size())  # noqa: UP006
+    lead = size[:batch_dims]
+    picked = size[batch_dims:batch_dims + k]
+    rest = size[batch_dims + k:]
+    nb = 1
+    for s in lead:
+        nb = nb * s
+    span = 1
+    for s in picked:
+        span = span * s
+    flat = data.reshape([nb, span] + rest)
+    rows = idx.reshape([nb, -1, k]).to(torch.int64)
+    lin = torch.zeros_like(rows[:, :, 0])
+    for j in range(k):
+        n = picked[j]
+        col = rows[:, :, j]
+        lin = lin * n + torch.where(col < 0, col + n, col)
+    batch = torch.arange(nb, device=data.device).reshape([nb, 1]).expand_as(lin)
+    out = flat[batch, lin]
+    shape: List[int] = list(idx.size())[:-1] + rest  # noqa: UP006
+    return out.reshape(shape)
+
+
 def expand(x: Tensor, shape_t: Tensor) -> Tensor:
     """ONNX Expand with a shape only known at run time (a 1 keeps x's size: broadcasting both ways)."""
     shape = tensor_to_ints(shape_t)

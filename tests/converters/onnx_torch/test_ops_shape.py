@@ -121,6 +121,24 @@ def test_gather_runtime_indices_into_table() -> None:
     check_model(node_model("Gather", {"ids": ids}, consts={"t": table}, input_order=["t", "ids"]), {"ids": ids})
 
 
+@pytest.mark.parametrize(("data_shape", "idx", "batch_dims"), [
+    ((2, 3, 4), [[0, 1], [1, 2], [-1, 0]], 0),  # k=2 of 3 axes: rows of the last axis (negative wraps)
+    ((2, 3, 4), [[1], [0]], 0),  # k=1: whole slabs
+    ((2, 3, 4), [[[0, 1]], [[2, 3]]], 1),  # batch_dims=1: each batch row picks its own
+])
+def test_gather_nd(data_shape: tuple[int, ...], idx: list[Any], batch_dims: int) -> None:
+    x = rand(*data_shape)
+    check_model(node_model("GatherND", {"x": x}, consts={"i": np.array(idx, dtype=I64)}, batch_dims=batch_dims),
+                {"x": x})
+
+
+def test_gather_nd_runtime_indices() -> None:
+    """Indices computed in the graph (GPT-2's dynamo export gathers a mask by batch and position ids)."""
+    x = rand(3, 5)
+    idx = np.array([[0, 4], [2, 1], [1, 3]], dtype=I64)
+    check_model(node_model("GatherND", {"x": x, "i": idx}), {"x": x, "i": idx})
+
+
 def test_gather_elements() -> None:
     idx = np.array([[[0], [2], [-1]]], dtype=I64).repeat(2, 0)
     check_model(node_model("GatherElements", {"x": X}, consts={"i": idx}, axis=1), {"x": X})

@@ -1,4 +1,4 @@
-"""Data-movement ops: Gather, Slice, Split, Transpose, Pad, Constant, Identity, Dropout, Einsum, CumSum."""
+"""Data-movement ops: Gather, GatherElements, GatherND, Slice, Split, Transpose, Pad, Constant, Identity, Dropout, Einsum, CumSum."""
 
 from __future__ import annotations
 
@@ -66,6 +66,11 @@ def _gather_elements(b: GraphBuilder, n: OnnxNode) -> Value:
     data = n.need(0)
     axis = int(n.attr("axis", 0))
     return b.call(rt.gather_elements, data, n.need(1), axis + b.rank(data) if axis < 0 else axis)
+
+
+@op("GatherND")
+def _gather_nd(b: GraphBuilder, n: OnnxNode) -> Value:
+    return b.call(rt.gather_nd, n.need(0), n.need(1), int(n.attr("batch_dims", 0)))
 
 
 def _items(b: GraphBuilder, v: Value | None, default: list[Item]) -> list[Item]:
