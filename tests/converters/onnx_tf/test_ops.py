@@ -199,6 +199,34 @@ def _index_cases() -> list[Case]:
              static=True),
         Case("Trilu", [X, k("k", np.array(1, np.int64))], opset=14),
         Case("Trilu", [X], {"upper": 0}, opset=14, id="Trilu-lower"),
+        *_scatter_cases(),
+    ]
+
+
+def _scatter_cases() -> list[Case]:
+    """Issue 12 item 1: the element-indexed ops Hugging Face models and detection heads emit."""
+    idx = np.array([[[0, 2, -1, 1, 0]] * 4] * 3, np.int64)  # (3, 4, 5) picks along axis 1 (size 4), one negative
+    small = rt("i", _rng.integers(0, 4, (3, 2, 5)).astype(np.int64))  # shorter than data on axis 1
+    upd = rt("u", f(3, 2, 5))
+    return [
+        Case("GatherElements", [X, rt("i", idx % 4 - (idx < 0))], {"axis": 1}),
+        Case("GatherElements", [X, k("i", np.array([[[4, -1, 0]]] * 3, np.int64).repeat(4, 1))], {"axis": -1},
+             id="GatherElements-last-neg"),
+        Case("GatherElements", [X, small], {"axis": 1}, id="GatherElements-shorter"),
+        Case("ScatterElements", [X, k("i", np.array([[[0, 1, 2, 3, 0], [1, 2, 3, 0, 1]]] * 3, np.int64)), upd],
+             {"axis": 1}, opset=16),
+        Case("ScatterElements", [X, k("i", np.array([[[0, 1, 2, 3, 0], [1, 2, 3, 0, 1]]] * 3, np.int64)), upd],
+             {"axis": 1, "reduction": "add"}, opset=16, id="ScatterElements-add"),
+        Case("ScatterND", [X, k("i", np.array([[0, 1], [2, -1]], np.int64)), rt("u", f(2, 5))], opset=16),
+        Case("ScatterND", [rt("x", f(4, 3)), k("i", np.array([[3], [0]], np.int64)), rt("u", f(2, 3))],
+             {"reduction": "add"}, opset=16, static=True, id="ScatterND-add-rows"),
+        Case("NonZero", [rt("x", (_rng.random((3, 4)) > 0.5).astype(np.float32))]),
+        Case("OneHot", [rt("i", np.array([[0, 3, -1], [2, 1, 0]], np.int64)), k("d", np.array(4, np.int64)),
+                        k("v", np.array([0.0, 2.5], np.float32))], {"axis": -1}, opset=11),
+        Case("OneHot", [rt("i", np.array([1, 0, 2], np.int64)), k("d", np.array([3], np.int64)),
+                        k("v", np.array([-1.0, 1.0], np.float32))], {"axis": 0}, opset=11, id="OneHot-axis0"),
+        Case("Where", [rt("c", _rng.random((1, 5)) > 0.5), rt("x", f(3, 4, 1)), rt("y", f(4, 5))],
+             id="Where-broadcast-all"),
     ]
 
 
