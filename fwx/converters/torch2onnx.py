@@ -83,6 +83,9 @@ class TorchToOnnx(Converter):
         from fwx.exporter.pinning import hop_signature
 
         torch = require("torch", "exporting to ONNX")
+        from fwx.converters import torch_symbolics
+
+        torch_symbolics.register(opset)  # aten::diff (GPT-2's mask helpers)
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         with tc.export_mode():
             torch.onnx.export(tc.wrap(src.obj, sig), tc.tensors(opts.sample_inputs, sig), f, dynamo=False,
