@@ -23,7 +23,7 @@ from fwx.errors import (
     UnavailableError,
     UsageError,
 )
-from fwx.serving.batching import Batcher, BatchingHooks, QueueFullError
+from fwx.serving.batching.batcher import Batcher, BatchingHooks, QueueFullError
 from fwx.serving.codecs import datatype_of
 from fwx.serving.control import bearer_token, check_admin, check_request_model_name
 from fwx.serving.metrics import Metrics

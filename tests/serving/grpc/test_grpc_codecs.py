@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fwx.errors import InputError
-from fwx.serving import grpc_codecs as gc
+from fwx.serving.grpc import codecs as gc
 from fwx.serving.proto import grpc_service_pb2 as pb
 from fwx.serving.types import InferResponse, InferTensor
 

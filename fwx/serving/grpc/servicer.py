@@ -1,6 +1,6 @@
 """The KServe v2 / Triton gRPC servicers: thin translators over the data plane.
 
-They run on gRPC's handler threads (see ``grpc_server`` for why), decode the
+They run on gRPC's handler threads (see ``fwx.serving.grpc.server`` for why), decode the
 message there, and hand every data-plane call to the server's event loop with
 ``asyncio.run_coroutine_threadsafe``, so data-plane state is only ever touched
 on the loop, as with REST. ``FwxError`` becomes a gRPC status in exactly one
@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 import grpc
 
 from fwx.errors import FwxError, NotFoundError, UnavailableError
-from fwx.serving import grpc_codecs as codecs
 from fwx.serving.control import bearer_token
+from fwx.serving.grpc import codecs
 from fwx.serving.proto import grpc_service_pb2 as pb
 from fwx.serving.proto import grpc_service_pb2_grpc as pb_grpc
 from fwx.serving.proto import health_pb2, health_pb2_grpc

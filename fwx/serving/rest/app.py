@@ -1,7 +1,7 @@
 """The HTTP transport: KServe v2 and TF Serving REST on one FastAPI app, plus /metrics.
 
 Thin by design: each route reads the body under the size limit, translates
-(``rest_kserve``, ``tf_serving``), awaits one data plane method and encodes.
+(``kserve``, ``tf_serving``), awaits one data plane method and encodes.
 ``FwxError`` becomes ``{"error": "..."}`` with the error's HTTP status in one
 handler. Routes are plain Starlette routes on the FastAPI app (no pydantic
 models or dependency solving per request); the OpenAPI pages are off.
@@ -20,10 +20,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from fwx.errors import FwxError
-from fwx.serving import rest_kserve, tf_serving
 from fwx.serving.dataplane import failure_reason
-from fwx.serving.http_body import read_body
 from fwx.serving.metrics import CONTENT_TYPE
+from fwx.serving.rest import kserve, tf_serving
+from fwx.serving.rest.body import read_body
 
 if TYPE_CHECKING:
     from fwx.serving.config import ServerConfig
@@ -96,15 +96,15 @@ class Routes:
         model, version = self._mv(request)
         body = await read_body(request, self.limit)
         headers = request.headers
-        deadline = rest_kserve.deadline_from_header(headers.get("inference-timeout"))
+        deadline = kserve.deadline_from_header(headers.get("inference-timeout"))
         try:
-            req, binary = rest_kserve.parse_infer(body, headers.get(rest_kserve.HEADER_LEN), model, version,
+            req, binary = kserve.parse_infer(body, headers.get(kserve.HEADER_LEN), model, version,
                                                   lambda: self.dp.signature(model, version), deadline)
         except FwxError as exc:
             self.dp.metrics.count_failure(failure_reason(exc))
             raise
         resp = await self.dp.infer(req)
-        payload, head_len = rest_kserve.encode_infer(resp, req, binary)
+        payload, head_len = kserve.encode_infer(resp, req, binary)
         if head_len is None:
             return Response(payload, media_type=JSON)
         return Response(payload, media_type="application/octet-stream",
@@ -113,7 +113,7 @@ class Routes:
     async def repository_index(self, request: Request) -> Response:
         self._auth(request)
         body = await read_body(request, self.limit)
-        doc = rest_kserve.load_json(body) if body.strip() else {}
+        doc = kserve.load_json(body) if body.strip() else {}
         entries = self.dp.repository_index()
         if isinstance(doc, dict) and doc.get("ready") is True:
             entries = [e for e in entries if e.get("state") == "READY"]
@@ -138,7 +138,7 @@ class Routes:
         self._auth(request)
         model, version = self._mv(request)
         body = await read_body(request, self.limit)
-        deadline = rest_kserve.deadline_from_header(request.headers.get("inference-timeout"))
+        deadline = kserve.deadline_from_header(request.headers.get("inference-timeout"))
         try:
             req, style = tf_serving.parse_predict(body, model, version, self.dp.signature(model, version), deadline)
         except FwxError as exc:

@@ -14,7 +14,7 @@ lone client never waits for company:
   so it runs without waiting.
 
 Compute runs in a thread pool (``workers`` threads), never on the event loop;
-merging and splitting are in ``batch_merge``. Models without a dynamic batch
+merging and splitting are in ``merge``. Models without a dynamic batch
 axis run one request at a time through the same queue.
 """
 
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fwx.errors import DeadlineExceededError, FwxError, InputError, UnavailableError, first_line
-from fwx.serving.batch_merge import merge, shape_key, split
+from fwx.serving.batching.merge import merge, shape_key, split
 from fwx.serving.drift import version_drift
 from fwx.serving.signature_check import RequestPlan
 from fwx.serving.stats import ModelStats
