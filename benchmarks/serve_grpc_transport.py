@@ -40,6 +40,10 @@ class EchoDataPlane:
     def ready(self) -> bool:
         return True
 
+    async def handle_infer(self, decode: Any, *, auth: str | None = None) -> Any:
+        request, extra = await decode()
+        return request, extra, await self.infer(request)
+
     async def infer(self, request: Any) -> Any:
         from fwx.serving.types import InferResponse, InferTensor
 

@@ -54,10 +54,11 @@ def test_model_control_needs_admin_token(secured: Any) -> None:
     assert _code(c.load_model, "linear") == "StatusCode.UNAUTHENTICATED"
     assert _code(c.load_model, "linear", headers={"authorization": "Bearer api-secret"}) == "StatusCode.UNAUTHENTICATED"
     admin = {"authorization": "Bearer admin-secret"}
+    api = {"authorization": "Bearer api-secret"}
     c.unload_model("linear", headers=admin)
-    assert not c.is_model_ready("linear")
+    assert not c.is_model_ready("linear", headers=api)
     c.load_model("linear", headers=admin)
-    assert c.is_model_ready("linear")
+    assert c.is_model_ready("linear", headers=api)
     assert _code(c.load_model, "../etc", headers=admin) == "StatusCode.INVALID_ARGUMENT"
 
 
