@@ -15,8 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fwx.converters._onnx import tf2onnx_convert
+from fwx.converters._tf import keras_fn, tf_function
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.formats import Format
+from fwx.signature import hop_signature
 
 
 class KerasToOnnx(Converter):
@@ -28,10 +31,6 @@ class KerasToOnnx(Converter):
     cost = 10
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-        from fwx.exporter.onnx_common import tf2onnx_convert
-        from fwx.exporter.pinning import hop_signature
-        from fwx.exporter.tf_common import keras_fn, tf_function
-
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         fn = tf_function(keras_fn(src.obj, sig), sig)
         result = tf2onnx_convert(fn, sig, src, out, opts)

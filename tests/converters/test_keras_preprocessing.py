@@ -42,11 +42,11 @@ def test_stateful_preprocessing_layers_are_frozen_not_graph_inputs(preprocessing
     import onnxruntime as ort
 
     from fwx import ui
-    from fwx.exporter import export
+    from fwx.exporter import ExportOptions, export
 
     ui.state.quiet = True
     try:
-        result = export(preprocessing_keras, ["onnx", "torchscript", "pt2"], out=tmp_path, name="prep")
+        result = export(preprocessing_keras, ["onnx", "torchscript", "pt2"], ExportOptions(out=tmp_path, name="prep"))
     finally:
         ui.state.quiet = False
     assert result.ok, result.failures

@@ -292,7 +292,7 @@ def save(name: str, kind: str, folder: Path) -> tuple[Path, dict[str, Any]]:
             from fwx.converters.base import ConvertOptions
 
             kw = {"inputs": list(spec.inputs), "outputs": list(spec.outputs),
-                  "options": ConvertOptions(trust_model_code=True)}
+                  "convert": ConvertOptions(trust_model_code=True)}
         if spec.sequence:  # real ids and masks; --input keeps batch and sequence dynamic (examples alone pin S)
             kw["example_inputs"] = text_examples(spec)
             kw["inputs"] = list(spec.inputs)
