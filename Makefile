@@ -10,7 +10,10 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[all,dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[all,dev,zoo]'
+	# The test zoo's torchvision: PyPI's wheel is a CUDA build whose deps would replace CPU torch; its
+	# classifiers need none of its C++ ops, so it goes in without deps (tests/zoo/models.py: import_torchvision).
+	$(PY) -m pip install -q --no-deps -c constraints.txt 'torchvision==0.28.0'
 	touch $(STAMP)
 
 install: $(STAMP)

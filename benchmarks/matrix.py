@@ -8,6 +8,14 @@ records per cell: pass/fail, max abs error, dynamic dims kept, seconds, path.
 
 Prints a table and writes bench-results/matrix.json and bench-results/matrix.md.
     python benchmarks/matrix.py [--kinds pytorch,onnx] [--archs resnet,lstm] [--out bench-results]
+
+``--zoo`` runs the test zoo instead (tests/zoo: Hugging Face BERT/GPT-2/ViT,
+torchvision ResNet-18/MobileNetV3, keras.applications MobileNetV2/EfficientNetB0,
+a Keras BiLSTM, each saved as its users save it): per row the whole
+``--to all`` export's wall time, its slowest single hop and their ratio (goal:
+no row slower than 2x its slowest hop), plus each cell's verdict. Writes
+bench-results/zoo.json and zoo.md.
+    python benchmarks/matrix.py --zoo [bert:onnx,keras_bilstm:savedmodel | all]
 """
 
 from __future__ import annotations
@@ -92,13 +100,53 @@ def markdown(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def zoo(which: str, out: Path) -> int:
+    """Run zoo rows (``all`` or ``model:kind,...``); print and write the timing table."""
+    from tests.zoo import models
+    from tests.zoo.run import run_zoo_row
+
+    wanted = models.ROWS if which == "all" else [tuple(x.split(":", 1)) for x in which.split(",") if x]
+    rows = []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="fwx-zoo-") as tmp:
+        for name, kind in wanted:
+            r = run_zoo_row(name, kind, Path(tmp) / f"{name}_{kind}")
+            ok = sum(c.passed for c in r.cells.values())
+            print(f"{name:>22} {kind:<12} {ok}/5 pass  export {r.export_s:6.1f}s  slowest hop {r.slowest_hop[1]:5.1f}s "
+                  f"({r.slowest_hop[0]})", flush=True)
+            rows.append(r.to_json())
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"python": platform.python_version(), "cpus": os.cpu_count(), "total_s": round(time.perf_counter() - t0, 1),
+            "versions": _versions()}
+    (out / "zoo.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n", encoding="utf-8")
+    table = zoo_markdown(rows)
+    (out / "zoo.md").write_text(table, encoding="utf-8")
+    print("\n" + table)
+    return 0 if all(Cell(**c).passed for r in rows for c in r["cells"]) else 1
+
+
+def zoo_markdown(rows: list[dict[str, Any]]) -> str:
+    head = ["model", "source", *[t.value for t in TARGETS], "export s", "slowest hop s", "ratio"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = {c["target"]: c for c in r["cells"]}
+        marks = [_mark(cells[t.value]) if t.value in cells else "-" for t in TARGETS]
+        hop, secs = r["slowest_hop"]
+        lines.append(f"| {r['model']} | {r['kind']} | " + " | ".join(marks) +
+                     f" | {r['export_s']:.1f} | {secs:.1f} ({hop}) | {r['ratio'] or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kinds", default=",".join(KINDS))
     p.add_argument("--archs", default=",".join((*mm.CORE, *mm.SEQUENCE)))
     p.add_argument("--out", default=str(ROOT / "bench-results"))
+    p.add_argument("--zoo", nargs="?", const="all", default=None, help="run the test zoo: all, or model:kind,...")
     args = p.parse_args(argv)
     ui.state.quiet = True
+    if args.zoo:
+        return zoo(args.zoo, Path(args.out))
     kinds, archs = args.kinds.split(","), args.archs.split(",")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fwx-matrix-") as tmp:
@@ -119,7 +167,8 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for dist in ("torch", "tensorflow", "keras", "onnx", "onnxruntime", "tf2onnx", "ai-edge-litert"):
+    for dist in ("torch", "tensorflow", "keras", "onnx", "onnxruntime", "tf2onnx", "ai-edge-litert", "transformers",
+                 "torchvision"):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:

@@ -6,7 +6,12 @@
   path to ONNX (and so none to SavedModel or TFLite): "Exporting the operator
   'aten::diff' to ONNX opset version 17 is not supported".
 
-Registered once per process, for every opset the legacy exporter writes.
+* ``aten::cumsum`` of a bool tensor: torch sums it as int64, but the stock
+  symbolic writes ``CumSum`` on the bool input, an invalid model (onnxruntime:
+  "Type 'tensor(bool)' of input parameter ... of operator (CumSum)"); the same
+  mask helpers do ``(diff != 1).cumsum(-1)``. Cast first, as torch does.
+
+Registered once per process, for every opset the legacy exporter writes (11+).
 """
 
 from __future__ import annotations
@@ -23,7 +28,30 @@ def register(opset: int) -> None:
     import torch
 
     torch.onnx.register_custom_op_symbolic("aten::diff", _diff, opset)
+    if opset >= 11:  # CumSum exists from opset 11
+        torch.onnx.register_custom_op_symbolic("aten::cumsum", _cumsum, opset)
     _DONE.add(opset)
+
+
+def _cumsum(g: Any, x: Any, dim: Any, dtype: Any) -> Any:
+    """``cumsum(x, dim, dtype)`` with torch's promotion: bool and small ints sum as int64 unless dtype says."""
+    import torch
+    from torch.onnx import symbolic_helper as sh
+
+    try:
+        from torch.onnx._internal.torchscript_exporter import _type_utils as tu
+    except ImportError:  # torch < 2.9 kept it at the top of torch.onnx
+        from torch.onnx import _type_utils as tu  # type: ignore[no-redef]
+
+    axis = g.op("Constant", value_t=torch.tensor(sh._get_const(dim, "i", "dim"), dtype=torch.int64))
+    asked = None if sh._is_none(dtype) else sh._maybe_get_const(dtype, "i")
+    small = (tu.JitScalarType.BOOL, tu.JitScalarType.UINT8, tu.JitScalarType.INT8, tu.JitScalarType.INT16,
+             tu.JitScalarType.INT)
+    if isinstance(asked, int):
+        x = g.op("Cast", x, to_i=tu.JitScalarType(asked).onnx_type())
+    elif tu.JitScalarType.from_value(x, tu.JitScalarType.UNDEFINED) in small:
+        x = g.op("Cast", x, to_i=tu.JitScalarType.INT64.onnx_type())
+    return g.op("CumSum", x, axis)
 
 
 def _diff(g: Any, x: Any, n: Any, dim: Any, prepend: Any, append: Any) -> Any:

@@ -1,4 +1,4 @@
-"""``aten::diff`` through the TorchScript-based ONNX exporter (GPT-2's mask helpers use it; issue 12)."""
+"""``aten::diff`` and bool ``aten::cumsum`` through the TorchScript-based ONNX exporter (GPT-2's mask helpers use it; issue 12)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ ort = pytest.importorskip("onnxruntime")
 
 
 class _Diffs(torch.nn.Module):
-    def forward(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # prepend (as masking_utils does), and a plain float diff on the other axis
-        return torch.diff(p, dim=-1, prepend=p[:, :1] - 1), torch.diff(p.float(), dim=0)
+    def forward(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        # prepend (as masking_utils does), a plain float diff on the other axis, and the helpers' bool cumsum
+        d = torch.diff(p, dim=-1, prepend=p[:, :1] - 1)
+        return d, torch.diff(p.float(), dim=0), (d != 1).cumsum(-1), p.cumsum(0, dtype=torch.float32)
 
 
 def test_diff_exports_and_matches_at_two_sizes() -> None:
