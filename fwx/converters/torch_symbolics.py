@@ -25,11 +25,12 @@ _INT64_MAX = 9223372036854775807
 def register(opset: int) -> None:
     if opset in _DONE:
         return
-    import torch
 
-    torch.onnx.register_custom_op_symbolic("aten::diff", _diff, opset)
+    from torch.onnx import register_custom_op_symbolic  # type: ignore[attr-defined]
+
+    register_custom_op_symbolic("aten::diff", _diff, opset)
     if opset >= 11:  # CumSum exists from opset 11
-        torch.onnx.register_custom_op_symbolic("aten::cumsum", _cumsum, opset)
+        register_custom_op_symbolic("aten::cumsum", _cumsum, opset)
     _DONE.add(opset)
 
 
@@ -41,7 +42,7 @@ def _cumsum(g: Any, x: Any, dim: Any, dtype: Any) -> Any:
     try:
         from torch.onnx._internal.torchscript_exporter import _type_utils as tu
     except ImportError:  # torch < 2.9 kept it at the top of torch.onnx
-        from torch.onnx import _type_utils as tu  # type: ignore[no-redef]
+        from torch.onnx import _type_utils as tu  # type: ignore[no-redef,attr-defined]
 
     axis = g.op("Constant", value_t=torch.tensor(sh._get_const(dim, "i", "dim"), dtype=torch.int64))
     asked = None if sh._is_none(dtype) else sh._maybe_get_const(dtype, "i")

@@ -150,7 +150,8 @@ def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
     if name in ("gpt2", "gpt2_mask"):
         from transformers import GPT2Config, GPT2LMHeadModel
 
-        cfg = GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=2, n_positions=64, use_cache=False)
+        cfg = GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=2, n_positions=64, use_cache=False,
+                         initializer_range=0.1)  # logits of order 1, not ~0.1
         ids = torch.randint(0, VOCAB, (b, s), generator=gen)
         names = ("input_ids", "attention_mask") if name == "gpt2_mask" else ("input_ids",)
         args = (ids, torch.ones(b, s, dtype=torch.int64)) if name == "gpt2_mask" else (ids,)
@@ -159,7 +160,7 @@ def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
         from transformers import ViTConfig, ViTForImageClassification
 
         cfg = ViTConfig(image_size=HW, patch_size=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=128, num_labels=10)
+                        intermediate_size=128, num_labels=10, initializer_range=0.1)
         return _hf_module(ViTForImageClassification(cfg), ("pixel_values",), "logits"), \
             (torch.randn(b, 3, HW, HW, generator=gen),)
     if name in ("resnet18", "mobilenet_v3"):
@@ -194,15 +195,15 @@ def save_torch(name: str, kind: str, folder: Path) -> Path:
         elif kind == "onnx":
             path = folder / f"{name}.onnx"
             in_names = [s.split(":")[0] for s in spec.inputs]
-            axes = {n: d for n, d in zip(in_names, spec.dims, strict=True)}
+            axes = dict(zip(in_names, spec.dims, strict=True))
             axes[spec.outputs[0]] = {0: "batch", 1: "seq"} if spec.sequence else {0: "batch"}
-            try:  # the legacy exporter at opset 17, which fwx's translators and most tools read
-                torch.onnx.export(model, args, str(path), input_names=in_names, output_names=list(spec.outputs),
-                                  dynamic_axes=axes, opset_version=17, dynamo=False)
-            except Exception:  # e.g. GPT-2 without a mask: aten::diff has no opset-17 symbolic; use the default
-                dyn = {n: {a: torch.export.Dim.AUTO for a in d} for n, d in zip(in_names, spec.dims, strict=True)}
+            if name == "gpt2":  # the legacy exporter has no aten::diff (HF's mask helpers): users get dynamo
+                dyn = {n: dict.fromkeys(d, torch.export.Dim.AUTO) for n, d in zip(in_names, spec.dims, strict=True)}
                 torch.onnx.export(model, args, str(path), input_names=in_names, output_names=list(spec.outputs),
                                   dynamic_shapes=dyn, dynamo=True)
+            else:  # the legacy exporter at opset 17, which most tools read
+                torch.onnx.export(model, args, str(path), input_names=in_names, output_names=list(spec.outputs),
+                                  dynamic_axes=axes, opset_version=17, dynamo=False)
         else:
             raise ValueError(kind)
     return path

@@ -81,7 +81,8 @@ def _cells() -> list[Any]:
 def test_zoo_cell(zoo_row: GetRow, name: str, kind: str, target: str) -> None:
     row = zoo_row(name, kind)
     cell = row.cells[target]
-    assert cell.status == "ok" and cell.validated, f"{name} from {kind} -> {target}: {cell.error}"
+    assert cell.status == "ok", f"{name} from {kind} -> {target}: {cell.error}"
+    assert cell.validated, f"{name} from {kind} -> {target}: {cell.error}"
     assert cell.dynamic_kept, f"{target} read back {cell.readback}: a pinned dynamic dim became fixed"
     assert cell.hops, "every artifact records the path it took"
     spec = models.ZOO[name]
@@ -111,7 +112,8 @@ def test_zoo_models_are_judgeable() -> None:
 def test_torchvision_imports_beside_cpu_torch() -> None:
     """PyPI's torchvision is a CUDA build; with the one stand-in module its classifiers import and run."""
     tv = models.import_torchvision()
-    assert hasattr(tv.models, "resnet18") and hasattr(tv.models, "mobilenet_v3_small")
+    assert hasattr(tv.models, "resnet18")
+    assert hasattr(tv.models, "mobilenet_v3_small")
 
 
 def test_row_list_covers_every_model_and_kind() -> None:

@@ -70,7 +70,7 @@ def _gather_elements(b: GraphBuilder, n: OnnxNode) -> Value:
 
 @op("GatherND")
 def _gather_nd(b: GraphBuilder, n: OnnxNode) -> Value:
-    return b.call(rt.gather_nd, n.need(0), n.need(1), int(n.attr("batch_dims", 0)))
+    return b.call(gf.gather_nd, n.need(0), n.need(1), int(n.attr("batch_dims", 0)))
 
 
 def _items(b: GraphBuilder, v: Value | None, default: list[Item]) -> list[Item]:
