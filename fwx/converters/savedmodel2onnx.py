@@ -2,13 +2,15 @@
 
 tf2onnx's ``from_function`` names the ONNX inputs after the TensorSpec names and
 the outputs after the returned dict's keys; the pinned dim symbols are then
-written over tf2onnx's ``unk__N`` names.
+written over tf2onnx's ``unk__N`` names. Restored constants the function
+captures (Keras preprocessing state) are frozen, not left as graph inputs.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from fwx.converters._freeze import freeze_into
 from fwx.converters._onnx import tf2onnx_convert
 from fwx.converters._tf import signature_fn, tf_function
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
@@ -32,4 +34,4 @@ class SavedModelToOnnx(Converter):
             loaded = tf.saved_model.load(str(src.path))
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         fn = tf_function(signature_fn(loaded, sig, opts.saved_model_signature), sig)
-        return tf2onnx_convert(fn, sig, src, out, opts)
+        return freeze_into(tf2onnx_convert(fn, sig, src, out, opts), fn, sig)  # Normalization's constants

@@ -64,11 +64,34 @@ def test_stateful_preprocessing_layers_are_frozen_not_graph_inputs(preprocessing
     assert np.abs(want).max() > 1e-3  # the statistics matter: a dropped mean/variance would change these
 
 
+@pytest.mark.slow
+def test_a_savedmodel_with_preprocessing_state_reaches_onnx(preprocessing_keras: Path, tmp_path: Path) -> None:
+    """``model.export()`` restores Normalization's statistics as captured constants too."""
+    import keras
+    import onnx
+
+    from fwx import ui
+    from fwx.exporter import ExportOptions, export
+
+    saved = tmp_path / "prep.savedmodel"
+    keras.saving.load_model(preprocessing_keras).export(str(saved), verbose=False)
+    ui.state.quiet = True
+    try:
+        result = export(saved, ["onnx"], ExportOptions(out=tmp_path / "repo", name="prep_sm"))
+    finally:
+        ui.state.quiet = False
+    assert result.ok, result.failures
+    entry = result.manifest.artifacts["onnx"]
+    assert entry.validation["passed"]
+    model = onnx.load(str(Path(result.version_dir) / entry.path))
+    assert [i.name for i in model.graph.input] == ["image"]
+
+
 def test_freeze_captures_leaves_a_model_without_extra_inputs_alone(tmp_path: Path) -> None:
     import onnx
     from onnx import TensorProto, helper
 
-    from fwx.converters.keras2onnx import freeze_captures
+    from fwx.converters._freeze import freeze_captures
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
     c = helper.make_tensor_value_info("c:0", TensorProto.FLOAT, [1])
