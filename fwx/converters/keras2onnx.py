@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fwx.converters._onnx import tf2onnx_convert
 from fwx.converters._freeze import freeze_into
+from fwx.converters._onnx import tf2onnx_convert
 from fwx.converters._tf import keras_fn, tf_function
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.formats import Format
