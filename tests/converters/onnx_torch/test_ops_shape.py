@@ -37,6 +37,23 @@ def test_reshape_const(shape: np.ndarray, opset: int, allowzero: int) -> None:
     check_model(node_model("Reshape", {"x": X}, consts={"s": shape}, opset=opset, **kw), {"x": X})
 
 
+def test_reduce_prod_of_shape_stays_symbolic() -> None:
+    """tf2onnx's Tensordot: Reshape(x, [ReduceProd(Shape(x)[:2]), -1]); a Keras BiLSTM's Dense head emits it.
+
+    Folded as int arithmetic on sizes (no tensor value read), so ``torch.export`` keeps the dims dynamic."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Slice", ["s", "zero", "two", "zero"], ["lead"]),
+        helper.make_node("ReduceProd", ["lead"], ["rows"], keepdims=1),
+        helper.make_node("Concat", ["rows", "minus1"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    consts = {"zero": _c(0), "two": _c(2), "minus1": _c(-1)}
+    model = graph_model(nodes, {"x": X}, consts=consts, dims=DYN, opset=17)
+    gm = check_model(model, {"x": X}, others=[{"x": X_OTHER}])
+    assert "reduce_prod" not in gm.code  # sizes multiplied as ints, no tensor value read back
+
+
 def test_reshape_from_shape_chain_stays_dynamic() -> None:
     """Shape -> Gather -> Unsqueeze -> Concat -> Reshape: the torch exporters' batch-flatten pattern."""
     nodes = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +12,7 @@ from fwx.converters.onnx_torch import graph_fns as gf
 from fwx.converters.onnx_torch.builder import GraphBuilder
 from fwx.converters.onnx_torch.ops.registry import OnnxNode, op
 from fwx.converters.onnx_torch.ops.shape import axes_of
-from fwx.converters.onnx_torch.values import Value
+from fwx.converters.onnx_torch.values import Sym, Value
 
 #: Opset from which each reduction takes its axes as an input.
 AXES_INPUT_SINCE = {"ReduceSum": 13}
@@ -35,7 +36,18 @@ def _reduce(b: GraphBuilder, n: OnnxNode) -> Value:
             return x
         axes = list(range(rank))
     dims = sorted(a + rank if a < 0 else a for a in axes)
+    if isinstance(x, Sym) and not x.scalar and n.op_type in _SYM_FOLD:
+        # shape arithmetic (tf2onnx's Tensordot: ReduceProd of a Shape slice feeds a Reshape): keep it
+        # symbolic, else the Reshape reads a tensor value and torch.export sees a data-dependent size
+        fold, total = _SYM_FOLD[n.op_type]
+        for item in x.items:
+            total = b.int_op(fold, total, item)
+        return b.sym([total], scalar=not keepdim)
     return b.call(REDUCE[n.op_type], x, dims, keepdim)
+
+
+_SYM_FOLD: dict[str, tuple[Callable[[Any, Any], Any], int]] = {"ReduceProd": (operator.mul, 1),
+                                                               "ReduceSum": (operator.add, 0)}
 
 
 @op("ArgMax", "ArgMin")
