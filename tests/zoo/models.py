@@ -298,7 +298,15 @@ def save(name: str, kind: str, folder: Path) -> tuple[Path, dict[str, Any]]:
             kw["example_inputs"] = text_examples(spec)
             kw["inputs"] = list(spec.inputs)
         return path, kw
-    return save_keras(name, kind, folder), {}
+    kw = {} if spec.sequence else {"example_inputs": {"image": pixels(2)}}
+    return save_keras(name, kind, folder), kw
+
+
+def pixels(n: int) -> np.ndarray:
+    """What a user passes as ``--example-inputs`` for a Keras image model: pixels in 0..255, the range its
+    preprocessing layers expect (standard-normal noise, fwx's default, is far outside it: a deep random
+    EfficientNet then amplifies float rounding into disagreements of 1e3 between correct artifacts)."""
+    return np.random.default_rng(SEED + 1).uniform(0, 255, (n, HW, HW, 3)).astype(np.float32)
 
 
 def text_examples(spec: ZooModel) -> dict[str, np.ndarray]:
