@@ -237,13 +237,12 @@ def build_keras(name: str) -> Any:
     import keras
 
     keras.utils.set_random_seed(SEED)
-    rng = np.random.default_rng(SEED)
     if name == "keras_bilstm":
         x = keras.Input((None, 8), name="x")
         h = keras.layers.Bidirectional(keras.layers.LSTM(16, return_sequences=True))(x)
         y = keras.layers.Dense(4, name="y")(h)
         return keras.Model(x, y, name=name)
-    images = rng.uniform(0, 255, (8, HW, HW, 3)).astype("float32")  # pixels, as the preprocessing layers expect
+    images = pixels(16)  # pixels, as the preprocessing layers expect; the examples are the first of them
     inp = keras.Input((HW, HW, 3), name="image")
     if name == "keras_mobilenet_v2":
         # The user's preprocessing in front: pixels -> [0,1] -> ImageNet mean/std.
@@ -306,7 +305,7 @@ def pixels(n: int) -> np.ndarray:
     """What a user passes as ``--example-inputs`` for a Keras image model: pixels in 0..255, the range its
     preprocessing layers expect (standard-normal noise, fwx's default, is far outside it: a deep random
     EfficientNet then amplifies float rounding into disagreements of 1e3 between correct artifacts)."""
-    return np.random.default_rng(SEED + 1).uniform(0, 255, (n, HW, HW, 3)).astype(np.float32)
+    return np.random.default_rng(SEED + 1).uniform(0, 255, (max(n, 16), HW, HW, 3)).astype(np.float32)[:n]
 
 
 def text_examples(spec: ZooModel) -> dict[str, np.ndarray]:
