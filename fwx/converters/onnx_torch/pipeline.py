@@ -116,8 +116,12 @@ def convert(src: SourceModel, out: Path, opts: ConvertOptions, target: Format) -
     session = _session(model)
     sizes, feeds, bounds, notes = _sample(model, sig, session, dict(opts.sample_inputs))
 
+    given = not notes and all(s.name in opts.sample_inputs for s in sig.inputs)
+
     def make(s: dict[str, int]) -> dict[str, np.ndarray]:
-        return feeds if s == sizes else smp.make_inputs(sig, s, bounds, seed=sum(s.values()))
+        if s == sizes:
+            return feeds
+        return smp.tile_to(sig, feeds, s) if given else smp.make_inputs(sig, s, bounds, seed=sum(s.values()))
 
     refs = references(session, size_sets(sizes, opts.static_shapes), make)
     fixed = fixed_symbols(refs)

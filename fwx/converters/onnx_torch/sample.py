@@ -111,6 +111,25 @@ def make_inputs(sig: Signature, sizes: Mapping[str, int], bounds: Mapping[str, i
     return out
 
 
+def tile_to(sig: Signature, feeds: Mapping[str, np.ndarray], sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """``feeds`` repeated (or cut) along each dynamic axis to ``sizes``: other sizes with the same values.
+
+    Used when the user gave the sample: its values are in the range the model
+    expects (pixels for a model with preprocessing layers), which standard
+    normal noise is not; a deep random network far outside that range turns
+    float rounding into large, meaningless disagreements.
+    """
+    out: dict[str, np.ndarray] = {}
+    for spec in sig.inputs:
+        arr = np.asarray(feeds[spec.name])
+        for axis, d in enumerate(spec.shape):
+            if isinstance(d, str) and arr.shape[axis] != int(sizes[d]) and arr.shape[axis] > 0:
+                n = int(sizes[d])
+                arr = np.concatenate([arr] * -(-n // arr.shape[axis]), axis=axis).take(range(n), axis=axis)
+        out[spec.name] = np.ascontiguousarray(arr)
+    return out
+
+
 def pinned(sig: Signature, sizes: Mapping[str, int]) -> Signature:
     """The signature with every dynamic input dim fixed at ``sizes`` (``--static-shapes``)."""
     def fix(spec: TensorSpec) -> TensorSpec:

@@ -12,7 +12,7 @@ from fwx.converters.onnx_torch import graph_fns as gf
 from fwx.converters.onnx_torch.builder import GraphBuilder
 from fwx.converters.onnx_torch.ops.registry import OnnxNode, op
 from fwx.converters.onnx_torch.ops.shape import axes_of
-from fwx.converters.onnx_torch.values import Sym, Value
+from fwx.converters.onnx_torch.values import Item, Sym, Value
 
 #: Opset from which each reduction takes its axes as an input.
 AXES_INPUT_SINCE = {"ReduceSum": 13}
@@ -39,7 +39,8 @@ def _reduce(b: GraphBuilder, n: OnnxNode) -> Value:
     if isinstance(x, Sym) and not x.scalar and n.op_type in _SYM_FOLD:
         # shape arithmetic (tf2onnx's Tensordot: ReduceProd of a Shape slice feeds a Reshape): keep it
         # symbolic, else the Reshape reads a tensor value and torch.export sees a data-dependent size
-        fold, total = _SYM_FOLD[n.op_type]
+        fold, start = _SYM_FOLD[n.op_type]
+        total: Item = start
         for item in x.items:
             total = b.int_op(fold, total, item)
         return b.sym([total], scalar=not keepdim)
