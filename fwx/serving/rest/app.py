@@ -25,6 +25,7 @@ from fwx.errors import FwxError
 from fwx.serving.metrics import CONTENT_TYPE
 from fwx.serving.rest import kserve, tf_serving
 from fwx.serving.rest.body import read_body
+from fwx.serving.rest.schema import check_index_request
 from fwx.serving.types import InferRequest
 
 if TYPE_CHECKING:
@@ -110,7 +111,8 @@ class Routes:
         self.dp.authorize("repository_index", auth)  # before reading a body from an unknown caller
         body = await read_body(request, self.limit)
         doc = kserve.load_json(body) if body.strip() else {}
-        ready_only = isinstance(doc, dict) and doc.get("ready") is True
+        check_index_request(doc)
+        ready_only = doc.get("ready") is True
         return _json(self.dp.repository_index(ready_only=ready_only, auth=auth))
 
     async def load(self, request: Request) -> Response:

@@ -16,6 +16,7 @@ import orjson
 
 from fwx.errors import InputError
 from fwx.serving.codecs import decode_json_data, decode_raw, encode_raw, json_data
+from fwx.serving.rest.schema import check_infer_request
 from fwx.serving.types import InferRequest, InferResponse, InferTensor, RequestedOutput
 from fwx.signature import KSERVE_DTYPES, Signature, is_dynamic
 
@@ -60,6 +61,7 @@ def parse_infer(body: bytes, header_len: str | None, model: str, version: str | 
         view = memoryview(body)
         json_part, binary = view[:n], view[n:]
     doc = load_json(json_part)
+    check_infer_request(doc)
     if not isinstance(doc, dict):
         raise InputError("the request body must be a JSON object with an 'inputs' list")
     raw_inputs = doc.get("inputs")

@@ -19,6 +19,7 @@ import orjson
 from fwx.errors import InputError, first_line
 from fwx.serving.codecs import MAX_ELEMENTS
 from fwx.serving.rest.kserve import load_json
+from fwx.serving.rest.schema import check_tf_predict_request
 from fwx.serving.types import InferRequest, InferResponse, InferTensor
 from fwx.signature import KSERVE_DTYPES, Signature, TensorSpec
 
@@ -82,6 +83,7 @@ def parse_predict(body: bytes, model: str, version: str | None, sig: Signature,
                   deadline: float | None) -> tuple[InferRequest, str]:
     """A ``:predict`` body -> (request, "instances" or "inputs")."""
     doc = load_json(body)
+    check_tf_predict_request(doc)
     if not isinstance(doc, dict):
         raise InputError("the body must be a JSON object with 'instances' or 'inputs'")
     name = doc.get("signature_name", SIGNATURE)
