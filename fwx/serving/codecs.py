@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from fwx.errors import InputError, first_line
+from fwx.serving.json_values import numeric_array
 from fwx.signature import FROM_KSERVE, KSERVE_DTYPES
 
 #: Largest rank and element count accepted in one tensor (numpy caps rank at 64).
@@ -105,7 +106,9 @@ def decode_json_data(name: str, datatype: str, shape: Sequence[int], data: Any) 
             return arr.reshape(shape)
         if datatype == "BOOL":
             _check_bools(name, data)
-        arr = np.asarray(data, dtype=dt)
+            arr = np.asarray(data, dtype=dt)
+        else:
+            arr = numeric_array(name, datatype, dt, data)
     except InputError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:

@@ -95,6 +95,9 @@ def _input(item: Any, i: int, binary: memoryview, offset: int) -> tuple[InferTen
         if "data" not in item:
             raise InputError(f"input {name!r} has neither 'data' nor a binary_data_size parameter")
         return InferTensor(name, datatype, shape, decode_json_data(name, datatype, shape, item["data"]), params), 0
+    if "data" in item:
+        raise InputError(f"input {name!r} has both 'data' and a binary_data_size parameter",
+                         hint="send the tensor either as JSON 'data' or as binary after the header, not both")
     if isinstance(size, bool) or not isinstance(size, int) or size < 0 or offset + size > len(binary):
         raise InputError(f"input {name!r}: binary_data_size {size!r} does not fit the {len(binary) - offset} "
                          "binary bytes left in the body")

@@ -18,6 +18,7 @@ import orjson
 
 from fwx.errors import InputError, first_line
 from fwx.serving.codecs import MAX_ELEMENTS
+from fwx.serving.json_values import numeric_array
 from fwx.serving.rest.kserve import load_json
 from fwx.serving.rest.schema import check_tf_predict_request
 from fwx.serving.types import InferRequest, InferResponse, InferTensor
@@ -54,7 +55,9 @@ def _to_array(spec: TensorSpec, value: Any) -> np.ndarray:
         else:
             if spec.dtype == "bool":
                 _check_bools(spec.name, value)
-            arr = np.asarray(value, dtype=np.dtype(spec.dtype))
+                arr = np.asarray(value, dtype=np.dtype(spec.dtype))
+            else:
+                arr = numeric_array(spec.name, spec.dtype, np.dtype(spec.dtype), value)
     except InputError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
