@@ -54,13 +54,16 @@ def _bind(host: str, port: int) -> socket.socket:
 def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
     import uvicorn
 
+    from fwx.serving.rest.chunk_guard import guarded_protocol
+
     class _Server(uvicorn.Server):  # type: ignore[misc]
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:  # fwx handles signals itself
             yield
 
     ucfg = uvicorn.Config(app, log_level=config.log_level.lower(), access_log=False, lifespan="off",
-                          timeout_graceful_shutdown=max(1, int(config.drain_seconds)), server_header=False)
+                          timeout_graceful_shutdown=max(1, int(config.drain_seconds)), server_header=False,
+                          http=guarded_protocol(config.max_body_bytes) or "auto")
     return _Server(ucfg)
 
 

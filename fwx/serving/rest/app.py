@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from fwx.errors import FwxError
@@ -187,6 +187,10 @@ def create_app(dp: DataPlane, config: ServerConfig) -> FastAPI:
         assert isinstance(exc, StarletteHTTPException)
         return Response(orjson.dumps({"error": str(exc.detail)}), exc.status_code, media_type=JSON)
 
+    async def on_disconnect(request: Request, exc: Exception) -> Response:
+        log.debug("%s %s: the client went away before its body arrived", request.method, request.url.path)
+        return Response(b"", 400)  # nobody reads it
+
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         log.exception("%s %s failed", request.method, request.url.path)
         return Response(orjson.dumps({"error": f"internal error ({type(exc).__name__}); see the server log"}), 500,
@@ -194,5 +198,6 @@ def create_app(dp: DataPlane, config: ServerConfig) -> FastAPI:
 
     app.add_exception_handler(FwxError, on_fwx_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(ClientDisconnect, on_disconnect)
     app.add_exception_handler(Exception, on_unexpected)
     return app
