@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fwx.errors import UsageError
 from fwx.formats import Format, parse_format
+from fwx.serving.control import check_tokens
 
 #: Format chosen when a version holds several, first match wins.
 DEFAULT_PREFER: tuple[Format, ...] = (Format.ONNX, Format.TORCHSCRIPT, Format.PT2, Format.SAVEDMODEL, Format.TFLITE)
@@ -89,6 +90,7 @@ class ServerConfig:
         self.prefer = parse_prefer([str(f) for f in self.prefer])
         self.prefer_per_model = {k: parse_prefer([str(f) for f in v]) for k, v in self.prefer_per_model.items()}
         self._check_ranges()
+        check_tokens(self)
         from fwx.serving.version_policy import parse_version_policy
 
         for policy in (self.version_policy, *self.version_policy_per_model.values()):
