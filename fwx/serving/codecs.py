@@ -45,7 +45,7 @@ def element_count(name: str, shape: Sequence[Any]) -> int:
         raise InputError(f"input {name!r}: shape must be a list of integers, got {type(shape).__name__}")
     if len(shape) > MAX_RANK:
         raise InputError(f"input {name!r}: rank {len(shape)} exceeds {MAX_RANK}")
-    count = 1
+    count = extent = 1
     for d in shape:
         if isinstance(d, bool) or not isinstance(d, int):
             raise InputError(f"input {name!r}: shape {list(shape)} holds a non-integer dimension {d!r}")
@@ -53,8 +53,11 @@ def element_count(name: str, shape: Sequence[Any]) -> int:
             raise InputError(f"input {name!r}: shape {list(shape)} has a negative dimension",
                              hint="send the concrete shape of this request's tensor")
         count *= d
+        extent *= max(d, 1)
     if count > MAX_ELEMENTS:
         raise InputError(f"input {name!r}: shape {list(shape)} has {count} elements, over the {MAX_ELEMENTS} limit")
+    if extent > MAX_ELEMENTS:  # also with a 0 somewhere: numpy cannot even shape an empty [0, 2**62]
+        raise InputError(f"input {name!r}: shape {list(shape)} spans more than the {MAX_ELEMENTS}-element limit")
     return count
 
 

@@ -55,6 +55,7 @@ REST = [
     Rest("ready", "GET", "/v2/health/ready"),
     Rest("server_metadata", "GET", "/v2"),
     Rest("metrics", "GET", "/metrics"),
+    Rest("openapi", "GET", "/v2/openapi.json"),
     Rest("model_statistics", "GET", "/v2/models/stats"),
     Rest("repository_index", "POST", "/v2/repository/index", '{"ready": true}'),
     Rest("load_model", "POST", "/v2/repository/models/spare/load"),

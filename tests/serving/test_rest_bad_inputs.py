@@ -34,6 +34,7 @@ BAD_JSON: dict[str, tuple[str, Any, str]] = {
     "data size mismatch": ("linear", {"inputs": [_x(shape=[2, 1])]}, "needs 2 elements, data has 1"),
     "huge shape": ("linear", {"inputs": [_x(shape=[2**62, 4])]}, "over the"),
     "negative dim": ("linear", {"inputs": [_x(shape=[-1, 1])]}, "negative dimension"),
+    "empty but huge": ("linear", {"inputs": [_x(shape=[0, 2**62], data=[])]}, "spans more than the"),
     "string data": ("linear", {"inputs": [_x(data=["four"])]}, "FP32 data holds a null, a string"),
     "no inputs": ("linear", {"inputs": []}, "inputs must have at least 1 item"),
     "not an object": ("linear", [1, 2], "request body must be an object, got array"),

@@ -6,7 +6,9 @@ Thin by design: each route hands the ``Authorization`` header and a decoder
 may call a route is decided by the data plane, not here.
 ``FwxError`` becomes ``{"error": "..."}`` with the error's HTTP status in one
 handler. Routes are plain Starlette routes on the FastAPI app (no pydantic
-models or dependency solving per request); the OpenAPI pages are off.
+models or dependency solving per request); FastAPI's generated OpenAPI pages
+are off: ``GET /v2/openapi.json`` serves ours (``openapi``), built from the
+same route table and request schemas.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from starlette.responses import Response
 
 from fwx.errors import FwxError
 from fwx.serving.metrics import CONTENT_TYPE
-from fwx.serving.rest import kserve, tf_serving
+from fwx.serving.rest import kserve, openapi, tf_serving
 from fwx.serving.rest.body import read_body
 from fwx.serving.rest.schema import check_index_request
 from fwx.serving.types import InferRequest
@@ -57,6 +59,7 @@ class Routes:
     def __init__(self, dp: DataPlane, config: ServerConfig) -> None:
         self.dp = dp
         self.limit = config.max_body_bytes
+        self.openapi_doc = b"{}"  # set by create_app once the route table exists
 
     @staticmethod
     def _auth(request: Request) -> str | None:
@@ -125,6 +128,9 @@ class Routes:
         await self.dp.unload_model(request.path_params["model"], auth=self._auth(request))
         return Response(b"", 200)
 
+    async def openapi(self, request: Request) -> Response:
+        return Response(self.openapi_doc, media_type=JSON)
+
     async def metrics(self, request: Request) -> Response:
         return Response(self.dp.metrics_text(), media_type=CONTENT_TYPE)
 
@@ -160,6 +166,7 @@ def _routes(r: Routes) -> list[tuple[str, Endpoint, str]]:
         ("/v2/repository/models/{model}/load", r.load, "POST"),
         ("/v2/repository/models/{model}/unload", r.unload, "POST"),
         ("/metrics", r.metrics, "GET"),
+        ("/v2/openapi.json", r.openapi, "GET"),
     ]
     for base in mv:
         out += [(base, r.model_metadata, "GET"), (f"{base}/ready", r.model_ready, "GET"),
@@ -174,8 +181,11 @@ def _routes(r: Routes) -> list[tuple[str, Endpoint, str]]:
 def create_app(dp: DataPlane, config: ServerConfig) -> FastAPI:
     """The ASGI app serving ``dp`` (uvicorn runs it; tests drive it in-process)."""
     app = FastAPI(title="fwx", docs_url=None, redoc_url=None, openapi_url=None)
-    for path, endpoint, method in _routes(Routes(dp, config)):
+    routes = Routes(dp, config)
+    table = _routes(routes)
+    for path, endpoint, method in table:
         app.router.add_route(path, endpoint, methods=[method], include_in_schema=False)
+    routes.openapi_doc = orjson.dumps(openapi.document((p, m, e.__name__) for p, e, m in table))
 
     async def on_fwx_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, FwxError)
