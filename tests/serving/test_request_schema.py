@@ -113,7 +113,7 @@ _SCHEMAS = [
 def test_compiled_checker_agrees_with_jsonschema(doc_schema: dict[str, Any], check: Any, docs: Any) -> None:
     validator = _Validator(doc_schema)
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
     @given(docs | _json)
     def agree(doc: Any) -> None:
         expected = validator.is_valid(doc)
