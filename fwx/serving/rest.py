@@ -23,7 +23,6 @@ from fwx.errors import FwxError
 from fwx.serving import rest_kserve, tf_serving
 from fwx.serving.dataplane import failure_reason
 from fwx.serving.http_body import read_body
-from fwx.serving.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
     from fwx.serving.config import ServerConfig
@@ -131,7 +130,8 @@ class Routes:
 
     async def metrics(self, request: Request) -> Response:
         self.dp.ready()  # refresh the readiness gauge
-        return Response(self.dp.metrics.render(), media_type=CONTENT_TYPE)
+        body, content_type = self.dp.metrics.render(request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     # ------------------------------------------------------------ TF Serving
     async def tf_predict(self, request: Request) -> Response:
