@@ -23,6 +23,7 @@ from typing import Any
 from fwx.errors import UsageError
 from fwx.serving.config import ServerConfig
 from fwx.serving.dataplane import DataPlane, build_dataplane
+from fwx.serving.readiness import check_repository, readiness_blockers
 from fwx.serving.usage import print_usage_examples
 
 log = logging.getLogger("fwx.serving")
@@ -110,9 +111,12 @@ class Server:
         """Listeners, then load and warm every model; returns once ready."""
         await self.start_listeners()
         await self.dataplane.manager.start()
-        if not self.dataplane.ready():
-            log.warning("not every model loaded; see POST /v2/repository/index for the reasons")
-        log.info("fwx serve ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+        if self.dataplane.ready():
+            log.info("fwx serve ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+        else:
+            blockers = readiness_blockers(self.dataplane.manager) or ["see POST /v2/repository/index"]
+            log.error("fwx serve is NOT ready (/v2/health/ready answers 400; HTTP %s, gRPC %s): %s",
+                      self.http_port, self.grpc_port, "; ".join(blockers))
 
     def force(self) -> None:
         """Cut a running drain short (a second SIGTERM/SIGINT)."""
@@ -206,4 +210,5 @@ def _setup_logging(level: str) -> None:
 def serve(config: ServerConfig) -> int:
     """Blocking entry point of ``fwx serve``; returns the process exit code."""
     _setup_logging(config.log_level)
+    check_repository(config.repository)
     return asyncio.run(run_server(config))

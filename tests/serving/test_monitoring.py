@@ -96,7 +96,8 @@ def test_rules_are_well_formed() -> None:
     recorded = {r["record"] for r in rules if "record" in r}
     for rule in rules:
         assert ("record" in rule) != ("alert" in rule), rule
-        assert isinstance(rule["expr"], str) and rule["expr"].strip()
+        assert isinstance(rule["expr"], str)
+        assert rule["expr"].strip()
         assert rule["expr"].count("(") == rule["expr"].count(")"), rule
         assert set(RECORDED_NAME.findall(rule["expr"])) <= recorded, rule
         if "record" in rule:
@@ -125,7 +126,8 @@ def test_thresholds_come_from_history() -> None:
 def test_dashboard_is_a_valid_grafana_dashboard() -> None:
     dash = _dashboard()
     assert {"title", "uid", "schemaVersion", "panels", "templating", "time"} <= set(dash)
-    assert isinstance(dash["schemaVersion"], int) and dash["schemaVersion"] >= 36
+    assert isinstance(dash["schemaVersion"], int)
+    assert dash["schemaVersion"] >= 36
     variables = {v["name"] for v in dash["templating"]["list"]}
     assert {"datasource", "job", "model", "version"} <= variables
     ids = [p["id"] for p in dash["panels"]]
@@ -133,14 +135,16 @@ def test_dashboard_is_a_valid_grafana_dashboard() -> None:
     boxes = []
     for panel in dash["panels"]:
         g = panel["gridPos"]
-        assert all(isinstance(g[k], int) for k in "hwxy") and g["x"] >= 0 and g["x"] + g["w"] <= 24, panel["title"]
+        assert all(isinstance(g[k], int) for k in "hwxy"), panel["title"]
+        assert 0 <= g["x"] < g["x"] + g["w"] <= 24, panel["title"]
         boxes.append((g["x"], g["y"], g["x"] + g["w"], g["y"] + g["h"], panel["title"]))
         assert panel["type"] in {"row", "timeseries", "heatmap", "stat", "table"}
         if panel["type"] == "row":
             continue
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         refs = [t["refId"] for t in panel["targets"]]
-        assert refs and len(refs) == len(set(refs)), panel["title"]
+        assert refs, panel["title"]
+        assert len(refs) == len(set(refs)), panel["title"]
         for target in panel["targets"]:
             used = set(re.findall(r"\$\{?(\w+)", target["expr"]))
             assert used <= variables | GRAFANA_BUILTINS, (panel["title"], used)
