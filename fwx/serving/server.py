@@ -79,6 +79,7 @@ class Server:
         self._grpc: Any = None
         self._stopped = False
         self._force = asyncio.Event()
+        self._ready_watch: asyncio.Task[None] | None = None
 
     @property
     def ready(self) -> bool:
@@ -117,6 +118,15 @@ class Server:
             blockers = readiness_blockers(self.dataplane.manager) or ["see POST /v2/repository/index"]
             log.error("fwx serve is NOT ready (/v2/health/ready answers 400; HTTP %s, gRPC %s): %s",
                       self.http_port, self.grpc_port, "; ".join(blockers))
+            self._ready_watch = asyncio.create_task(self._announce_when_ready(), name="fwx-ready-watch")
+
+    async def _announce_when_ready(self) -> None:
+        """A fixed version published later (polling) makes the server ready: say so once."""
+        while not self.dataplane.closing:
+            await asyncio.sleep(0.5)
+            if self.dataplane.ready():
+                log.info("fwx serve is now ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+                return
 
     def force(self) -> None:
         """Cut a running drain short (a second SIGTERM/SIGINT)."""
@@ -137,6 +147,8 @@ class Server:
         if self._stopped:
             return
         self._stopped = True
+        if self._ready_watch is not None:
+            self._ready_watch.cancel()
         dp = self.dataplane
         dp.begin_shutdown()
         if not drain:

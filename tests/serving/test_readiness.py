@@ -6,6 +6,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,14 +67,29 @@ def test_ready_is_logged_only_when_ready(repo: Path, tmp_path: Path, make_repo: 
     assert any(r.getMessage().startswith("fwx serve ready") for r in caplog.records)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="fwx"):
-        # the only artifact of lin v1 no longer matches its sha256 in fwx.json: never ready
+        # the only artifact of lin v1 no longer matches its sha256 in fwx.json: not ready
         broken = make_repo(tmp_path / "broken", {"lin": "linear"})
-        for artifact in (broken / "lin" / "1").glob("*.onnx"):
-            artifact.write_bytes(artifact.read_bytes() + b"tampered")
-        bad = live_server(broken, load_probe=False)
+        version = broken / "lin" / "1"
+        originals = {p: p.read_bytes() for p in version.glob("*.onnx")}
+        for artifact, data in originals.items():
+            artifact.write_bytes(data + b"tampered")
+        bad = live_server(broken, load_probe=False, poll_seconds=0.2)
         assert bad.request("GET", "/v2/health/ready").status_code == 400
-    messages = [r.getMessage() for r in caplog.records]
-    assert not any(m.startswith("fwx serve ready") for m in messages), messages
-    blocked = [m for m in messages if m.startswith("fwx serve is NOT ready")]
-    assert len(blocked) == 1, messages
-    assert "model lin v1 failed: checksum mismatch" in blocked[0]
+        messages = [r.getMessage() for r in caplog.records]
+        assert not any(m.startswith("fwx serve ready") for m in messages), messages
+        blocked = [m for m in messages if m.startswith("fwx serve is NOT ready")]
+        assert len(blocked) == 1, messages
+        assert "model lin v1 failed: checksum mismatch" in blocked[0]
+        # the file is repaired and fwx.json republished (new inode): the poller loads it, the log says so
+        for artifact, data in originals.items():
+            artifact.write_bytes(data)
+        manifest = version / "fwx.json"
+        (version / "fwx.json.new").write_bytes(manifest.read_bytes())
+        os.replace(version / "fwx.json.new", manifest)
+        deadline = time.monotonic() + 30
+        while bad.request("GET", "/v2/health/ready").status_code != 200:
+            assert time.monotonic() < deadline, "never became ready"
+            time.sleep(0.1)
+        while not any(r.getMessage().startswith("fwx serve is now ready") for r in caplog.records):
+            assert time.monotonic() < deadline, "readiness was never announced"
+            time.sleep(0.1)
