@@ -196,3 +196,13 @@ def test_every_metric_used_is_exported(live_metrics: str) -> None:
     missing = sorted(used - exported)
     assert not missing, f"used in deploy/monitoring but not in /metrics: {missing}"
     assert 'le="0.3"' in live_metrics  # the bucket the confidence rules select
+
+
+@needs_promtool
+def test_promtool_lints_the_live_exposition(live_metrics: str) -> None:
+    """Prometheus' own linter: valid text format, counters end in _total, units in names."""
+    assert PROMTOOL is not None
+    done = subprocess.run([PROMTOOL, "check", "metrics"], input=live_metrics, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not done.stdout.strip(), done.stdout
