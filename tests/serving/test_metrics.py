@@ -101,7 +101,11 @@ def test_openmetrics_is_negotiated(srv: Any) -> None:
     om = srv.request("GET", "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
     assert om.headers["content-type"].startswith("application/openmetrics-text")
     assert om.text.rstrip().endswith("# EOF")
-    assert "fwx_request_success_total" in om.text
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    families = {f.name: f for f in text_string_to_metric_families(om.text)}  # a strict OpenMetrics parser
+    assert families["fwx_request_success"].type == "counter"
+    assert families["fwx_request_duration_seconds"].type == "histogram"
     plain = srv.request("GET", "/metrics", headers={"Accept": "text/plain"})
     assert plain.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert "# EOF" not in plain.text
