@@ -79,6 +79,7 @@ class ServerConfig:
     api_token: str | None = None
     trust_model_code: bool = False
     drain_seconds: float = 30.0
+    shutdown_delay_s: float = 0.0  # after SIGTERM: not ready but still serving, so load balancers catch up
     warmup: bool = True
     load_probe: bool = True  # load each new artifact once in a child process first (crash-safe)
     workers: int = 1  # concurrent batches per model version (compute threads)
@@ -107,7 +108,8 @@ class ServerConfig:
             if value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
         non_negative = {"max_queue_delay_ms": self.max_queue_delay_ms, "request_timeout_s": self.request_timeout_s,
-                        "poll_seconds": self.poll_seconds, "drain_seconds": self.drain_seconds}
+                        "poll_seconds": self.poll_seconds, "drain_seconds": self.drain_seconds,
+                        "shutdown_delay_seconds": self.shutdown_delay_s}
         for name, fvalue in non_negative.items():
             if fvalue < 0:
                 raise UsageError(f"--{name.replace('_', '-')} must not be negative, got {fvalue}")
