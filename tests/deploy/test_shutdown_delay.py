@@ -45,7 +45,8 @@ def test_sigterm_keeps_serving_for_the_delay_then_drains(tmp_path: Path) -> None
     try:
         deadline = time.monotonic() + 90
         while not _ready(url):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline, "not ready after 90 s"
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         t0 = time.monotonic()
