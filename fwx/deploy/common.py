@@ -85,9 +85,14 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def serve_args(opts: DeployOptions) -> list[str]:
-    """``fwx serve`` arguments: all interfaces inside the pod, KServe's ports, the lossless-stop timings."""
-    args = ["serve", MODEL_DIR, "--host", "0.0.0.0", "--http-port", str(HTTP_PORT), "--grpc-port", str(GRPC_PORT),
+def serve_args(opts: DeployOptions, model_name: str) -> list[str]:
+    """``fwx serve`` arguments: all interfaces inside the pod, KServe's ports, the lossless-stop timings.
+
+    ``--model-name`` only matters when /mnt/models is one model's folder (a storage URI naming
+    ``.../artifacts/mnist``); a repository (``.../artifacts``) is served as it is.
+    """
+    args = ["serve", MODEL_DIR, "--model-name", model_name,
+            "--host", "0.0.0.0", "--http-port", str(HTTP_PORT), "--grpc-port", str(GRPC_PORT),
             "--shutdown-delay-seconds", _num(opts.shutdown_delay_seconds), "--drain-seconds", _num(opts.drain_seconds),
             "--poll-seconds", _num(opts.poll_seconds)]
     if opts.gpu:

@@ -46,7 +46,9 @@ class K8sOptions(DeployOptions):
             raise UsageError(f"--cpu-target {self.cpu_target_percent} must be a percentage (1-100)")
         if self.queue_depth_target is not None and self.queue_depth_target <= 0:
             raise UsageError("--queue-depth-target must be positive", hint="e.g. 4 (queued requests per pod)")
-        parse_storage_uri(self.repo_uri)
+        if parse_storage_uri(self.repo_uri).scheme == "oci":
+            raise UsageError("oci:// model images need KServe's modelcar support, not a plain Deployment",
+                             hint="use fwx deploy kserve, or s3://, gs://, https:// or pvc://")
 
 
 def _repository(opts: K8sOptions) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -74,7 +76,7 @@ def _models_mount(opts: K8sOptions) -> dict[str, Any]:
 def deployment(opts: K8sOptions) -> dict[str, Any]:
     volumes, init = _repository(opts)
     tmp, tmp_mount = tmp_volume()
-    container = {"name": "fwx", "image": opts.image, "command": ["fwx"], "args": serve_args(opts),
+    container = {"name": "fwx", "image": opts.image, "command": ["fwx"], "args": serve_args(opts, opts.name),
                  "ports": ports(), "env": env(), "resources": resources(opts), **probes(),
                  "securityContext": container_security(), "volumeMounts": [_models_mount(opts), tmp_mount]}
     pod: dict[str, Any] = {"terminationGracePeriodSeconds": opts.grace_period_s, "securityContext": pod_security(),

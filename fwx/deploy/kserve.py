@@ -1,12 +1,13 @@
 """KServe: a ``ServingRuntime`` (or ``ClusterServingRuntime``) for fwx and an ``InferenceService`` using it.
 
 KServe's storage initializer copies ``storageUri`` to ``/mnt/models`` and
-starts the runtime's container; fwx serves that folder as a repository (the
-folder ``fwx export --out`` wrote: ``<model>/<version>/fwx.json``), so the
-URI names a repository, not one model's folder. KServe's own servers take
-``--model_name={{.Name}} --model_dir=/mnt/models``; fwx needs no model name
-(it serves every model found, and ``--name`` should match the model folder so
-``/v2/models/NAME`` is the URL KServe's clients expect).
+starts the runtime's container with the args given here, where KServe fills
+in ``{{.Name}}`` (the InferenceService's name), as its own servers'
+``--model_name={{.Name}} --model_dir=/mnt/models`` do. fwx gets
+``/mnt/models --model-name {{.Name}}``: a URI naming one model's folder
+(``.../artifacts/mnist``, holding ``1/``, ``2/``) is served as model NAME,
+which is the ``/v2/models/NAME`` URL KServe's clients expect; a URI naming a
+whole repository (``.../artifacts``) serves every model in it.
 
 HTTP is the first container port (8080, KServe's default; its Service maps
 port 80 to it), gRPC is 8081 on a port named ``grpc`` (served as h2c). Two
@@ -63,17 +64,14 @@ class KServeOptions(DeployOptions):
         if self.cluster and self.namespace:
             raise UsageError("--namespace and --cluster conflict: a ClusterServingRuntime is cluster-wide",
                              hint="drop --namespace (it still applies to the InferenceService) or --cluster")
-        src = parse_storage_uri(self.repo_uri)
-        if src.scheme == "oci":
-            raise UsageError("oci:// model cars put one model in /mnt/models, not a repository",
-                             hint="use s3://, gs://, pvc:// or https:// for the repository folder")
+        parse_storage_uri(self.repo_uri)
 
 
 def serving_runtime(opts: KServeOptions) -> dict[str, Any]:
     formats = [{"name": name, **({"version": version} if version else {}), "autoSelect": True, "priority": 1}
                for name, (version, _) in MODEL_FORMATS.items()]
     tmp, tmp_mount = tmp_volume()
-    container = {"name": "kserve-container", "image": opts.image, "command": ["fwx"], "args": serve_args(opts),
+    container = {"name": "kserve-container", "image": opts.image, "command": ["fwx"], "args": serve_args(opts, "{{.Name}}"),
                  "ports": ports(), "env": env(), "resources": resources(opts), **probes(),
                  "securityContext": container_security(), "volumeMounts": [tmp_mount]}
     meta: dict[str, Any] = {"name": opts.runtime_name}

@@ -79,6 +79,7 @@ class ServerConfig:
     api_token: str | None = None
     trust_model_code: bool = False
     drain_seconds: float = 30.0
+    model_name: str | None = None  # serve a repository that is one model's folder under this name (KServe)
     shutdown_delay_s: float = 0.0  # after SIGTERM: not ready but still serving, so load balancers catch up
     warmup: bool = True
     load_probe: bool = True  # load each new artifact once in a child process first (crash-safe)
@@ -90,6 +91,10 @@ class ServerConfig:
         self.prefer = parse_prefer([str(f) for f in self.prefer])
         self.prefer_per_model = {k: parse_prefer([str(f) for f in v]) for k, v in self.prefer_per_model.items()}
         self._check_ranges()
+        if self.model_name is not None:
+            from fwx.repository import check_model_name
+
+            check_model_name(self.model_name)
         from fwx.serving.version_policy import parse_version_policy
 
         for policy in (self.version_policy, *self.version_policy_per_model.values()):
