@@ -166,9 +166,10 @@ def replica_name() -> str:
 def _info_family() -> Any:
     """``fwx_server_info{replica, version} 1``: one series per replica, joined on ``instance`` when needed.
 
-    An info metric rather than a constant ``replica`` label on every family: the label would be
-    re-emitted on every series and, as pod names change on each rollout, churn every series at
-    once; the info series is the only one that churns.
+    An info metric rather than a constant ``replica`` label on every family: with the label, each
+    restart under a new pod name would start a new copy of every model/version/bucket series even
+    where the scrape target stays the same; the info metric adds one series per replica, joined
+    on ``instance`` only where a dashboard needs it.
     """
     from prometheus_client.core import InfoMetricFamily
 
