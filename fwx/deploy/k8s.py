@@ -89,8 +89,9 @@ def deployment(opts: K8sOptions) -> dict[str, Any]:
     annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(HTTP_PORT), "prometheus.io/path": "/metrics"}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": opts.metadata(),
+        # No spec.replicas: the HPA owns the count (minReplicas = --replicas); a replicas field here
+        # would reset it on every `kubectl apply`.
         "spec": {
-            "replicas": opts.replicas,
             "selector": {"matchLabels": opts.labels()},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {"metadata": {"labels": opts.labels(), "annotations": annotations}, "spec": pod},
