@@ -174,7 +174,7 @@ class DataPlane:
     def metrics_text(self, accept: str | None = None) -> tuple[bytes, str]:
         """The Prometheus exposition (OpenMetrics if ``accept`` asks) and its content type, readiness refreshed."""
         self.ready()
-        return self.metrics.render(accept)
+        return self.metrics.negotiate(accept)
 
     # ---------------------------------------------------------------- metadata
     def server_metadata(self) -> dict[str, Any]:

@@ -55,7 +55,13 @@ class Metrics:
         with self._lock:
             self.server_failures[reason] = self.server_failures.get(reason, 0) + 1
 
-    def render(self, accept: str | None = None) -> tuple[bytes, str]:
+    def render(self) -> bytes:
+        """The Prometheus text exposition (format 0.0.4)."""
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+    def negotiate(self, accept: str | None) -> tuple[bytes, str]:
         """The exposition and its content type: OpenMetrics when ``accept`` asks for it, else text 0.0.4."""
         return render_negotiated(self.registry, accept)
 
