@@ -24,7 +24,6 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from fwx.errors import FwxError
-from fwx.serving.metrics import CONTENT_TYPE
 from fwx.serving.rest import kserve, openapi, tf_serving
 from fwx.serving.rest.body import read_body
 from fwx.serving.rest.schema import check_index_request
@@ -132,7 +131,8 @@ class Routes:
         return Response(self.openapi_doc, media_type=JSON)
 
     async def metrics(self, request: Request) -> Response:
-        return Response(self.dp.metrics_text(), media_type=CONTENT_TYPE)
+        body, content_type = self.dp.metrics_text(request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     # ------------------------------------------------------------ TF Serving
     async def tf_predict(self, request: Request) -> Response:
