@@ -83,17 +83,13 @@ class ChunkScanner:
         return self._on_size(block), rest
 
     def _on_head(self, block: bytes) -> None:
-        chunked, length = False, 0
-        for line in block.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"transfer-encoding":
-                chunked = value.strip().lower().endswith(b"chunked")
-            elif name == b"content-length":
-                if not value.strip().isdigit():
-                    self._stop()
-                    return
-                length = int(value)
+        head = block.lower()
+        chunked = _header(head, b"\r\ntransfer-encoding:").endswith(b"chunked")
+        value = _header(head, b"\r\ncontent-length:")
+        if value and not value.isdigit():
+            self._stop()
+            return
+        length = int(value) if value else 0
         if chunked:
             self._state = _SIZE
         elif length:
@@ -115,6 +111,15 @@ class ChunkScanner:
         else:
             self._state, self._left, self._after = _SKIP, size + 2, _SIZE
         return None
+
+
+def _header(head: bytes, prefix: bytes) -> bytes:
+    """The (stripped) value of the first header line starting with ``prefix`` in a lower-cased block."""
+    at = head.find(prefix)
+    if at < 0:
+        return b""
+    end = head.find(b"\r\n", at + len(prefix))
+    return head[at + len(prefix):end if end >= 0 else len(head)].strip()
 
 
 _REASONS = {400: b"Bad Request", 413: b"Content Too Large"}
