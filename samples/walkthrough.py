@@ -64,18 +64,26 @@ def validate(version_dir: Path) -> None:
     print(f"  all formats agree with the source: {doc.get('passed')}; report: samples/build/validation.html")
 
 
-def serve(repo: Path = ARTIFACTS, seconds: float | None = None) -> int:
-    """`fwx serve artifacts` in the foreground; it prints curl and tritonclient examples once ready."""
-    args = ["serve", str(repo.relative_to(ROOT) if repo.is_relative_to(ROOT) else repo)]
+def serve(repo: Path = ARTIFACTS, seconds: float | None = None, extra: tuple[str, ...] = ()) -> int:
+    """`fwx serve artifacts` in the foreground; it prints curl and tritonclient examples once ready.
+
+    Ctrl-C in a terminal reaches the whole foreground process group, so the server
+    already has it: passing it on again would count as a second Ctrl-C (stop without
+    draining). Here we only wait for the drain; SIGTERM, which reaches this process
+    alone, is passed on.
+    """
+    args = ["serve", str(repo.relative_to(ROOT) if repo.is_relative_to(ROOT) else repo), *extra]
     print("$ fwx " + shlex.join(args) + "    (Ctrl-C to stop)", flush=True)
     proc = subprocess.Popen([sys.executable, "-m", "fwx", *args], cwd=ROOT)
+    signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))
     try:
         proc.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGTERM)
     except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-    return proc.wait()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C is the server's to handle
+    rc = proc.wait()
+    return 128 - rc if rc < 0 else rc  # killed by signal N: the shell's 128+N, not 256-N
 
 
 def main() -> None:
