@@ -19,6 +19,7 @@ from fwx import __version__, ui
 from fwx.converters.base import ConvertOptions
 from fwx.converters.plan import Plan
 from fwx.errors import ExportError, FwxError, ValidationError
+from fwx.exporter import collision
 from fwx.exporter import manifest_build as mb
 from fwx.exporter.pinning import guess_layout, load_example_inputs, make_feeds, probe_sizes, static_signature
 from fwx.exporter.resolve import pin_signature
@@ -124,6 +125,7 @@ def export(source: str | Path, targets: Sequence[str | Format], *, out: str | Pa
     with ui.step("pin signature"):
         sig = pin_signature(src, specs, outputs, examples)
     ui.info(f"  {sig}")
+    collision.check_pinned(repo, model_name, sig, allow=opts.allow_signature_change)
     settled = settle_layout(opts, guess_layout(sig, src.framework), known=True)
     if settled.layout != opts.layout or start not in FORMAT_LAYOUT:  # the model's own layout is known only now
         opts, sel = settled, select(start, wanted, settled)
@@ -191,6 +193,7 @@ def _run(repo: Repository, name: str, version: int | None, src: LoadedSource, si
         manifest = mb.build_manifest(name, src, sig, chosen, ctx, keep_intermediate=keep_intermediate,
                                      command=command, created=_now(), fwx_version=__version__, skipped=skipped)
         shutil.rmtree(st.path / WORK, ignore_errors=True)
+        collision.check_new_version(repo, manifest, allow=opts.allow_signature_change)
         with ui.step("publish"):
             final = st.publish(manifest)
     return ExportResult(manifest, final, _rows(manifest, chosen), sig, failures,
