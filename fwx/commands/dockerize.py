@@ -13,7 +13,7 @@ from fwx import ui
 @click.argument("repository", type=click.Path(path_type=Path), default="artifacts")
 @click.option("--gpu", is_flag=True, help="CUDA base image with onnxruntime-gpu (run with --gpus all).")
 @click.option("--prefer", default="onnx,torchscript,pt2,savedmodel,tflite", show_default=True,
-              help="Format order the server will load; decides which runtimes the image needs.")
+              help="Format preference of the server (others follow); decides which runtimes the image needs.")
 @click.option("--tag", default="fwx-models:latest", show_default=True, help="Image tag used in the printed commands.")
 @click.option("--force", is_flag=True, help="Overwrite an existing Dockerfile/.dockerignore.")
 @click.option("--wheel", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -33,9 +33,9 @@ def dockerize(repository: Path, gpu: bool, prefer: str, tag: str, force: bool, w
       fwx dockerize artifacts && docker build -t my-models artifacts
     """
     from fwx.docker import plan_image, write_docker_files
-    from fwx.formats import parse_format
+    from fwx.serving.config import parse_prefer, preference_order
 
-    order = tuple(parse_format(p) for p in prefer.split(",") if p.strip())
+    order = tuple(preference_order(parse_prefer(prefer)))
     plan = plan_image(repository, prefer=order, gpu=gpu, tag=tag)
     with ui.step("building fwx's wheel for the image"):
         written = write_docker_files(plan, force=force, wheel=wheel)
