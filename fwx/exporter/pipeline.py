@@ -119,6 +119,7 @@ def export(source: str | Path, targets: Sequence[str | Format], *, out: str | Pa
     repo = Repository(out)
     model_name = name or default_name(source)
     repo.model_dir(model_name)  # validates the name before any heavy work
+    repo.check_writable()
     with ui.step(f"load {source}"):
         src = load_source(source, model_class=model_class, model_kwargs=model_kwargs,
                           trust=opts.trust_model_code, signature_name=opts.saved_model_signature)
