@@ -31,7 +31,7 @@ def test_same_stem_different_model_is_refused_then_allowed(cli, torch_files, tmp
     assert len(other.error_lines) == 1, other.err
     line = other.error_lines[0]
     assert "changes its interface" in line
-    assert "image:float32[-1,3,32,32] -> x:float32[-1,4]" in line
+    assert "image:float32[N,3,32,32] -> x:float32[N,4]" in line
     assert "vs model/2" in line
     assert "--allow-signature-change" in other.err
     assert "• export" not in other.err  # refused before any conversion ran
@@ -63,4 +63,4 @@ def test_interface_changes_sees_layout_and_static_dims_not_symbols() -> None:
     assert interface_changes(nchw, _manifest("NCHW", [-1, 3, 32, 32])) == []
     assert interface_changes(nchw, _manifest("NHWC", ["N", 3, 32, 32])) == ["layout NCHW -> NHWC"]
     changes = interface_changes(nchw, _manifest("NCHW", ["N", 3, 64, 64]))
-    assert changes == ["inputs image:float32[-1,3,32,32] -> image:float32[-1,3,64,64]"]
+    assert changes == ["inputs image:float32[N,3,32,32] -> image:float32[N,3,64,64]"]
