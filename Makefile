@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fwx-installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint typecheck bench gpu-check clean
+.PHONY: install run test lint typecheck bench gpu-check clean browser
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,16 @@ install: $(STAMP)
 run: $(STAMP)
 	$(PY) samples/walkthrough.py
 
+## Debian's chromium, for the HTML report's headless-browser test (it skips, saying so, only if this fails).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	} || echo "chromium could not be installed: tests/validators/test_html_browser.py will skip"
+
 ## make test: the whole suite (CPU; GPU tests skip themselves).
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -35,6 +35,16 @@ def _verdict(ok: bool) -> str:
 
 def _plot(points: dict[str, np.ndarray], title: str) -> str | None:
     """PNG (base64) with the |error| histogram and the reference-vs-candidate scatter."""
+    fig = error_figure(points, title)
+    if fig is None:
+        return None
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def error_figure(points: dict[str, np.ndarray], title: str) -> Any:
+    """The matplotlib Figure behind one output's plots (None without matplotlib)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -50,7 +60,8 @@ def _plot(points: dict[str, np.ndarray], title: str) -> str | None:
         ax1.hist(err, bins=50, range=(0.0, top), color="#4063d8")
         ax1.set_yscale("log")
     else:  # matplotlib would centre a zero-width histogram on 0, with a negative axis
-        ax1.bar([0.0], [err.size], width=1.0, align="edge", color="#4063d8")
+        if top == 0:
+            ax1.bar([0.0], [err.size], width=0.02, align="edge", color="#4063d8")
         ax1.text(0.5, 0.5, f"all {err.size} errors are exactly 0" if top == 0 else "errors are not finite",
                  transform=ax1.transAxes, ha="center", va="center")
         ax1.set_xlim(0.0, 1.0)
@@ -66,9 +77,7 @@ def _plot(points: dict[str, np.ndarray], title: str) -> str | None:
     ax2.set_ylabel("candidate")
     ax2.set_title(title)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return fig
 
 
 def _output_row(a: ArtifactResult, o: OutputResult) -> str:
