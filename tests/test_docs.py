@@ -27,7 +27,8 @@ def runnable_blocks() -> list[tuple[str, str]]:
         for i, line in enumerate(lines):
             if line.strip() != MARKER:
                 continue
-            assert i + 1 < len(lines) and lines[i + 1].strip() == "```bash", f"{doc.name}:{i + 1}: {MARKER} not before ```bash"
+            fence = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            assert fence == "```bash", f"{doc.name}:{i + 1}: {MARKER} not right before a ```bash fence"
             end = next(j for j in range(i + 2, len(lines)) if lines[j].strip() == "```")
             out.append((f"{doc.relative_to(ROOT)}:{i + 2}", "\n".join(lines[i + 2:end])))
     return out
