@@ -66,6 +66,6 @@ def test_every_flag_named_by_the_server_exists() -> None:
     named = {m for f in (ROOT / "fwx" / "serving").rglob("*.py") if "proto" not in f.parts
              for m in re.findall(r"--[a-z][a-z0-9-]+", f.read_text())}
     assert named - flags - not_serve == set()
-    from fwx.serving.http_body import _too_large
+    from fwx.serving.rest.body import _too_large
 
     assert "--max-body-mb" in (_too_large(10).hint or "")

@@ -24,9 +24,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _ready(url: str) -> bool:
+def _ok(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/v2/health/ready", timeout=1).status_code == 200
+        return httpx.get(url, timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -34,7 +34,8 @@ def _ready(url: str) -> bool:
 @pytest.mark.parametrize("when", ["serving", "starting"])
 def test_ctrl_c_to_the_process_group_exits_zero(tmp_path: Path, when: str) -> None:
     repo = tmp_path / "artifacts"
-    serving_models.publish(repo, "linear", *serving_models.build_linear())
+    # a slow warm-up (~1 s a run) leaves a window where the server is live but not ready yet
+    serving_models.publish(repo, "sleepy", *serving_models.build_sleepy(1_000_000))
     port = _free_port()
     code = ("import sys; from pathlib import Path; from samples.walkthrough import serve; "
             f"sys.exit(serve(Path({str(repo)!r}), extra=('--http-port', '{port}', '--grpc-port', '-1', "
@@ -45,13 +46,11 @@ def test_ctrl_c_to_the_process_group_exits_zero(tmp_path: Path, when: str) -> No
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         deadline = time.monotonic() + 120
-        if when == "serving":
-            while not _ready(f"http://127.0.0.1:{port}"):
-                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
-        else:
-            time.sleep(1.5)  # the server process is importing / loading
+        url = f"http://127.0.0.1:{port}/v2/health/" + ("ready" if when == "serving" else "live")
+        while not _ok(url):  # "starting": listening, still loading and warming up the model
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     finally:
