@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fwx-installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint typecheck bench gpu-check clean browser
+.PHONY: install test-deps browser run test lint typecheck bench gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,8 +27,15 @@ browser:
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
 	} || echo "chromium could not be installed: tests/validators/test_html_browser.py will skip"
 
+## make test-deps: Debian packages tests need: nginx (tests/deploy/test_rolling.py puts it in front
+## of three replicas). RUNLEVEL=1 keeps the package from starting a system nginx on port 80.
+test-deps:
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && RUNLEVEL=1 $$SUDO apt-get install -y -qq --no-install-recommends nginx; }
+
 ## make test: the whole suite (CPU; GPU tests skip themselves).
-test: $(STAMP) browser
+test: $(STAMP) test-deps browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)

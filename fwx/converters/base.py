@@ -33,7 +33,6 @@ class ConvertOptions:
     quant: dict[str, Any] = field(default_factory=dict)  # calibration data, method, per-channel, io dtype...
     trust_model_code: bool = False
     saved_model_signature: str = "serving_default"
-    allow_signature_change: bool = False  # publish a version whose interface differs from the previous one
     sample_inputs: dict[str, Any] = field(default_factory=dict)  # name -> np.ndarray, for tracing/checks
 
 
