@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fwx-installed
 PYTEST_ARGS ?=
 
-.PHONY: install test-deps browser run test lint typecheck bench gpu-check clean
+.PHONY: install test-deps browser tools run test lint typecheck bench gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,8 +34,17 @@ test-deps:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && RUNLEVEL=1 $$SUDO apt-get install -y -qq --no-install-recommends nginx; }
 
+## make tools: promtool (Debian's prometheus package) checks deploy/monitoring/ in the tests.
+## Best effort: without root or apt the monitoring tests fall back to YAML checks (promtool ones skip).
+tools:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+	  ($$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends prometheus) >/dev/null 2>&1 \
+	    && echo "installed promtool" \
+	    || echo "note: could not install promtool (apt-get install prometheus); its tests will skip"; }
+
 ## make test: the whole suite (CPU; GPU tests skip themselves).
-test: $(STAMP) test-deps browser
+test: $(STAMP) test-deps tools browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)

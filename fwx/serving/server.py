@@ -24,6 +24,7 @@ from typing import Any
 from fwx.errors import UsageError
 from fwx.serving.config import ServerConfig
 from fwx.serving.dataplane import DataPlane, build_dataplane
+from fwx.serving.readiness import check_repository, readiness_blockers
 from fwx.serving.usage import print_usage_examples
 
 log = logging.getLogger("fwx.serving")
@@ -80,6 +81,7 @@ class Server:
         self._grpc: Any = None
         self._stopped = False
         self._force = asyncio.Event()
+        self._ready_watch: asyncio.Task[None] | None = None
 
     @property
     def ready(self) -> bool:
@@ -112,9 +114,21 @@ class Server:
         """Listeners, then load and warm every model; returns once ready."""
         await self.start_listeners()
         await self.dataplane.manager.start()
-        if not self.dataplane.ready():
-            log.warning("not every model loaded; see POST /v2/repository/index for the reasons")
-        log.info("fwx serve ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+        if self.dataplane.ready():
+            log.info("fwx serve ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+        else:
+            blockers = readiness_blockers(self.dataplane.manager) or ["see POST /v2/repository/index"]
+            log.error("fwx serve is NOT ready (/v2/health/ready answers 400; HTTP %s, gRPC %s): %s",
+                      self.http_port, self.grpc_port, "; ".join(blockers))
+            self._ready_watch = asyncio.create_task(self._announce_when_ready(), name="fwx-ready-watch")
+
+    async def _announce_when_ready(self) -> None:
+        """A fixed version published later (polling) makes the server ready: say so once."""
+        while not self.dataplane.closing:
+            await asyncio.sleep(0.5)
+            if self.dataplane.ready():
+                log.info("fwx serve is now ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+                return
 
     def force(self) -> None:
         """Cut a running drain short (a second SIGTERM/SIGINT)."""
@@ -135,6 +149,8 @@ class Server:
         if self._stopped:
             return
         self._stopped = True
+        if self._ready_watch is not None:
+            self._ready_watch.cancel()
         dp = self.dataplane
         if not drain:
             self._force.set()
@@ -232,4 +248,5 @@ def _setup_logging(level: str) -> None:
 def serve(config: ServerConfig) -> int:
     """Blocking entry point of ``fwx serve``; returns the process exit code."""
     _setup_logging(config.log_level)
+    check_repository(config.repository)
     return asyncio.run(run_server(config))
