@@ -59,9 +59,11 @@ def test_out_under_a_file_is_a_usage_error(cli, torch_files, tmp_path: Path) -> 
 
 def test_every_flag_named_by_the_server_exists() -> None:
     """Hints in fwx/serving name `fwx serve` flags; each must be a real one (the 413 hint once said --max-body-bytes)."""
+    from fwx.commands.export import export
     from fwx.commands.serve import serve
 
-    flags = {opt for p in serve.params for opt in (*p.opts, *getattr(p, "secondary_opts", []))}
+    # serve's own flags, and export's (a hint may say "fwx export MODEL --out REPO")
+    flags = {opt for cmd in (serve, export) for p in cmd.params for opt in (*p.opts, *getattr(p, "secondary_opts", []))}
     not_serve = {"--signature", "--memory-mb", "--cpu-s", "--http-max-input-size"}  # probe child / Triton's name
     named = {m for f in (ROOT / "fwx" / "serving").rglob("*.py") if "proto" not in f.parts
              for m in re.findall(r"--[a-z][a-z0-9-]+", f.read_text())}
