@@ -2,7 +2,7 @@
 
 ``fwx serve`` logs "ready" only when ``/v2/health/ready`` answers 200; otherwise
 it names each model version that blocks readiness and why (a failed load, a
-format excluded by ``--prefer``, ...). A path that is a model or version
+format excluded by ``--only-formats``, ...). A path that is a model or version
 folder, or a folder with no model in it, is refused before anything listens:
 serving it would start "ready" with nothing served.
 """

@@ -63,7 +63,8 @@ def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
         def capture_signals(self) -> Iterator[None]:  # fwx handles signals itself
             yield
 
-    ucfg = uvicorn.Config(app, log_level=config.log_level.lower(), access_log=False, lifespan="off",
+    # log_config=None: uvicorn's records go through fwx's handler and format (see _setup_logging)
+    ucfg = uvicorn.Config(app, log_level=_uvicorn_level(config), access_log=False, lifespan="off", log_config=None,
                           timeout_graceful_shutdown=max(1, int(config.drain_seconds)), server_header=False,
                           http=guarded_protocol(config.max_body_bytes) or "auto")
     return _Server(ucfg)
@@ -222,6 +223,14 @@ async def run_server(config: ServerConfig, *, announce: bool = True) -> int:
     return 0
 
 
+def _uvicorn_level(config: ServerConfig) -> str:
+    """uvicorn logs only warnings (its start/stop lines repeat fwx's) unless --debug or --log-level debug."""
+    from fwx import ui
+
+    level = config.log_level.lower()
+    return "debug" if ui.state.debug or level == "debug" else ("warning" if level == "info" else level)
+
+
 def _setup_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
@@ -229,6 +238,14 @@ def _setup_logging(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+    # uvicorn's own lines ("Started server process") repeat fwx's: one format, and only its warnings unless --debug
+    from fwx import ui
+
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = [handler]
+        lg.setLevel(logging.DEBUG if ui.state.debug else max(logging.WARNING, root.level))  # uvicorn.Config resets it
+        lg.propagate = False
 
 
 def serve(config: ServerConfig) -> int:
