@@ -24,7 +24,6 @@ from fwx import __version__
 from fwx.errors import (
     DeadlineExceededError,
     FwxError,
-    InputError,
     ServingError,
     UnauthenticatedError,
     UnavailableError,
@@ -34,6 +33,7 @@ from fwx.serving.batching.batcher import QueueFullError
 from fwx.serving.batching.hooks import BatchingHooks, ModelSlot
 from fwx.serving.codecs import datatype_of
 from fwx.serving.control import bearer_token, check_admin, check_request_model_name
+from fwx.serving.deadlines import timeout_seconds
 from fwx.serving.metrics import Metrics
 from fwx.serving.types import InferRequest, InferResponse, InferTensor
 from fwx.signature import KSERVE_DTYPES, Signature, TensorSpec
@@ -56,6 +56,7 @@ class Access(enum.Enum):
 #: The one access table: every data-plane operation a transport exposes, by name.
 ACCESS: dict[str, Access] = {
     "live": Access.PUBLIC, "ready": Access.PUBLIC, "server_metadata": Access.PUBLIC, "metrics": Access.PUBLIC,
+    "openapi": Access.PUBLIC,
     "model_ready": Access.API, "model_metadata": Access.API, "model_config": Access.API,
     "model_statistics": Access.API, "repository_index": Access.API, "infer": Access.API,
     "model_status": Access.API, "served_model": Access.API,
@@ -91,6 +92,7 @@ class DataPlane:
         self.metrics = metrics
         self._hooks = hooks or BatchingHooks(config, metrics)
         self._closing = False
+        self._unready = False  # --shutdown-delay-seconds: not ready, still serving
         self._inflight = 0
 
     # ------------------------------------------------------------------ access
@@ -124,13 +126,13 @@ class DataPlane:
         return True
 
     def ready(self) -> bool:
-        ready = not self._closing and self.manager.ready
+        ready = not self._closing and not self._unready and self.manager.ready
         self.metrics.ready = ready
         return ready
 
     def model_ready(self, name: str, version: str | None, *, auth: str | None = None) -> bool:
         self.authorize("model_ready", auth)
-        if self._closing:
+        if self._closing or self._unready:
             return False
         try:
             self.manager.get(name, version)
@@ -141,6 +143,11 @@ class DataPlane:
     @property
     def closing(self) -> bool:
         return self._closing
+
+    def mark_unready(self) -> None:
+        """Readiness false, inference still served: the load balancer's grace to notice (SIGTERM + delay)."""
+        self._unready = True
+        self.metrics.ready = False
 
     def begin_shutdown(self) -> None:
         """Readiness false at once; every new inference is answered 503 / UNAVAILABLE."""
@@ -165,10 +172,10 @@ class DataPlane:
         for batcher in list(self._hooks.batchers):
             batcher.close()
 
-    def metrics_text(self) -> bytes:
-        """The Prometheus exposition, with the readiness gauge refreshed first."""
+    def metrics_text(self, accept: str | None = None) -> tuple[bytes, str]:
+        """The Prometheus exposition (OpenMetrics if ``accept`` asks) and its content type, readiness refreshed."""
         self.ready()
-        return self.metrics.render()
+        return self.metrics.negotiate(accept)
 
     # ---------------------------------------------------------------- metadata
     def server_metadata(self) -> dict[str, Any]:
@@ -282,11 +289,9 @@ class DataPlane:
     def _deadline(self, request: InferRequest) -> float | None:
         now = time.monotonic()
         deadline = request.deadline
-        timeout_ms = request.parameters.get("timeout")
-        if timeout_ms is not None:
-            if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, float)) or timeout_ms < 0:
-                raise InputError(f"parameter 'timeout' must be a non-negative number of ms, got {timeout_ms!r}")
-            deadline = _earliest(deadline, now + timeout_ms / 1000.0)
+        timeout_s = timeout_seconds(request.parameters)  # "timeout" in µs (Triton), "timeout_ms" in ms
+        if timeout_s is not None:
+            deadline = _earliest(deadline, now + timeout_s)
         if self.config.request_timeout_s > 0:
             deadline = _earliest(deadline, now + self.config.request_timeout_s)
         if deadline is not None and deadline <= now:
