@@ -167,6 +167,8 @@ def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
         tv = import_torchvision()
         model = tv.models.resnet18(weights=None, num_classes=10) if name == "resnet18" else \
             tv.models.mobilenet_v3_small(weights=None, num_classes=10)
+        if name == "mobilenet_v3":  # torchvision draws the head from N(0, 0.01): logits ~0.03; nn.Linear's own init
+            model.classifier[-1].reset_parameters()
         x = torch.randn(8, 3, HW, HW, generator=gen)
         _calibrate_bn_torch(model, x)
         return model.eval(), (x[:b],)
