@@ -100,6 +100,14 @@ def serve_args(opts: DeployOptions, model_name: str) -> list[str]:
     return args
 
 
+def serve_container(opts: DeployOptions, name: str, model_name: str, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``fwx serve`` container both generators run; ``mounts`` go before the writable /tmp."""
+    _, tmp_mount = tmp_volume()
+    return {"name": name, "image": opts.image, "command": ["fwx"], "args": serve_args(opts, model_name),
+            "ports": ports(), "env": env(), "resources": resources(opts), **probes(),
+            "securityContext": container_security(), "volumeMounts": [*mounts, tmp_mount]}
+
+
 def probes() -> dict[str, Any]:
     """Readiness on /v2/health/ready (false while loading and from SIGTERM on), liveness on /v2/health/live.
 
