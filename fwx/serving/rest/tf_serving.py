@@ -53,12 +53,11 @@ def _to_array(spec: TensorSpec, value: Any) -> np.ndarray:
     try:
         if spec.dtype == "bytes":
             arr = np.array(_b64(value), dtype=object)
+        elif spec.dtype == "bool":
+            _check_bools(spec.name, value)
+            arr = np.asarray(value, dtype=np.bool_)
         else:
-            if spec.dtype == "bool":
-                _check_bools(spec.name, value)
-                arr = np.asarray(value, dtype=np.dtype(spec.dtype))
-            else:
-                arr = numeric_array(spec.name, spec.dtype, np.dtype(spec.dtype), value)
+            arr = numeric_array(spec.name, spec.dtype, np.dtype(spec.dtype), value)
     except InputError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
