@@ -81,6 +81,12 @@ def test_model_status_shape(srv: Any) -> None:
     assert srv.request("GET", "/v1/models/nope").status_code == 404
 
 
+def test_model_status_reads_a_zero_padded_version_as_the_number(srv: Any) -> None:
+    # /v2/models/linear/versions/02/ready means version 2; so must the TF Serving status route
+    padded = srv.request("GET", "/v1/models/linear/versions/02").json()
+    assert [s["version"] for s in padded["model_version_status"]] == ["2"]
+
+
 def test_metadata_signature_def(srv: Any) -> None:
     meta = srv.request("GET", "/v1/models/multi/metadata").json()
     assert meta["model_spec"] == {"name": "multi", "signature_name": "", "version": "1"}
