@@ -12,10 +12,13 @@ import logging
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwx.serving.metrics_models import model_families
 from fwx.serving.stats import Hist, ModelStats
+
+if TYPE_CHECKING:
+    from fwx.serving.models import ModelManager
 
 log = logging.getLogger("fwx.serving")
 
@@ -34,7 +37,7 @@ class Metrics:
         self._models: dict[tuple[str, str], ModelStats] = {}
         self.server_failures: dict[str, int] = {}
         self.ready = False
-        self.manager: Any = None  # the ModelManager, for load counters (set by build_dataplane)
+        self.manager: ModelManager | None = None  # for the model families (set by build_dataplane)
         self.replica = replica_name()  # the environment names a replica once, at start
         self.registry.register(_Collector(self))
         register_process_metrics(self.registry)
