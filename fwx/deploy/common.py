@@ -45,6 +45,7 @@ class DeployOptions:
     drain_seconds: float = 30.0
     shutdown_delay_seconds: float = 10.0
     poll_seconds: float = 2.0
+    service_account: str | None = None  # the pod's (storage credentials for the initializer)
 
     def __post_init__(self) -> None:
         if not DNS_1123.fullmatch(self.name):

@@ -33,7 +33,6 @@ from fwx.errors import UsageError
 class K8sOptions(DeployOptions):
     cpu_target_percent: int = 70
     queue_depth_target: float | None = None  # average fwx_queue_depth per pod, via the Prometheus adapter
-    service_account: str | None = None
     storage_initializer_image: str = STORAGE_INITIALIZER
 
     def __post_init__(self) -> None:

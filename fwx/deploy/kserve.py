@@ -49,7 +49,6 @@ class KServeOptions(DeployOptions):
     model_format: str = "onnx"
     cluster: bool = False  # ClusterServingRuntime instead of a namespaced ServingRuntime
     runtime_name: str = "fwx"
-    service_account: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
