@@ -103,7 +103,8 @@ def parse_predict(body: bytes, model: str, version: str | None, sig: Signature,
     inputs = [_tensor(spec, arrays[spec.name]) for spec in sig.inputs if spec.name in arrays]
     unknown = sorted(set(arrays) - set(sig.input_names))
     if unknown:
-        raise InputError(f"unknown input(s): {', '.join(unknown)}", hint=f"this model takes: {', '.join(sig.input_names)}")
+        raise InputError(f"unknown input(s): {', '.join(map(repr, unknown))}",
+                         hint=f"this model takes: {', '.join(sig.input_names)}")
     return InferRequest(model, version, inputs, deadline=deadline), style
 
 
