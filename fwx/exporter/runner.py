@@ -276,5 +276,6 @@ def reference(ctx: RunContext) -> Runtime:
             else:
                 assert src.path is not None
                 kw = {"signature_name": ctx.options.saved_model_signature} if src.format is Format.SAVEDMODEL else {}
-                ctx.reference = load_runtime(src.format, src.path, device=ctx.device, signature_hint=sig, **kw)
+                ctx.reference = load_runtime(src.format, src.path, device=ctx.device, signature_hint=sig,
+                                             trust_model_code=ctx.options.trust_model_code, **kw)
     return ctx.reference

@@ -125,7 +125,7 @@ def load_source_runtime(col: Collection, opts: ValidateOptions, sig: Signature, 
         raise InputError(f"the source {path} changed since the export (sha256 differs)")
     fmt = Format(src.format)
     if fmt in (Format.ONNX, Format.SAVEDMODEL, Format.TFLITE):
-        return load_runtime(fmt, path, device=device, signature_hint=sig)
+        return load_runtime(fmt, path, device=device, signature_hint=sig, trust_model_code=opts.trust_model_code)
     from fwx.exporter.sources import load_source
 
     model_class = opts.model_class
