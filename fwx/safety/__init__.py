@@ -1,7 +1,7 @@
 """Read model files as data and refuse the ones that would run code or touch the host.
 
 The bottom floor of the gate: this package imports only ``fwx.errors``,
-``fwx.formats``, the standard library and (lazily) the framework's own proto
+``fwx.formats``, ``fwx.frameworks`` (quiet imports), the standard library and (lazily) the framework's own proto
 or FlatBuffer readers, and it never executes a model. Every runtime calls
 ``check_model`` before its native loader (``fwx.runtimes.base.Runtime.load``),
 and ``.pt2`` archives go through ``pt2_bytes``, whose scanned bytes are what
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fwx.errors import InputError, UnsafeModelError, first_line
 from fwx.formats import Format
+from fwx.frameworks import require
 
 TRUST_HINT = "pass --trust-model-code only if you trust where this file came from"
 
@@ -61,20 +62,21 @@ def check_savedmodel(path: Path) -> None:
     pb = Path(path) / "saved_model.pb"
     if not pb.is_file():
         return  # the runtime says "not a SavedModel folder"
-    from tensorflow.core.protobuf import saved_model_pb2  # the proto class only; nothing is loaded or run
-
+    # the proto class only; nothing is loaded or run (require() keeps TF's import banners quiet)
+    saved_model_pb2 = require("tensorflow.core.protobuf.saved_model_pb2", "reading SavedModels")
     sm = saved_model_pb2.SavedModel()
     try:
         sm.ParseFromString(pb.read_bytes())
     except Exception as exc:  # noqa: BLE001 - protobuf DecodeError
-        raise InputError(f"cannot read {pb}: {first_line(exc)}", hint="the file is probably truncated or corrupt") from exc
+        raise InputError(f"cannot load {path} as savedmodel: {first_line(exc)}",
+                         hint="saved_model.pb is probably truncated or corrupt; re-export it") from exc
     found = [str(f) for f in scan_saved_model(sm)]
     if found:
         raise UnsafeModelError(f"{path} reaches outside the tensor world: {_more(found)}", hint=TRUST_HINT)
 
 
 def check_onnx(path: Path) -> None:
-    import onnx
+    onnx = require("onnx", "reading ONNX models")
 
     from fwx.safety.onnx_ops import nonstandard_ops
 
@@ -83,8 +85,8 @@ def check_onnx(path: Path) -> None:
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf DecodeError and friends
-        raise InputError(f"cannot read {path} as ONNX: {first_line(exc)}",
-                         hint="the file is probably truncated or corrupt") from exc
+        raise InputError(f"cannot load {path} as onnx: {first_line(exc)}",
+                         hint="the file may be truncated or corrupt; re-export it") from exc
     found = nonstandard_ops(model)
     if found:
         raise UnsafeModelError(f"{path} uses ops outside the standard ONNX domains, which need a custom-op "
@@ -98,9 +100,8 @@ def check_tflite(path: Path) -> None:
         return
     try:
         found = custom_ops(Path(path).read_bytes())
-    except FlatBufferError as exc:
-        raise InputError(f"{path} is not a readable TFLite model: {exc}",
-                         hint="the file is truncated, corrupt or not a .tflite; re-export it") from exc
+    except FlatBufferError:
+        return  # not followable: the runtime's own structural check refuses it with its message
     if found:
         raise UnsafeModelError(f"{path} needs custom op(s) {_more(sorted(set(found)))}: they are code from "
                                "outside the TFLite runtime", hint=TRUST_HINT)
