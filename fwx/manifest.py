@@ -127,16 +127,19 @@ class Manifest:
 
     @classmethod
     def read(cls, folder: Path) -> Manifest:
+        """Read and check ``folder/fwx.json``: any malformed field is one ``InputError`` line naming it."""
         path = Path(folder) / MANIFEST_NAME
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"{folder} has no {MANIFEST_NAME}", hint="point at a version folder written by fwx export") from None
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{path} is not valid JSON: {exc}") from exc
+        data = _load_json(path, Path(folder))
+        sv = data.get("schema_version", 0) if isinstance(data, dict) else 0
+        if isinstance(sv, int) and sv > SCHEMA_VERSION:
+            return cls.from_json(data)  # raises the "newer fwx.json" error
+        from fwx.safety.manifest_schema import check
+
+        check(data, str(path))
+        _check_location(data, Path(folder), path)
         try:
             return cls.from_json(data)
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{path} is missing or has malformed field {exc}") from exc
 
     def verify(self, folder: Path) -> None:
@@ -144,6 +147,42 @@ class Manifest:
         for key, entry in self.artifacts.items():
             for rel, digest in [(entry.path, entry.sha256), *entry.files.items()]:
                 _verify_file(Path(folder), key, rel, digest)
+
+
+#: fwx.json is small; a bigger file is not one fwx wrote.
+MAX_MANIFEST_BYTES = 16 * 2**20
+
+
+def _load_json(path: Path, folder: Path) -> Any:
+    """The parsed JSON, refusing a symlinked manifest (it could point outside the repository)."""
+    if path.is_symlink():
+        raise InputError(f"{path} is a symbolic link; fwx reads only a real fwx.json file",
+                         hint="copy the file into the version folder instead of linking it")
+    try:
+        size = path.stat().st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise InputError(f"{path} is {size} bytes (a fwx.json is at most {MAX_MANIFEST_BYTES})",
+                             hint="the manifest is corrupt; re-export the model")
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{folder} has no {MANIFEST_NAME}", hint="point at a version folder written by fwx export") from None
+    except RecursionError:
+        raise InputError(f"{path} is nested too deeply to be a fwx.json", hint="the manifest is corrupt; re-export the model") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} is not valid JSON: {str(exc)[:200]}") from exc
+
+
+def _check_location(data: dict[str, Any], folder: Path, path: Path) -> None:
+    """Inside a repository (``<model>/<N>/``) the manifest must name that model and that version."""
+    if not (folder.name.isdigit() and folder.name[0] != "0"):
+        return  # a loose copy of a version folder: nothing to compare with
+    if data["version"] != int(folder.name):
+        raise InputError(f"{path}: field version is {data['version']} but the folder is version {folder.name}",
+                         hint="the version folder was renamed or copied; re-export the model")
+    model = folder.resolve().parent.name
+    if data["name"] != model:
+        raise InputError(f"{path}: field name is {data['name']!r} but the model folder is {model!r}",
+                         hint="the model folder was renamed or copied; re-export the model under this name")
 
 
 def _verify_file(folder: Path, key: str, rel: str, digest: str) -> None:
