@@ -29,7 +29,8 @@ def run(argv: list[str]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    commands = json.loads(open(sys.argv[1], encoding="utf-8").read())
+    with open(sys.argv[1], encoding="utf-8") as fh:
+        commands = json.load(fh)
     results = [run(argv) for argv in commands]
     with open(sys.argv[2], "w", encoding="utf-8") as fh:
         json.dump(results, fh)

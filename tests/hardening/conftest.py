@@ -26,9 +26,9 @@ class Corpus:
 
 
 def _good_onnx(path: Path) -> Path:
+    import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    import numpy as np
 
     nodes = [helper.make_node("Mul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])]
     graph = helper.make_graph(nodes, "lin", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],

@@ -174,6 +174,7 @@ def test_serve_refuses_every_hostile_version(corpus: Corpus) -> None:
         assert index.get(name, {}).get("state") not in ("READY", None), (name, index.get(name), log[-3000:])
         lines = [ln for ln in log.splitlines() if f"model {name} v1 failed to load" in ln]
         needle = NEEDLES.get(name) or corpus.manifests[name]
-        assert len(lines) == 1 and needle in lines[0], (name, lines, log[-3000:])
+        assert len(lines) == 1, (name, lines, log[-3000:])
+        assert needle in lines[0], (name, lines[0])
     assert "Traceback" not in log, log[-3000:]
     assert corpus.ran() == []
