@@ -219,3 +219,24 @@ def load_pt2(path: Path, *, trust: bool) -> Any:
     from fwx.runtimes.pt2 import load_program  # the one .pt2 loader: scans before torch sees the file
 
     return load_program(path, trust=trust)
+
+
+def program_module(ep: Any) -> Any:
+    """An ExportedProgram as an eval-mode ``nn.Module`` that tolerates ``.eval()`` (``ep.module()`` raises)."""
+    torch = require("torch", "loading .pt2 models")
+
+    class Program(torch.nn.Module):  # type: ignore[name-defined,misc]
+        fwx_trace_only = True  # torch.jit.script cannot compile an exported graph
+
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+            self.training = False
+
+        def forward(self, *args: Any) -> Any:
+            return self.inner(*args)
+
+        def train(self, mode: bool = True) -> Program:
+            return self
+
+    return Program(ep.module())
