@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fwx.errors import ChecksumError, InputError
+from fwx.errors import ChecksumError, FwxError, InputError
 from fwx.formats import Format, normalize_layout
 from fwx.signature import Signature
 
@@ -141,9 +141,20 @@ class Manifest:
         check(data, str(path))
         _check_location(data, Path(folder), path)
         try:
-            return cls.from_json(data)
+            manifest = cls.from_json(data)
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{path} is missing or has malformed field {exc}") from exc
+        # Build every signature now, so a bad dtype or duplicate name fails here with its field named.
+        for field_name, sig in [("signature", data["signature"]),
+                                *((f"artifacts/{k}/signature", a.signature) for k, a in manifest.artifacts.items())]:
+            try:
+                if sig:
+                    Signature.from_json(sig)
+            except (FwxError, KeyError, TypeError, ValueError) as exc:
+                why = exc.message if isinstance(exc, FwxError) else str(exc)
+                raise InputError(f"{path}: field {field_name} is invalid: {why}",
+                                 hint="the manifest is corrupt or was edited by hand; re-export the model") from exc
+        return manifest
 
     def verify(self, folder: Path) -> None:
         """Raise ``ChecksumError`` if any artifact differs from its recorded sha256."""

@@ -217,6 +217,7 @@ def bad_manifests(repo: Path, good_onnx: Path, outside: Path) -> dict[str, str]:
                                                                    "shape": [1]} for i in range(10_000)]), "inputs"),
         "m_artifacts_list": (lambda d: d.update(artifacts=[d["artifacts"]["onnx"]]), "artifacts"),
         "m_unknown_format": (lambda d: d["artifacts"]["onnx"].update(format="exe"), "format"),
+        "m_bad_dtype": (lambda d: d["signature"]["inputs"][0].update(dtype="evil"), "dtype"),
         "m_tampered": (None, "checksum mismatch"),
         "m_deep": (None, "nested too deeply"),
         "m_symlink": (None, "symbolic link"),

@@ -108,7 +108,7 @@ def test_inspect_never_runs_code(batch: dict[str, dict[str, Any]], corpus: Corpu
 
 
 @pytest.mark.parametrize("name", ["m_version_negative", "m_name_traversal", "m_size_huge", "m_many_inputs",
-                                  "m_artifacts_list", "m_unknown_format", "m_tampered", "m_deep", "m_symlink"])
+                                  "m_artifacts_list", "m_unknown_format", "m_bad_dtype", "m_tampered", "m_deep", "m_symlink"])
 def test_validate_refuses_bad_manifest(batch: dict[str, dict[str, Any]], corpus: Corpus, name: str) -> None:
     res = batch[f"validate-manifest:{name}"]
     _assert_refused(res, corpus.manifests[name])
