@@ -36,16 +36,15 @@ def looks_like_pickle(data: bytes) -> bool:
 def pickle_globals(data: bytes, *, max_pickles: int = 8) -> list[str]:
     """``module.name`` of every global the pickle(s) at the start of ``data`` would import.
 
-    A legacy ``torch.save`` file is several pickles back to back followed by
-    raw storage bytes, so consecutive pickles are walked while they last.
+    The first pickle is walked whatever its protocol (0 and 1 have no header);
+    a legacy ``torch.save`` file is several pickles back to back followed by
+    raw storage bytes, so further protocol 2+ pickles are walked while they last.
     """
     buf = io.BytesIO(data)
     found: list[str] = []
-    for _ in range(max_pickles):
+    for i in range(max_pickles):
         start = buf.tell()
-        if not looks_like_pickle(data[start:start + 2]):
-            if start == 0:
-                raise PickleScanError("not a pickle (no protocol 2-5 header)")
+        if i and not looks_like_pickle(data[start:start + 2]):
             break
         found.extend(_walk(buf))
         if buf.tell() >= len(data):

@@ -8,7 +8,9 @@ every member is checked here: nested zips are walked, every pickle must name
 only globals on torch's ``weights_only`` allow-list, and members that are code
 by construction (TorchScript objects, AOTInductor native libraries) are
 refused outright. Raw tensor bytes named by a ``*_config.json`` with
-``use_pickle: false`` are data and skipped.
+``use_pickle: false`` (and by no pickled entry) count only if they parse as a
+pickle; every other member that is not text must be a zip or a pickle of any
+protocol (0 and 1 have no header) that this walk can read.
 """
 
 from __future__ import annotations
@@ -46,21 +48,32 @@ def scan_archive(data: bytes, *, allowed: frozenset[str] | None = None) -> Pt2Fi
     return findings
 
 
-def _raw_payloads(zf: zipfile.ZipFile, names: list[str]) -> set[str]:
-    """Members a ``*_config.json`` declares as raw tensor bytes (``use_pickle: false``)."""
+#: Members torch reads as text or JSON, never unpickles.
+_TEXT_BASENAMES = frozenset({"archive_format", "archive_version", "byteorder", "version", "serialization_id",
+                             ".format_version", ".storage_alignment"})
+
+
+def _is_text(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base in _TEXT_BASENAMES or base.endswith((".json", ".txt")) or "/extra/" in f"/{name}"
+
+
+def _payloads(zf: zipfile.ZipFile, names: list[str]) -> tuple[set[str], set[str]]:
+    """Members the ``*_config.json`` files declare raw tensor bytes, and those they declare pickled."""
     raw: set[str] = set()
+    pickled: set[str] = set()
     for name in names:
         if not name.endswith("_config.json"):
             continue
         try:
             config = json.loads(zf.read(name)).get("config", {})
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, zipfile.BadZipFile, OSError):
             continue
         folder = name.rsplit("/", 1)[0]
         for meta in config.values() if isinstance(config, dict) else ():
-            if isinstance(meta, dict) and meta.get("use_pickle") is False and isinstance(meta.get("path_name"), str):
-                raw.add(f"{folder}/{meta['path_name']}")
-    return raw
+            if isinstance(meta, dict) and isinstance(meta.get("path_name"), str):
+                (raw if meta.get("use_pickle") is False else pickled).add(f"{folder}/{meta['path_name']}")
+    return raw - pickled, pickled  # a member declared both ways is unpickled by torch: scan it
 
 
 def _scan_zip(data: bytes, prefix: str, allowed: frozenset[str], out: Pt2Findings, depth: int) -> None:
@@ -72,29 +85,29 @@ def _scan_zip(data: bytes, prefix: str, allowed: frozenset[str], out: Pt2Finding
     if len(names) > _MAX_MEMBERS:
         out.problems[prefix or "archive"] = f"{len(names)} members (limit {_MAX_MEMBERS})"
         return
-    raw = _raw_payloads(zf, names)
+    raw, _ = _payloads(zf, names)
     for name in names:
         member = prefix + name
         base = name.rsplit("/", 1)[-1]
-        if name.endswith("/"):
-            continue
+        if name.endswith("/") or _is_text(name) or (depth > 0 and not name.endswith(".pkl")):
+            continue  # inside a torch.save zip only *.pkl is unpickled; the rest is storage bytes
         if base.startswith("custom_obj"):
             out.problems[member] = "a TorchScript object (loading it runs its code)"
             continue
         if base.endswith(_NATIVE_SUFFIXES) or "/aotinductor/" in f"/{name}":
             out.problems[member] = "native code (AOTInductor package)"
             continue
-        if name in raw or (depth > 0 and not name.endswith(".pkl")):
-            continue  # declared raw tensor bytes; inside a torch.save zip only *.pkl is unpickled
         try:
             blob = zf.read(name)
         except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError) as exc:
             out.problems[member] = f"unreadable ({exc})"
             continue
-        _scan_blob(blob, member, allowed, out, depth)
+        _scan_blob(blob, member, allowed, out, depth, lenient=name in raw)
 
 
-def _scan_blob(blob: bytes, member: str, allowed: frozenset[str], out: Pt2Findings, depth: int) -> None:
+def _scan_blob(blob: bytes, member: str, allowed: frozenset[str], out: Pt2Findings, depth: int, *,
+               lenient: bool) -> None:
+    """Walk one member. ``lenient``: declared raw tensor bytes, which only count if they ARE a pickle."""
     if blob.startswith(_ZIP_HEAD) and not member.endswith(".pkl"):
         if depth >= _MAX_DEPTH:
             out.problems[member] = f"zip archives nested deeper than {_MAX_DEPTH}"
@@ -102,14 +115,16 @@ def _scan_blob(blob: bytes, member: str, allowed: frozenset[str], out: Pt2Findin
         try:
             _scan_zip(blob, member + "!/", allowed, out, depth + 1)
         except PickleScanError as exc:
-            out.problems[member] = str(exc)
+            if not lenient:
+                out.problems[member] = str(exc)
         return
-    if not (looks_like_pickle(blob) or member.endswith(".pkl")):
-        return  # JSON, text, raw bytes: torch never unpickles these
+    if lenient and not looks_like_pickle(blob):
+        return
     try:
         bad = unsafe_globals(blob, allowed)
     except PickleScanError as exc:
-        out.problems[member] = f"a pickle that cannot be read as data ({exc})"
+        if not lenient:
+            out.problems[member] = f"not a pickle fwx can read as data ({exc})"
         return
     if bad:
         shown = ", ".join(bad[:5]) + (" …" if len(bad) > 5 else "")

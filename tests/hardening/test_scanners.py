@@ -78,6 +78,35 @@ def test_pt2_native_code_and_torchscript_objects_are_refused(corpus: Any, tmp_pa
         assert zipfile.is_zipfile(bad)
 
 
+def test_pt2_scanner_bypasses_are_closed(corpus: Any, tmp_path: Path) -> None:
+    """A protocol-0 pickle (no header) as a pickled weight, and a member declared both raw and pickled."""
+    import json
+
+    proto0 = pickle.dumps(hostile.Payload(tmp_path / "s"), protocol=0)
+    assert not proto0.startswith(b"\x80")
+
+    def headerless(m: dict[str, bytes]) -> None:
+        cfg_name = hostile._member(m, "model_weights_config.json")
+        cfg = json.loads(m[cfg_name])
+        meta = next(iter(cfg["config"].values()))
+        meta["use_pickle"] = True
+        m[cfg_name.rsplit("/", 1)[0] + "/" + meta["path_name"]] = proto0
+        m[cfg_name] = json.dumps(cfg).encode()
+
+    def both_ways(m: dict[str, bytes]) -> None:
+        cfg_name = hostile._member(m, "model_weights_config.json")
+        cfg = json.loads(m[cfg_name])
+        meta = next(iter(cfg["config"].values()))
+        cfg["config"]["alias"] = {**meta, "use_pickle": True}  # same member, now also unpickled
+        m[cfg_name.rsplit("/", 1)[0] + "/" + meta["path_name"]] = hostile._torch_save(hostile.Payload(tmp_path / "s"))
+        m[cfg_name] = json.dumps(cfg).encode()
+
+    for edit in (headerless, both_ways):
+        bad = hostile._rewrite_zip(corpus.clean_pt2, tmp_path / f"{edit.__name__}.pt2", edit)
+        with pytest.raises(UnsafeModelError, match="posix.system"):
+            pt2_bytes(bad, trust=False)
+
+
 def test_pt2_that_is_not_a_zip(tmp_path: Path) -> None:
     p = tmp_path / "junk.pt2"
     p.write_bytes(b"\x80\x04junk")
