@@ -187,16 +187,18 @@ def _load_json(path: Path, folder: Path) -> Any:
 
 
 def _check_location(data: dict[str, Any], folder: Path, path: Path) -> None:
-    """Inside a repository (``<model>/<N>/``) the manifest must name that model and that version."""
+    """Inside a repository (``<model>/<N>/``) the manifest must describe version N.
+
+    The model name is not compared: model folders may be renamed (the server
+    serves the folder's name), and the schema already keeps ``name`` to a safe
+    pattern. A version number that disagrees with its folder is a hand copy
+    that bypassed ``fwx export``'s atomic publish.
+    """
     if not (folder.name.isdigit() and folder.name[0] != "0"):
         return  # a loose copy of a version folder: nothing to compare with
     if data["version"] != int(folder.name):
         raise InputError(f"{path}: field version is {data['version']} but the folder is version {folder.name}",
-                         hint="the version folder was renamed or copied; re-export the model")
-    model = folder.resolve().parent.name
-    if data["name"] != model:
-        raise InputError(f"{path}: field name is {data['name']!r} but the model folder is {model!r}",
-                         hint="the model folder was renamed or copied; re-export the model under this name")
+                         hint="the version folder was renamed or copied; re-export the model or fix the version")
 
 
 def _verify_file(folder: Path, key: str, rel: str, digest: str) -> None:
