@@ -27,7 +27,7 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
 @click.option("--model-class", metavar="PKG.MOD:NAME", help="Class or factory that rebuilds a state_dict's model.")
 @click.option("--model-kwargs", metavar="JSON", help="Keyword arguments for --model-class (or a factory source).")
 @click.option("--trust-model-code", is_flag=True,
-              help="Allow loading files that run code (TorchScript, pickled classes, Keras Lambda layers).")
+              help="Allow loading files that run code or touch the host (TorchScript, pickles, Keras Lambda, SavedModel I/O ops, custom ops).")
 @click.option("--signature", "signature_name", default="serving_default", show_default=True,
               help="SavedModel signature to export from.")
 @click.option("--torchscript-mode", type=click.Choice(["auto", "script", "trace"]), default="auto", show_default=True,

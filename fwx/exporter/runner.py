@@ -294,5 +294,6 @@ def reference(ctx: RunContext) -> Runtime:
     if ctx.reference is None:
         with quiet():
             ctx.reference = source_runtime(ctx.src, ctx.signature, device=ctx.device,
-                                           signature_name=ctx.options.saved_model_signature)
+                                           signature_name=ctx.options.saved_model_signature,
+                                           trust_model_code=ctx.options.trust_model_code)
     return ctx.reference

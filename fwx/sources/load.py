@@ -17,6 +17,7 @@ from fwx.errors import InputError, UsageError
 from fwx.formats import Format, detect_format
 from fwx.frameworks import require, version_of
 from fwx.manifest import sha256_path
+from fwx.safety import check_model
 from fwx.signature import TensorSpec, spec_from_dims
 from fwx.sources import torch_source as ts
 from fwx.sources.onnx_external import external_files
@@ -64,6 +65,7 @@ def load_source(source: str | Path, *, model_class: str | None = None, model_kwa
         return _torch(Format.PYTORCH, None, f"factory {source}", module)
     path = Path(source)
     fmt = detect_format(path)
+    check_model(fmt, path, trust=trust)  # SavedModel I/O ops, ONNX custom domains: refused before any load
     if fmt is Format.PYTORCH:
         return _torch_checkpoint(path, model_class, kwargs, trust)
     if fmt is Format.TORCHSCRIPT:
