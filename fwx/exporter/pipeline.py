@@ -25,7 +25,7 @@ from fwx.exporter.options import ExportOptions
 from fwx.exporter.pinning import guess_layout, load_example_inputs
 from fwx.exporter.resolve import pin_signature
 from fwx.exporter.runner import WORK, Attempt, RunContext, place, run_target
-from fwx.exporter.targets import FORMAT_LAYOUT, Selection, decide, parse_targets, start_format
+from fwx.exporter.targets import FORMAT_LAYOUT, Selection, copied_formats, decide, parse_targets, start_format
 from fwx.formats import ARTIFACT_NAMES, TARGETS, Format
 from fwx.manifest import Manifest
 from fwx.quantize.options import check_options, check_target, validation_examples
@@ -80,7 +80,7 @@ def plan_only(source: str | Path, targets: Sequence[str | Format], options: Conv
     """``--plan``: the paths each target would try, in order, without loading the model."""
     start = start_format(source)
     _, sel = decide(start, parse_targets(targets), options or ConvertOptions(), FORMAT_LAYOUT.get(start),
-                    known=start in FORMAT_LAYOUT)
+                    known=start in FORMAT_LAYOUT, copies=copied_formats(source))
     return {fmt.value: [p.describe() for p in found] for fmt, found in sel.plans.items()}
 
 
@@ -93,14 +93,15 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     eo = options or ExportOptions()
     examples = dict(eo.example_inputs) if isinstance(eo.example_inputs, Mapping) else \
         (load_example_inputs(eo.example_inputs) if eo.example_inputs else None)
-    start, wanted = start_format(source), parse_targets(targets)
+    start, wanted, copies = start_format(source), parse_targets(targets), copied_formats(source)
     if eo.convert.quantize:  # name the formats that can hold it, before the planner only says "no path"
         for fmt in wanted:
             if isinstance(fmt, Format):
                 check_target(fmt, eo.convert.quantize)
     # The layout of a PyTorch/Keras/SavedModel source is known from its format: plan before loading, so a
     # named target without a path fails fast. An ONNX source's layout is read from its graph, after loading.
-    decided = decide(start, wanted, eo.convert, FORMAT_LAYOUT[start], known=True) if start in FORMAT_LAYOUT else None
+    decided = decide(start, wanted, eo.convert, FORMAT_LAYOUT[start], known=True, copies=copies) \
+        if start in FORMAT_LAYOUT else None
     repo = Repository(eo.out)
     model_name = eo.name or default_name(source)
     repo.model_dir(model_name)  # validates the name before any heavy work
@@ -112,7 +113,7 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     ui.info(f"  {sig}")
     layout = guess_layout(sig, src.framework)
     if decided is None or (decided[0].layout and layout is None):  # no 4-D input after all: --layout is dropped
-        decided = decide(start, wanted, eo.convert, layout, known=True)
+        decided = decide(start, wanted, eo.convert, layout, known=True, copies=copies)
     opts, sel = decided
     _check_quantize(sel.plans, opts, sig)
     if examples is None and opts.quantize:  # validate int8 on real samples, not on noise it was never calibrated for
