@@ -57,3 +57,33 @@ def test_pt2_readback_refuses_an_artifact_that_lets_shared_dims_differ(tmp_path:
         rt.close()
     with pytest.raises(SignatureMismatchError, match="share N in the pin, but the artifact lets them differ"):
         check_readback(Format.PT2, path, pinned, got)
+
+
+def test_a_trace_that_bakes_the_sequence_length_is_refused(encoder_pt2: Path) -> None:
+    from fwx.converters import _torch as tc
+    from fwx.sources.load import load_source
+    from fwx.sources.pt2 import pt2_inputs
+    from fwx.sources.samples import make_feeds
+
+    src = load_source(encoder_pt2, trust=True)
+    sig = Signature(pt2_inputs(torch.export.load(encoder_pt2)) or (), (TensorSpec("output_0", "float32", ("N", 4)),))
+    sample = make_feeds(sig.inputs, {"N": 2, "input_ids_d1": 3})
+    wrapped = tc.wrap(src.obj, sig)
+    traced = torch.jit.trace(wrapped, tc.tensors(sample, sig), check_trace=False, strict=False)
+    assert "fails at N=5, input_ids_d1=6" in (tc.baked_sizes(traced, wrapped, sig, sample) or "")
+    eager_cnn = torch.nn.Sequential(torch.nn.Linear(4, 2)).eval()
+    flat = Signature((TensorSpec("x", "float32", ("N", 4)),), (TensorSpec("y", "float32", ("N", 2)),))
+    x = make_feeds(flat.inputs, {"N": 2})
+    assert tc.baked_sizes(torch.jit.trace(tc.wrap(eager_cnn, flat), tc.tensors(x, flat)), tc.wrap(eager_cnn, flat),
+                          flat, x) is None
+
+
+@pytest.mark.slow
+def test_torchscript_from_pt2_runs_at_every_length(encoder_pt2: Path, tmp_path: Path) -> None:
+    res = export(encoder_pt2, ["torchscript"], ExportOptions(out=tmp_path))
+    entry = res.manifest.artifacts["torchscript"]
+    assert [h["tool"] for h in entry.hops] != ["torch.jit.trace"]  # the direct trace baked the length: refused
+    module = torch.jit.load(str(res.version_dir / entry.path))
+    for batch, length in ((1, 3), (2, 9), (4, 40)):
+        out = module(torch.randint(0, 50, (batch, length)), torch.ones(batch, length, dtype=torch.int64))
+        assert tuple((out[0] if isinstance(out, tuple) else out).shape) == (batch, 4)
