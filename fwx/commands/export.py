@@ -131,8 +131,7 @@ def _plan_text(plans: dict[str, list[str]]) -> str:
 
 def _summary(result: Any) -> str:
     rows = [(r.format.value, r.path or "-", ui.human_size(r.size_bytes) if r.size_bytes else "-", r.signature,
-             _check(r.check) if r.status != "skipped" else click.style("skipped", fg="yellow") + f": {r.error}")
-            for r in result.rows]
+             _row_check(r)) for r in result.rows]
     text = ui.table(["format", "path", "size", "signature", "check"], rows)
     arts = result.manifest.artifacts.items() if result.manifest is not None else []
     for key, entry in arts:
@@ -140,7 +139,19 @@ def _summary(result: Any) -> str:
             from fwx.quantize.report import render
 
             text += "\n\n" + render(entry.quantization, title=f"{key} quantisation:")
+    failed = [r for r in result.rows if r.status == "failed" and not r.path]
+    if failed:
+        text += "\n\nnot published (validated wrong; recorded under `failed` in fwx.json): " + \
+            "; ".join(str(r.error) for r in failed)
     return f"{text}\n\npublished {result.version_dir}"
+
+
+def _row_check(row: Any) -> str:
+    if row.status == "skipped":
+        return click.style("skipped", fg="yellow") + f": {row.error}"
+    if row.status == "failed" and not row.path:
+        return _check(row.check) + " - not published"
+    return _check(row.check)
 
 
 def _check(check: str) -> str:

@@ -40,7 +40,7 @@ class TargetRow:
     """One line of the summary: what happened to one requested format."""
 
     format: Format
-    status: str  # ok | failed | skipped (--to all: not exported, ``error`` says why)
+    status: str  # ok | failed | skipped (--to all: failed = validated wrong, not published; skipped = no artifact)
     path: str | None = None  # relative to the version folder
     size_bytes: int = 0
     plan: str = ""
@@ -72,6 +72,7 @@ class ExportResult:
                 "version": self.manifest.version if self.manifest else None,
                 "signature": self.signature.to_json(), "targets": [r.to_json() for r in self.rows],
                 "failures": self.failures, "skipped": dict(self.manifest.skipped) if self.manifest else {},
+                "failed": dict(self.manifest.failed) if self.manifest else {},
                 "manifest": self.manifest.to_json() if self.manifest else None}
 
 
@@ -141,20 +142,35 @@ def _check_quantize(plans: Mapping[Format, list[Plan]], opts: ConvertOptions, si
 
 def _run(repo: Repository, name: str, src: LoadedSource, sig: Signature, sel: Selection, opts: ConvertOptions,
          examples: Mapping[str, Any] | None, eo: ExportOptions) -> ExportResult:
+    """Export every selected target; publish what passed.
+
+    A named target that fails raises (nothing is published). Under ``--to all`` a
+    target without a working path is skipped, and one that validates wrong is
+    left out, recorded in fwx.json's ``failed`` with its numbers, and makes the
+    result not ``ok`` (exit 1); the targets that validated are still published.
+    """
     skipped = {fmt.value: reason for fmt, reason in sel.skipped.items()}
     with repo.staging(name, eo.version) as st, _context(src, sig, opts, examples, st.path, eo) as ctx:
         chosen: dict[Format, Attempt] = {}
+        rejected: dict[Format, tuple[Attempt, list[str]]] = {}
         failures: list[str] = []
         errors: list[FwxError] = []
         for fmt, found in sel.plans.items():
             try:
                 with ui.step(f"export {fmt}"):
-                    pick, lines = _target(ctx, fmt, found, keep_failed=eo.keep_failed)
+                    pick, lines = _target(ctx, fmt, found)
             except FwxError as exc:
-                if fmt not in sel.optional or isinstance(exc, ValidationError):
+                if fmt not in sel.optional:
                     raise
                 skipped[fmt.value] = exc.message
                 errors.append(exc)
+                continue
+            if lines and not eo.keep_failed:
+                if fmt not in sel.optional:
+                    raise _validation_error(pick, lines)
+                rejected[fmt] = (pick, lines)
+                failures += [f"{fmt}: {line}" for line in lines]
+                _show_rejected(fmt, pick, lines)
                 continue
             chosen[fmt] = pick
             for warning in (w for hop in pick.hops for w in hop.result.extra.get("warnings", [])):
@@ -166,15 +182,32 @@ def _run(repo: Repository, name: str, src: LoadedSource, sig: Signature, sel: Se
             if chosen or not errors or reason != errors[0].message:
                 ui.warn(f"{key} skipped: {reason}")
         if not chosen:  # nothing to publish: fail with the first target's own error (type and exit code)
+            if rejected:
+                pick, lines = next(iter(rejected.values()))
+                raise _validation_error(pick, lines, shown=True)
             raise errors[0]
         skipped = {f.value: skipped[f.value] for f in TARGETS if f.value in skipped}
         manifest = mb.build_manifest(name, src, sig, chosen, ctx, keep_intermediate=eo.keep_intermediate,
                                      command=eo.command, created=_now(), fwx_version=__version__, skipped=skipped)
+        manifest.failed = {fmt.value: _failed_entry(fmt, pick, lines) for fmt, (pick, lines) in rejected.items()}
         shutil.rmtree(st.path / WORK, ignore_errors=True)
         with ui.step("publish"):
             final = st.publish(manifest)
     return ExportResult(manifest, final, _rows(manifest, chosen), sig, failures,
                         {fmt.value: a.report for fmt, a in chosen.items() if a.report is not None})
+
+
+def _failed_entry(fmt: Format, attempt: Attempt, lines: list[str]) -> dict[str, Any]:
+    """What fwx.json keeps of a target that validated wrong: the first failure, the path and every number."""
+    validation = attempt.report.for_artifact(fmt.value) if attempt.report is not None else {}
+    return {"error": f"validation failed: {lines[0]}", "plan": attempt.plan.describe(), "validation": validation}
+
+
+def _show_rejected(fmt: Format, attempt: Attempt, lines: list[str]) -> None:
+    if attempt.report is not None and not ui.state.json:
+        ui.info(attempt.report.table())
+    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+    ui.warn(f"{fmt} failed validation and is not published: {lines[0]}{more}")
 
 
 @contextlib.contextmanager
@@ -200,14 +233,12 @@ def _context(src: LoadedSource, sig: Signature, opts: ConvertOptions, examples: 
             ctx.reference.close()
 
 
-def _target(ctx: RunContext, fmt: Format, plans: list[Plan], *, keep_failed: bool) -> tuple[Attempt, list[str]]:
+def _target(ctx: RunContext, fmt: Format, plans: list[Plan]) -> tuple[Attempt, list[str]]:
     """The attempt to publish for ``fmt`` and its validation failures; raises when no path made an artifact."""
     attempts = run_target(ctx, fmt, plans)
     pick, lines = mb.choose(attempts)
     if pick is None:
         raise attempts[0].error or ExportError(f"{fmt}: no path produced an artifact")
-    if lines and not keep_failed:
-        raise _validation_error(pick, lines)
     return pick, lines
 
 
@@ -216,6 +247,11 @@ def _rows(manifest: Manifest, chosen: Mapping[Format, Attempt]) -> list[TargetRo
     for fmt in TARGETS:
         if fmt.value in manifest.skipped:
             rows.append(TargetRow(fmt, "skipped", error=manifest.skipped[fmt.value]))
+        if fmt.value in manifest.failed:
+            bad = manifest.failed[fmt.value]
+            worst = _worst_diff(bad.get("validation") or {})
+            rows.append(TargetRow(fmt, "failed", plan=bad.get("plan", ""), error=bad.get("error"),
+                                  check="FAIL" + (f" (max abs {worst:.1e})" if worst is not None else "")))
         if fmt not in chosen:
             continue
         attempt = chosen[fmt]
@@ -238,8 +274,8 @@ def _worst_diff(validation: Mapping[str, Any]) -> float | None:
     return max(nums) if nums else None
 
 
-def _validation_error(attempt: Attempt, lines: list[str]) -> ValidationError:
-    if attempt.report is not None and not ui.state.json:
+def _validation_error(attempt: Attempt, lines: list[str], *, shown: bool = False) -> ValidationError:
+    if attempt.report is not None and not ui.state.json and not shown:
         ui.info(attempt.report.table())
     more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
     return ValidationError(f"validation failed: {lines[0]}{more}",
