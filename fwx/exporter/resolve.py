@@ -14,6 +14,7 @@ import numpy as np
 from fwx.converters import _torch as tc
 from fwx.errors import FwxError, InputError, first_line
 from fwx.exporter import pinning
+from fwx.exporter.probe_outputs import resolve_outputs
 from fwx.formats import Format
 from fwx.frameworks import quiet
 from fwx.signature import Signature, TensorSpec, names_or_default
@@ -42,7 +43,7 @@ def pin_signature(src: LoadedSource, inputs: Sequence[TensorSpec] = (), outputs:
     if outputs and sorted(outputs) != sorted(s.name for s in model_out):
         raise InputError(f"--output {', '.join(outputs)} does not match the model's outputs "
                          f"({', '.join(s.name for s in model_out)})", hint=f"{src.format} keeps its own output names")
-    return Signature(pinned_in, tuple(model_out))
+    return Signature(pinned_in, resolve_outputs(src, pinned_in, model_out, examples))
 
 
 def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequence[str],
