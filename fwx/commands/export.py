@@ -24,6 +24,10 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
 @click.option("--output", "outputs", multiple=True, metavar="NAME", help="Name an output, in order. Repeatable.")
 @click.option("--example-inputs", type=click.Path(dir_okay=False), metavar="FILE.npz",
               help="Arrays keyed by input name; give dtype/shape (first axis dynamic) and feed tracing/validation.")
+@click.option("--input-range", "input_ranges", multiple=True, metavar="NAME:LO,HI",
+              help="Draw integer input NAME from [LO, HI) in samples (token ids: the vocabulary). Repeatable.")
+@click.option("--input-values", "input_values", multiple=True, metavar="NAME:V1,V2,...",
+              help="Draw every element of input NAME from these values (e.g. token_type_ids:0,1). Repeatable.")
 @click.option("--model-class", metavar="PKG.MOD:NAME", help="Class or factory that rebuilds a state_dict's model.")
 @click.option("--model-kwargs", metavar="JSON", help="Keyword arguments for --model-class (or a factory source).")
 @click.option("--trust-model-code", is_flag=True,
@@ -71,6 +75,7 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
     """
     from fwx.exporter import ExportOptions, plan_only
     from fwx.exporter import export as run_export
+    from fwx.sources.samples import parse_input_range, parse_input_values
 
     opts = _options(kw)
     if plan:
@@ -81,7 +86,9 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
                        outputs=kw["outputs"], example_inputs=kw["example_inputs"], model_class=kw["model_class"],
                        model_kwargs=_kwargs(kw["model_kwargs"]), convert=opts, validate=kw["validate"],
                        keep_failed=kw["keep_failed"], keep_intermediate=kw["keep_intermediate"],
-                       device=kw["device"], command=_command_line())
+                       device=kw["device"], command=_command_line(),
+                       input_ranges=dict(parse_input_range(t) for t in kw["input_ranges"]),
+                       input_values=dict(parse_input_values(t) for t in kw["input_values"]))
     result = run_export(source, targets, eo)
     ui.emit(result.to_json(), lambda: _summary(result))
     if not result.ok:

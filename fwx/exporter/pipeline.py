@@ -31,8 +31,9 @@ from fwx.manifest import Manifest
 from fwx.quantize.options import check_options, check_target, validation_examples
 from fwx.repository import Repository
 from fwx.signature import Signature, static_signature
+from fwx.sources.id_ranges import id_ranges
 from fwx.sources.load import LoadedSource, is_factory_ref, load_source
-from fwx.sources.samples import make_feeds, probe_sizes
+from fwx.sources.samples import check_names, make_feeds, probe_sizes
 
 
 @dataclass
@@ -109,8 +110,10 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     with ui.step(f"load {source}"):
         src = load_source(source, model_class=eo.model_class, model_kwargs=eo.model_kwargs,
                           trust=eo.convert.trust_model_code, signature_name=eo.convert.saved_model_signature)
+    user = eo.sample_config()
     with ui.step("pin signature"):
-        sig = pin_signature(src, eo.specs, eo.outputs, examples)
+        sig = pin_signature(src, eo.specs, eo.outputs, examples, user)
+    check_names(user, sig)
     ui.info(f"  {sig}")
     layout = guess_layout(sig, src.framework)
     if decided is None or (decided[0].layout and layout is None):  # no 4-D input after all: --layout is dropped
@@ -221,11 +224,14 @@ def _context(src: LoadedSource, sig: Signature, opts: ConvertOptions, examples: 
     if opts.static_shapes:
         batch = {s.shape[0] for s in sig.inputs if s.rank and isinstance(s.shape[0], str)}
         sizes = [{k: 1 if k in batch else n for k, n in sizes[0].items()}]
-    opts = replace(opts, sample_inputs=make_feeds(sig.inputs, sizes[0], examples))
-    val_inputs = [make_feeds(sig.inputs, s, examples, seed=i) for i, s in enumerate(sizes)] if examples else None
+    user = eo.sample_config()
+    # integer ids within the embedding's vocabulary where fwx can read it; the user's ranges win
+    cfg = replace(user, ranges={**id_ranges(src, sig), **user.ranges})
+    opts = replace(opts, sample_inputs=make_feeds(sig.inputs, sizes[0], examples, cfg=cfg))
+    val_inputs = [make_feeds(sig.inputs, s, examples, seed=i, cfg=cfg) for i, s in enumerate(sizes)] if examples else None
     expected = static_signature(sig, opts.sample_inputs) if opts.static_shapes else sig
     ctx = RunContext(src, sig, opts, staging, eo.validate, eo.device, guess_layout(sig, src.framework), val_inputs,
-                     expected=expected)
+                     expected=expected, input_config=cfg)
     try:
         yield ctx
     finally:

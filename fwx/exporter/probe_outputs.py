@@ -19,11 +19,12 @@ from fwx.frameworks import quiet, silence_stderr_fd
 from fwx.runtimes.base import load_runtime
 from fwx.signature import Dim, Signature, TensorSpec, is_dynamic
 from fwx.sources.load import LoadedSource
-from fwx.sources.samples import make_feeds, probe_sizes
+from fwx.sources.samples import InputConfig, make_feeds, probe_sizes
 
 
 def resolve_outputs(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec],
-                    examples: Mapping[str, np.ndarray] | None = None) -> tuple[TensorSpec, ...]:
+                    examples: Mapping[str, np.ndarray] | None = None, cfg: InputConfig | None = None
+                    ) -> tuple[TensorSpec, ...]:
     """``outputs`` with each declared-dynamic axis settled by two runs; unchanged when the model cannot run."""
     if src.format is not Format.ONNX or src.path is None or not any(s.dynamic_axes for s in outputs):
         return tuple(outputs)
@@ -34,7 +35,7 @@ def resolve_outputs(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Se
         with quiet(), silence_stderr_fd():
             rt = load_runtime(Format.ONNX, src.path, signature_hint=Signature(tuple(inputs), tuple(outputs)))
             try:
-                runs = [rt.infer(make_feeds(inputs, size, examples, seed=i)) for i, size in enumerate(sizes)]
+                runs = [rt.infer(make_feeds(inputs, size, examples, seed=i, cfg=cfg)) for i, size in enumerate(sizes)]
             finally:
                 rt.close()
     except Exception:  # noqa: BLE001 - a model fwx cannot run here keeps its declared axes; validation judges it
