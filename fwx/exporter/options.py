@@ -37,6 +37,7 @@ class ExportOptions:
     command: str = ""
     input_ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # --input-range NAME:LO,HI
     input_values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # --input-values NAME:V1,V2
+    allow_signature_change: bool = False  # publish a version whose interface differs from the previous one
 
     def __post_init__(self) -> None:
         specs = tuple(s if isinstance(s, TensorSpec) else parse_tensor_spec(s) for s in self.inputs)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from fwx.errors import InputError, first_line
+from fwx.serving.json_values import numeric_array
 from fwx.signature import FROM_KSERVE, KSERVE_DTYPES
 
 #: Largest rank and element count accepted in one tensor (numpy caps rank at 64).
@@ -44,7 +45,7 @@ def element_count(name: str, shape: Sequence[Any]) -> int:
         raise InputError(f"input {name!r}: shape must be a list of integers, got {type(shape).__name__}")
     if len(shape) > MAX_RANK:
         raise InputError(f"input {name!r}: rank {len(shape)} exceeds {MAX_RANK}")
-    count = 1
+    count = extent = 1
     for d in shape:
         if isinstance(d, bool) or not isinstance(d, int):
             raise InputError(f"input {name!r}: shape {list(shape)} holds a non-integer dimension {d!r}")
@@ -52,8 +53,11 @@ def element_count(name: str, shape: Sequence[Any]) -> int:
             raise InputError(f"input {name!r}: shape {list(shape)} has a negative dimension",
                              hint="send the concrete shape of this request's tensor")
         count *= d
+        extent *= max(d, 1)
     if count > MAX_ELEMENTS:
         raise InputError(f"input {name!r}: shape {list(shape)} has {count} elements, over the {MAX_ELEMENTS} limit")
+    if extent > MAX_ELEMENTS:  # also with a 0 somewhere: numpy cannot even shape an empty [0, 2**62]
+        raise InputError(f"input {name!r}: shape {list(shape)} spans more than the {MAX_ELEMENTS}-element limit")
     return count
 
 
@@ -105,7 +109,9 @@ def decode_json_data(name: str, datatype: str, shape: Sequence[int], data: Any) 
             return arr.reshape(shape)
         if datatype == "BOOL":
             _check_bools(name, data)
-        arr = np.asarray(data, dtype=dt)
+            arr = np.asarray(data, dtype=dt)
+        else:
+            arr = numeric_array(name, datatype, dt, data)
     except InputError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
@@ -169,6 +175,16 @@ def _as_bytes(item: Any) -> bytes:
     return str(item).encode("utf-8")
 
 
+def _utf8(name: str, index: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(
+            f"output {name!r} element {index} is not UTF-8 text, and JSON strings carry only UTF-8",
+            hint=f'ask for it in binary: "outputs": [{{"name": "{name}", "parameters": {{"binary_data": true}}}}] '
+                 '(or "parameters": {"binary_data_output": true}), or use gRPC') from None
+
+
 def encode_raw(arr: np.ndarray) -> bytes:
     """Array -> raw little-endian bytes (BYTES: 4-byte length prefix per element)."""
     if arr.dtype.kind in "OSU":
@@ -183,10 +199,15 @@ def encode_raw(arr: np.ndarray) -> bytes:
     return np.ascontiguousarray(arr).tobytes()
 
 
-def json_data(arr: np.ndarray) -> Any:
-    """A flat, JSON-serialisable form of an array (strings for BYTES)."""
+def json_data(arr: np.ndarray, name: str = "") -> Any:
+    """A flat, JSON-serialisable form of an array (strings for BYTES).
+
+    JSON strings are Unicode, so a BYTES element that is not UTF-8 cannot be
+    sent as JSON without changing it; rather than replace characters silently,
+    the answer is a 400 that says how to get the bytes (binary extension, gRPC).
+    """
     if arr.dtype.kind in "OSU":
-        return [_as_bytes(x).decode("utf-8", errors="replace") for x in arr.ravel()]
+        return [_utf8(name, i, _as_bytes(x)) for i, x in enumerate(arr.ravel())]
     if arr.dtype == np.float16:
         return arr.astype(np.float32).ravel()
     return np.ascontiguousarray(arr).ravel()

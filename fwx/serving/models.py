@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,6 +36,7 @@ from fwx.serving.version_policy import VersionPolicy, parse_version_policy, poli
 from fwx.signature import Signature
 
 if TYPE_CHECKING:
+    from fwx.serving.batching.hooks import ModelSlot
     from fwx.serving.config import ServerConfig
 
 log = logging.getLogger("fwx.serving")
@@ -46,7 +47,7 @@ READY, UNAVAILABLE, LOADING, FAILED = "READY", "UNAVAILABLE", "LOADING", "FAILED
 
 @dataclass(eq=False)
 class LoadedModel:
-    """One served version. ``state`` is the data plane's slot (``state["batcher"]``, stats)."""
+    """One served version. ``slot`` is its serving state (batcher, plan, stats), attached by the load hook."""
 
     name: str
     version: int
@@ -57,7 +58,7 @@ class LoadedModel:
     path: Path
     platform: str
     batchable: bool
-    state: dict[str, Any] = field(default_factory=dict)
+    slot: ModelSlot | None = None
     inflight: int = 0
 
     @contextlib.contextmanager
@@ -107,7 +108,7 @@ class ModelManager:
         self._disabled: set[str] = set()
         self._probed: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
-        self._scanner = Scanner(self.repository)
+        self._scanner = Scanner(self.repository, getattr(config, "model_name", None))
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fwx-load")
         self._poll_task: asyncio.Task[None] | None = None
         self._started = False
@@ -121,7 +122,7 @@ class ModelManager:
         poll = float(getattr(self.config, "poll_seconds", 2.0) or 0.0)
         if poll > 0:
             self._poll_task = asyncio.create_task(self._poll(poll), name="fwx-model-poll")
-        log.info("models ready: %s", ", ".join(f"{n} v{sorted(v)}" for n, v in sorted(self._routes.items())) or "none")
+        log.info("models serving: %s", ", ".join(f"{n} v{sorted(v)}" for n, v in sorted(self._routes.items())) or "none")
 
     async def stop(self) -> None:
         """Stop polling, then drain and unload every model."""
@@ -298,7 +299,7 @@ class ModelManager:
         """Load one version in a thread; on failure record it (logged once) and return None."""
         recs = self._records[name]
         recs[version] = _Record(LOADING, "loading")
-        path = self.repository / name / str(version)
+        path = self._scanner.model_dir(name) / str(version)
         settings = self._settings(name)
         fut = asyncio.get_running_loop().run_in_executor(self._pool, load_version, path, settings, self._probed)
         try:
@@ -401,7 +402,7 @@ _LIBC = _load_libc()
 
 
 def _failed_same(rec: _Record | None, fp: Fingerprint) -> bool:
-    """A version that failed stays failed until its fwx.json changes (or an explicit load)."""
+    """A version that failed stays failed until one of its files changes (or an explicit load)."""
     return rec is not None and rec.state == FAILED and rec.fingerprint == fp
 
 

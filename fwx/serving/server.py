@@ -2,7 +2,8 @@
 
 Start: listeners first (liveness answers while models load, readiness says
 no), then the manager loads and warms every model, then ready. Stop (SIGTERM
-or SIGINT): readiness false and new inferences 503/UNAVAILABLE at once, then
+or SIGINT): readiness false at once; after ``shutdown_delay_s`` (default 0) of
+still serving new requests, new inferences get 503/UNAVAILABLE, then
 in-flight and queued requests drain for up to ``drain_seconds``, the
 listeners close, models unload, and the process exits 0. A second signal
 skips the drain.
@@ -23,6 +24,7 @@ from typing import Any
 from fwx.errors import UsageError
 from fwx.serving.config import ServerConfig
 from fwx.serving.dataplane import DataPlane, build_dataplane
+from fwx.serving.readiness import check_repository, readiness_blockers
 from fwx.serving.usage import print_usage_examples
 
 log = logging.getLogger("fwx.serving")
@@ -54,13 +56,17 @@ def _bind(host: str, port: int) -> socket.socket:
 def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
     import uvicorn
 
+    from fwx.serving.rest.chunk_guard import guarded_protocol
+
     class _Server(uvicorn.Server):  # type: ignore[misc]
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:  # fwx handles signals itself
             yield
 
-    ucfg = uvicorn.Config(app, log_level=config.log_level.lower(), access_log=False, lifespan="off",
-                          timeout_graceful_shutdown=max(1, int(config.drain_seconds)), server_header=False)
+    # log_config=None: uvicorn's records go through fwx's handler and format (see _setup_logging)
+    ucfg = uvicorn.Config(app, log_level=_uvicorn_level(config), access_log=False, lifespan="off", log_config=None,
+                          timeout_graceful_shutdown=max(1, int(config.drain_seconds)), server_header=False,
+                          http=guarded_protocol(config.max_body_bytes) or "auto")
     return _Server(ucfg)
 
 
@@ -78,6 +84,7 @@ class Server:
         self._grpc: Any = None
         self._stopped = False
         self._force = asyncio.Event()
+        self._ready_watch: asyncio.Task[None] | None = None
 
     @property
     def ready(self) -> bool:
@@ -87,7 +94,7 @@ class Server:
         """Open the HTTP and gRPC ports (models not loaded yet: live, not ready)."""
         cfg = self.config
         if cfg.http_port >= 0:
-            from fwx.serving.rest import create_app
+            from fwx.serving.rest.app import create_app
 
             sock = _bind(cfg.host, cfg.http_port)
             self.http_port = sock.getsockname()[1]
@@ -100,7 +107,7 @@ class Server:
                     raise UsageError("the HTTP server stopped while starting")
                 await asyncio.sleep(0.005)
         if cfg.grpc_port >= 0:
-            from fwx.serving.grpc_server import bound_port, create_grpc_server
+            from fwx.serving.grpc.server import bound_port, create_grpc_server
 
             self._grpc = create_grpc_server(self.dataplane, cfg)
             await self._grpc.start()
@@ -110,9 +117,21 @@ class Server:
         """Listeners, then load and warm every model; returns once ready."""
         await self.start_listeners()
         await self.dataplane.manager.start()
-        if not self.dataplane.ready():
-            log.warning("not every model loaded; see POST /v2/repository/index for the reasons")
-        log.info("fwx serve ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+        if self.dataplane.ready():
+            log.info("fwx serve ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+        else:
+            blockers = readiness_blockers(self.dataplane.manager) or ["see POST /v2/repository/index"]
+            log.error("fwx serve is NOT ready (/v2/health/ready answers 400; HTTP %s, gRPC %s): %s",
+                      self.http_port, self.grpc_port, "; ".join(blockers))
+            self._ready_watch = asyncio.create_task(self._announce_when_ready(), name="fwx-ready-watch")
+
+    async def _announce_when_ready(self) -> None:
+        """A fixed version published later (polling) makes the server ready: say so once."""
+        while not self.dataplane.closing:
+            await asyncio.sleep(0.5)
+            if self.dataplane.ready():
+                log.info("fwx serve is now ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+                return
 
     def force(self) -> None:
         """Cut a running drain short (a second SIGTERM/SIGINT)."""
@@ -133,10 +152,16 @@ class Server:
         if self._stopped:
             return
         self._stopped = True
+        if self._ready_watch is not None:
+            self._ready_watch.cancel()
         dp = self.dataplane
-        dp.begin_shutdown()
         if not drain:
             self._force.set()
+        elif self.config.shutdown_delay_s > 0:
+            dp.mark_unready()  # keep serving while the load balancer notices (--shutdown-delay-seconds)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._force.wait(), self.config.shutdown_delay_s)
+        dp.begin_shutdown()
         end = time.monotonic() + self.config.drain_seconds
         if not await self._drain(self.config.drain_seconds):
             log.warning("%d request(s) still in flight; stopping without waiting for them", dp.inflight)
@@ -161,7 +186,11 @@ async def run_server(config: ServerConfig, *, announce: bool = True) -> int:
 
     def on_signal(signum: int) -> None:
         signals["count"] += 1
-        server.dataplane.begin_shutdown()  # readiness false at once, before anything else runs
+        # Readiness false at once, before anything else runs; new work refused unless a delay is set.
+        if config.shutdown_delay_s > 0 and signals["count"] == 1:
+            server.dataplane.mark_unready()
+        else:
+            server.dataplane.begin_shutdown()
         log.info("received %s: %s", signal.Signals(signum).name,
                  "draining" if signals["count"] == 1 else "stopping without waiting")
         if signals["count"] > 1:
@@ -194,6 +223,14 @@ async def run_server(config: ServerConfig, *, announce: bool = True) -> int:
     return 0
 
 
+def _uvicorn_level(config: ServerConfig) -> str:
+    """uvicorn logs only warnings (its start/stop lines repeat fwx's) unless --debug or --log-level debug."""
+    from fwx import ui
+
+    level = config.log_level.lower()
+    return "debug" if ui.state.debug or level == "debug" else ("warning" if level == "info" else level)
+
+
 def _setup_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
@@ -201,9 +238,18 @@ def _setup_logging(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+    # uvicorn's own lines ("Started server process") repeat fwx's: one format, and only its warnings unless --debug
+    from fwx import ui
+
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = [handler]
+        lg.setLevel(logging.DEBUG if ui.state.debug else max(logging.WARNING, root.level))  # uvicorn.Config resets it
+        lg.propagate = False
 
 
 def serve(config: ServerConfig) -> int:
     """Blocking entry point of ``fwx serve``; returns the process exit code."""
     _setup_logging(config.log_level)
+    check_repository(config.repository)
     return asyncio.run(run_server(config))

@@ -34,10 +34,37 @@ def test_defaults_are_safe(tmp_path: Path) -> None:
     ({"version_policy": "newest"}, "invalid version policy"),
     ({"prefer": ["keras"]}, "cannot serve keras"),
     ({"log_level": "loud"}, "unknown log level"),
+    ({"enable_model_control": True}, "--enable-model-control needs a non-empty --admin-token"),
+    ({"enable_model_control": True, "admin_token": "  "}, "--admin-token is empty"),
+    ({"api_token": ""}, "--api-token is empty"),
+    ({"api_token": "two words"}, "--api-token holds whitespace"),
+    ({"admin_token": "t\u00f6ken"}, "--admin-token holds whitespace, control or non-ASCII"),
 ])
 def test_bad_settings_are_usage_errors(tmp_path: Path, kw: dict[str, Any], fragment: str) -> None:
     with pytest.raises(UsageError, match=fragment):
         ServerConfig(repository=tmp_path, **kw)
+
+
+def test_prefer_orders_and_only_formats_filters() -> None:
+    cfg = ServerConfig(repository=Path("."), prefer=[Format.TFLITE, Format.PT2])
+    assert cfg.prefer == [Format.TFLITE, Format.PT2, Format.ONNX, Format.TORCHSCRIPT, Format.SAVEDMODEL]
+    cfg = ServerConfig(repository=Path("."), prefer=[Format.TFLITE], only_formats=[Format.ONNX, Format.TFLITE],
+                       prefer_per_model={"m": [Format.ONNX]})
+    assert cfg.prefer == [Format.TFLITE, Format.ONNX]
+    assert cfg.prefer_for("m") == [Format.ONNX, Format.TFLITE]
+    with pytest.raises(UsageError, match="cannot serve keras"):
+        ServerConfig(repository=Path("."), only_formats=["keras"])  # type: ignore[list-item]
+
+
+def test_only_formats_flag_reaches_the_config(tmp_path: Path) -> None:
+    from fwx.cli import cli
+
+    runner = CliRunner()
+    res = runner.invoke(cli, ["serve", "--help"])
+    assert "--only-formats" in res.output
+    assert "not a filter" in res.output
+    bad = runner.invoke(cli, ["serve", str(tmp_path), "--only-formats", "pytorch"], standalone_mode=False)
+    assert isinstance(bad.exception, UsageError)
 
 
 def test_prefer_parsing() -> None:
@@ -46,8 +73,27 @@ def test_prefer_parsing() -> None:
     with pytest.raises(UsageError, match="NAME=VALUE"):
         parse_prefer_model(["m"])
     cfg = ServerConfig(repository=Path("."), prefer_per_model={"m": [Format.TFLITE]})
-    assert cfg.prefer_for("m") == [Format.TFLITE]
+    assert cfg.prefer_for("m")[0] == Format.TFLITE
     assert cfg.prefer_for("other") == cfg.prefer
+
+
+@pytest.mark.parametrize(("flags", "fragment"), [
+    (["--enable-model-control"], "--enable-model-control needs a non-empty --admin-token"),
+    (["--enable-model-control", "--admin-token", ""], "--admin-token is empty"),
+    (["--api-token", ""], "--api-token is empty"),
+])
+def test_serve_cli_token_mistakes_exit_2(tmp_path: Path, flags: list[str], fragment: str,
+                                        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from fwx.cli import main
+
+    monkeypatch.delenv("FWX_API_TOKEN", raising=False)
+    monkeypatch.delenv("FWX_ADMIN_TOKEN", raising=False)
+    with pytest.raises(SystemExit) as info:
+        main(["serve", str(tmp_path), *flags])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert fragment in err
+    assert "Traceback" not in err
 
 
 def test_serve_cli_rejects_bad_flags(tmp_path: Path) -> None:

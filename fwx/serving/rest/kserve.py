@@ -16,6 +16,7 @@ import orjson
 
 from fwx.errors import InputError
 from fwx.serving.codecs import decode_json_data, decode_raw, encode_raw, json_data
+from fwx.serving.rest.schema import check_infer_request
 from fwx.serving.types import InferRequest, InferResponse, InferTensor, RequestedOutput
 from fwx.signature import KSERVE_DTYPES, Signature, is_dynamic
 
@@ -28,7 +29,9 @@ def load_json(data: bytes | memoryview) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise InputError(f"request body is not valid JSON: {str(exc)[:200]}") from None
+        hint = ("JSON strings must be valid Unicode; send bytes that are not UTF-8 with the binary tensor "
+                "extension (binary_data_size) or gRPC") if "surrogate" in str(exc) else None
+        raise InputError(f"request body is not valid JSON: {str(exc)[:200]}", hint=hint) from None
 
 
 def _field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -60,6 +63,7 @@ def parse_infer(body: bytes, header_len: str | None, model: str, version: str | 
         view = memoryview(body)
         json_part, binary = view[:n], view[n:]
     doc = load_json(json_part)
+    check_infer_request(doc)
     if not isinstance(doc, dict):
         raise InputError("the request body must be a JSON object with an 'inputs' list")
     raw_inputs = doc.get("inputs")
@@ -93,6 +97,9 @@ def _input(item: Any, i: int, binary: memoryview, offset: int) -> tuple[InferTen
         if "data" not in item:
             raise InputError(f"input {name!r} has neither 'data' nor a binary_data_size parameter")
         return InferTensor(name, datatype, shape, decode_json_data(name, datatype, shape, item["data"]), params), 0
+    if "data" in item:
+        raise InputError(f"input {name!r} has both 'data' and a binary_data_size parameter",
+                         hint="send the tensor either as JSON 'data' or as binary after the header, not both")
     if isinstance(size, bool) or not isinstance(size, int) or size < 0 or offset + size > len(binary):
         raise InputError(f"input {name!r}: binary_data_size {size!r} does not fit the {len(binary) - offset} "
                          "binary bytes left in the body")
@@ -140,7 +147,7 @@ def encode_infer(resp: InferResponse, request: InferRequest, binary_default: boo
             entry["parameters"] = {"binary_data_size": len(raw)}
             blobs.append(raw)
         else:
-            entry["data"] = json_data(t.data)
+            entry["data"] = json_data(t.data, t.name)
         entries.append(entry)
     doc: dict[str, Any] = {"model_name": resp.model_name, "model_version": resp.model_version, "outputs": entries}
     if resp.id:

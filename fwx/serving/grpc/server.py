@@ -22,7 +22,8 @@ from typing import Any
 import grpc
 
 from fwx.errors import UsageError
-from fwx.serving.grpc_servicer import HealthServicer, InferenceServicer, LoopBridge
+from fwx.serving.grpc.safe_decode import add_servicer
+from fwx.serving.grpc.servicer import HealthServicer, InferenceServicer, LoopBridge
 from fwx.serving.proto import grpc_service_pb2_grpc as pb_grpc
 from fwx.serving.proto import health_pb2_grpc
 
@@ -85,8 +86,8 @@ def create_grpc_server(dataplane: Any, config: Any) -> GrpcServer:
         ],
         maximum_concurrent_rpcs=threads + int(config.max_queue_size),
     )
-    pb_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(dataplane, config, bridge), server)
-    health_pb2_grpc.add_HealthServicer_to_server(HealthServicer(dataplane, bridge), server)
+    add_servicer(server, pb_grpc.add_GRPCInferenceServiceServicer_to_server, InferenceServicer(dataplane, config, bridge))
+    add_servicer(server, health_pb2_grpc.add_HealthServicer_to_server, HealthServicer(dataplane, bridge))
     address = _address(config.host, config.grpc_port)
     try:
         port = server.add_insecure_port(address)
