@@ -85,6 +85,8 @@ class Manifest:
     fwx_version: str = ""
     schema_version: int = SCHEMA_VERSION
     skipped: dict[str, str] = field(default_factory=dict)  # --to all: format -> why it was not exported
+    #: --to all: format -> {"error", "plan", "validation"} for an artifact made but not published (wrong numbers)
+    failed: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def sig(self) -> Signature:
         return Signature.from_json(self.signature)
@@ -95,8 +97,9 @@ class Manifest:
         for entry in data["artifacts"].values():  # fields added later are written only when used,
             if not entry["files"]:                 # so fwx versions that predate them still read the file
                 del entry["files"]
-        if not data["skipped"]:
-            del data["skipped"]
+        for key in ("skipped", "failed"):
+            if not data[key]:
+                del data[key]
         return data
 
     @classmethod
@@ -117,6 +120,7 @@ class Manifest:
             fwx_version=data.get("fwx_version", ""),
             schema_version=sv,
             skipped=dict(data.get("skipped") or {}),
+            failed=dict(data.get("failed") or {}),
         )
 
     def write(self, folder: Path) -> Path:

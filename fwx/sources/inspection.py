@@ -25,7 +25,7 @@ from fwx.safety import check_model
 from fwx.signature import Signature
 from fwx.sources import readers
 from fwx.sources import torch_source as ts
-from fwx.sources.load import pt2_inputs
+from fwx.sources.pt2 import pt2_inputs
 
 
 def inspect_path(path: str | Path, *, trust: bool = False, signature_name: str = "serving_default") -> dict[str, Any]:
