@@ -21,6 +21,7 @@ from fwx.runtimes.base import runtime_entry
 from fwx.serving.config import DEFAULT_PREFER
 
 DIST_NAME = "fwx-toolkit"  # "fwx" on PyPI is an unrelated package
+WHEEL_GLOB = DIST_NAME.replace("-", "_") + "-*.whl"  # wheel file names spell the distribution with "_"
 WHEEL_DIR = ".fwx-wheels"  # inside the build context; hidden, so the server never sees it as a model
 BASE_CPU = "python:3.11.14-slim-bookworm"
 BASE_GPU = "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04"
@@ -33,7 +34,7 @@ class DockerizePlan:
     served: dict[str, str] = field(default_factory=dict)  # model/version -> format
     gpu: bool = False
     tag: str = "fwx-models:latest"
-    wheel: str = f"fwx_toolkit-{__version__}-py3-none-any.whl"  # file name under WHEEL_DIR
+    wheel: str = WHEEL_GLOB.replace("*", f"{__version__}-py3-none-any")  # file name under WHEEL_DIR
 
     @property
     def pip_spec(self) -> str:
@@ -137,7 +138,7 @@ def build_wheel(dest: Path, *, wheel: Path | None = None) -> Path:
     """Put fwx's wheel into ``dest``: the one given, or one built from this checkout with pip."""
     dest.mkdir(parents=True, exist_ok=True)
     if wheel is not None:
-        if not (wheel.is_file() and wheel.name.startswith("fwx_toolkit-") and wheel.suffix == ".whl"):
+        if not (wheel.is_file() and wheel.match(WHEEL_GLOB)):
             raise InputError(f"{wheel} is not an fwx_toolkit wheel",
                              hint="build one with: pip wheel --no-deps -w dist PATH/TO/fwx-checkout")
         return Path(shutil.copy2(wheel, dest / wheel.name))
@@ -145,11 +146,11 @@ def build_wheel(dest: Path, *, wheel: Path | None = None) -> Path:
     if root is None:
         raise InputError("this fwx was not installed from a source checkout, so no wheel can be built for the image",
                          hint="pass --wheel PATH/TO/fwx_toolkit-*.whl")
-    for old in dest.glob("fwx_toolkit-*.whl"):
+    for old in dest.glob(WHEEL_GLOB):
         old.unlink()
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dest), str(root)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    built = sorted(dest.glob("fwx_toolkit-*.whl"))
+    built = sorted(dest.glob(WHEEL_GLOB))
     if proc.returncode != 0 or not built:
         last = (proc.stderr.strip().splitlines() or ["no wheel written"])[-1]
         raise InputError(f"building fwx's wheel from {root} failed: {last}",

@@ -1,4 +1,7 @@
-"""Keep frameworks' C++ log lines off the terminal unless ``--debug``.
+"""Keep frameworks' chatter off the terminal unless ``--debug``.
+
+``quiet_frameworks`` sets the switches frameworks read when they load (log
+levels, warning filters); ``filter_native_stderr`` catches what they print anyway.
 
 TensorFlow 2.21 (absl), gRPC's core and XLA write straight to file descriptor 2
 before any Python code could configure them ("failed call to cuInit", oneDNN
@@ -13,10 +16,12 @@ from __future__ import annotations
 
 import atexit
 import io
+import logging
 import os
 import re
 import sys
 import threading
+import warnings
 
 #: glog/absl line prefix (I/W/E, never F: a fatal line explains a crash), absl's pre-init notice,
 #: and the continuation line of TensorFlow's CPU-feature notice.
@@ -27,6 +32,27 @@ NOISE = re.compile(
 )
 
 _installed = False
+
+
+#: Framework log switches, read when each library loads (so set before any of them is imported):
+#: TensorFlow's C++ log (oneDNN notices, "failed call to cuInit"), absl/glog, gRPC's C++ core
+#: ("add_port.cc ... Failed to add port" on a busy port). The user's own settings win.
+QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3", "GRPC_VERBOSITY": "NONE"}
+
+
+def quiet_frameworks(debug: bool) -> None:
+    """Silence framework chatter on stderr unless ``--debug``; fwx's own messages are unaffected.
+
+    Child processes (the server's trial loads) inherit the environment, so they stay quiet too.
+    """
+    if debug:
+        return
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+        warnings.filterwarnings("ignore", category=category)
+    for name in ("absl", "tensorflow", "tf2onnx", "onnxscript", "torch.onnx"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _pump(read_fd: int, out_fd: int) -> None:

@@ -11,7 +11,6 @@ import json
 import os
 import sys
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -49,29 +48,6 @@ def common_options(func: F) -> F:
     func = click.option("--json", "json_output", is_flag=True, expose_value=False, is_eager=True,
                         callback=_set_json, help="Print one JSON document on stdout (for scripts).")(func)
     return func
-
-
-#: Framework log switches, read when each library loads (so set before any of them is imported):
-#: TensorFlow's C++ log (oneDNN notices, "failed call to cuInit"), absl/glog, gRPC's C++ core
-#: ("add_port.cc ... Failed to add port" on a busy port). The user's own settings win.
-QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3", "GRPC_VERBOSITY": "NONE"}
-
-
-def quiet_frameworks(debug: bool) -> None:
-    """Silence framework chatter on stderr unless ``--debug``; fwx's own messages are unaffected.
-
-    Child processes (the server's trial loads) inherit the environment, so they stay quiet too.
-    """
-    if debug:
-        return
-    for key, value in QUIET_ENV.items():
-        os.environ.setdefault(key, value)
-    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
-        warnings.filterwarnings("ignore", category=category)
-    import logging
-
-    for name in ("absl", "tensorflow", "tf2onnx", "onnxscript", "torch.onnx"):
-        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def info(msg: str) -> None:

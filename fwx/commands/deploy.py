@@ -53,11 +53,18 @@ def _emit(yaml_text: str, out_dir: Path | None, filename: str, force: bool) -> N
     target = out_dir / filename
     if target.exists() and not force:
         raise InputError(f"{target} already exists", hint="pass --force to overwrite it")
+    if target.is_dir():
+        raise InputError(f"{target} is a folder; --force only overwrites a file",
+                         hint="remove it or pass another --out")
     out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{filename}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:  # written whole, then renamed: never half a manifest
-        fh.write(yaml_text)
-    os.replace(tmp, target)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:  # written whole, then renamed: never half a manifest
+            fh.write(yaml_text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)  # a failed write leaves no hidden temp file behind
+        raise
     ui.emit({"ok": True, "written": str(target)}, lambda: f"wrote {target}\napply: kubectl apply -f {target}")
 
 

@@ -45,6 +45,7 @@ class DeployOptions:
     drain_seconds: float = 30.0
     shutdown_delay_seconds: float = 10.0
     poll_seconds: float = 2.0
+    service_account: str | None = None  # the pod's (storage credentials for the initializer)
 
     def __post_init__(self) -> None:
         if not DNS_1123.fullmatch(self.name):
@@ -98,6 +99,14 @@ def serve_args(opts: DeployOptions, model_name: str) -> list[str]:
     if opts.gpu:
         args += ["--device", "cuda"]
     return args
+
+
+def serve_container(opts: DeployOptions, name: str, model_name: str, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``fwx serve`` container both generators run; ``mounts`` go before the writable /tmp."""
+    _, tmp_mount = tmp_volume()
+    return {"name": name, "image": opts.image, "command": ["fwx"], "args": serve_args(opts, model_name),
+            "ports": ports(), "env": env(), "resources": resources(opts), **probes(),
+            "securityContext": container_security(), "volumeMounts": [*mounts, tmp_mount]}
 
 
 def probes() -> dict[str, Any]:

@@ -21,12 +21,8 @@ from fwx.deploy.common import (
     DeployOptions,
     container_security,
     dump,
-    env,
     pod_security,
-    ports,
-    probes,
-    resources,
-    serve_args,
+    serve_container,
     tmp_volume,
 )
 from fwx.deploy.storage import STORAGE_INITIALIZER, parse_storage_uri
@@ -37,7 +33,6 @@ from fwx.errors import UsageError
 class K8sOptions(DeployOptions):
     cpu_target_percent: int = 70
     queue_depth_target: float | None = None  # average fwx_queue_depth per pod, via the Prometheus adapter
-    service_account: str | None = None
     storage_initializer_image: str = STORAGE_INITIALIZER
 
     def __post_init__(self) -> None:
@@ -56,7 +51,7 @@ def _repository(opts: K8sOptions) -> tuple[list[dict[str, Any]], list[dict[str, 
     src = parse_storage_uri(opts.repo_uri)
     if src.is_pvc:
         return [{"name": "models", "persistentVolumeClaim": {"claimName": src.claim, "readOnly": True}}], []
-    tmp, tmp_mount = tmp_volume()
+    _, tmp_mount = tmp_volume()
     init = {"name": "storage-initializer", "image": opts.storage_initializer_image,
             "args": [src.uri, MODEL_DIR],
             "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
@@ -75,10 +70,8 @@ def _models_mount(opts: K8sOptions) -> dict[str, Any]:
 
 def deployment(opts: K8sOptions) -> dict[str, Any]:
     volumes, init = _repository(opts)
-    tmp, tmp_mount = tmp_volume()
-    container = {"name": "fwx", "image": opts.image, "command": ["fwx"], "args": serve_args(opts, opts.name),
-                 "ports": ports(), "env": env(), "resources": resources(opts), **probes(),
-                 "securityContext": container_security(), "volumeMounts": [_models_mount(opts), tmp_mount]}
+    tmp, _ = tmp_volume()
+    container = serve_container(opts, "fwx", opts.name, [_models_mount(opts)])
     pod: dict[str, Any] = {"terminationGracePeriodSeconds": opts.grace_period_s, "securityContext": pod_security(),
                            "automountServiceAccountToken": False}
     if opts.service_account:

@@ -24,14 +24,9 @@ from typing import Any
 from fwx.deploy.common import (
     HTTP_PORT,
     DeployOptions,
-    container_security,
     dump,
-    env,
     pod_security,
-    ports,
-    probes,
-    resources,
-    serve_args,
+    serve_container,
     tmp_volume,
 )
 from fwx.deploy.storage import parse_storage_uri
@@ -54,7 +49,6 @@ class KServeOptions(DeployOptions):
     model_format: str = "onnx"
     cluster: bool = False  # ClusterServingRuntime instead of a namespaced ServingRuntime
     runtime_name: str = "fwx"
-    service_account: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -70,10 +64,8 @@ class KServeOptions(DeployOptions):
 def serving_runtime(opts: KServeOptions) -> dict[str, Any]:
     formats = [{"name": name, **({"version": version} if version else {}), "autoSelect": True, "priority": 1}
                for name, (version, _) in MODEL_FORMATS.items()]
-    tmp, tmp_mount = tmp_volume()
-    container = {"name": "kserve-container", "image": opts.image, "command": ["fwx"], "args": serve_args(opts, "{{.Name}}"),
-                 "ports": ports(), "env": env(), "resources": resources(opts), **probes(),
-                 "securityContext": container_security(), "volumeMounts": [tmp_mount]}
+    tmp, _ = tmp_volume()
+    container = serve_container(opts, "kserve-container", "{{.Name}}", [])
     meta: dict[str, Any] = {"name": opts.runtime_name}
     if opts.namespace and not opts.cluster:
         meta["namespace"] = opts.namespace

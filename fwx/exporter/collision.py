@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fwx import ui
 from fwx.errors import InputError
-from fwx.manifest import Manifest
+from fwx.manifest import Manifest, SourceInfo
 from fwx.repository import Repository
 from fwx.signature import Signature, TensorSpec
 
@@ -65,8 +65,6 @@ def check_new_version(repo: Repository, manifest: Manifest, *, allow: bool) -> N
 
 def check_pinned(repo: Repository, name: str, signature: Signature, *, allow: bool) -> None:
     """The early check, before any conversion: the pinned signature against the latest version's."""
-    from fwx.manifest import SourceInfo
-
     probe = Manifest(name=name, version=0, source=SourceInfo("", "", "", ""), signature=signature.to_json())
     check_new_version(repo, probe, allow=allow)
 

@@ -227,6 +227,8 @@ class DataPlane:
     def model_status(self, name: str, version: str | None, *, auth: str | None = None) -> list[dict[str, Any]]:
         """The index entries of one model (or one version of it); 404 naming what is missing."""
         self.authorize("model_status", auth)
+        if version is not None and version.isdigit():
+            version = str(int(version))  # "02" is version 2, as for every other route
         entries = [e for e in self.manager.index()
                    if e["name"] == name and (version is None or str(e["version"]) == version)]
         if not entries:

@@ -12,10 +12,13 @@ import logging
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwx.serving.metrics_models import model_families
 from fwx.serving.stats import Hist, ModelStats
+
+if TYPE_CHECKING:
+    from fwx.serving.models import ModelManager
 
 log = logging.getLogger("fwx.serving")
 
@@ -34,7 +37,8 @@ class Metrics:
         self._models: dict[tuple[str, str], ModelStats] = {}
         self.server_failures: dict[str, int] = {}
         self.ready = False
-        self.manager: Any = None  # the ModelManager, for load counters (set by build_dataplane)
+        self.manager: ModelManager | None = None  # for the model families (set by build_dataplane)
+        self.replica = replica_name()  # the environment names a replica once, at start
         self.registry.register(_Collector(self))
         register_process_metrics(self.registry)
 
@@ -168,7 +172,7 @@ class _Collector:
         ready.add_metric([], 1.0 if self.metrics.ready else 0.0)
         yield fail
         yield ready
-        yield _info_family()
+        yield _info_family(self.metrics.replica)
         if self.metrics.manager is not None:
             yield from model_families(self.metrics.manager)
 
@@ -184,7 +188,7 @@ def replica_name() -> str:
     return socket.gethostname()
 
 
-def _info_family() -> Any:
+def _info_family(replica: str) -> Any:
     """``fwx_server_info{replica, version} 1``: one series per replica, joined on ``instance`` when needed.
 
     An info metric rather than a constant ``replica`` label on every family: with the label, each
@@ -197,7 +201,7 @@ def _info_family() -> Any:
     from fwx import __version__
 
     fam = InfoMetricFamily("fwx_server", "Identity of this fwx serve replica.", labels=["replica", "version"])
-    fam.add_metric([replica_name(), __version__], {})
+    fam.add_metric([replica, __version__], {})
     return fam
 
 

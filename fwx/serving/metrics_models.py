@@ -12,13 +12,18 @@ that disagree.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fwx.errors import FwxError
 from fwx.serving.drift import drift_versions
 
+if TYPE_CHECKING:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-def model_families(manager: Any) -> Iterator[Any]:
+    from fwx.serving.models import ModelManager
+
+
+def model_families(manager: ModelManager) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
     """fwx_model_loads_total, fwx_model_load_failures_total, fwx_model_version_served,
     fwx_model_newest_version and fwx_model_runtime_drift from the model manager."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -33,8 +38,8 @@ def model_families(manager: Any) -> Iterator[Any]:
     drift = GaugeMetricFamily("fwx_model_runtime_drift",
                               "1 when the serving runtime's version differs from the one fwx.json recorded.",
                               labels=["model", "version", "format", "runtime", "recorded", "serving"])
-    load_counts = dict(getattr(manager, "loads", {}))
-    failure_counts = dict(getattr(manager, "load_failures", {}))
+    load_counts = dict(manager.loads)
+    failure_counts = dict(manager.load_failures)
     names = sorted(set(manager.models()) | set(load_counts) | set(failure_counts))
     for name in names:
         loads.add_metric([name], load_counts.get(name, 0))
@@ -47,14 +52,15 @@ def model_families(manager: Any) -> Iterator[Any]:
     yield from (loads, failed, served, newest, drift)
 
 
-def _add_version(manager: Any, name: str, version: int, served: Any, drift: Any) -> None:
+def _add_version(manager: ModelManager, name: str, version: int, served: GaugeMetricFamily,
+                 drift: GaugeMetricFamily) -> None:
     try:
         model = manager.get(name, version)
     except FwxError:  # unloaded between listing and lookup
         return
     labels = [name, str(version), str(model.format)]
     served.add_metric(labels, 1.0)
-    found = drift_versions(model.manifest, model.format, str(getattr(model.runtime, "runtime_version", "")))
+    found = drift_versions(model.manifest, model.format, model.runtime.runtime_version)
     if found is not None:
         package, recorded, serving = found
         drift.add_metric([*labels, package, recorded, serving], 1.0 if recorded != serving else 0.0)

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwx.errors import UsageError
 from fwx.manifest import MANIFEST_NAME
 from fwx.repository import TMP_PREFIX
 
+if TYPE_CHECKING:
+    from fwx.serving.models import ModelManager
 
-def readiness_blockers(manager: Any) -> list[str]:
+
+def readiness_blockers(manager: ModelManager) -> list[str]:
     """One line per model version that keeps the server from being ready (empty when ready)."""
     rows: dict[str, list[dict[str, Any]]] = {}
     for row in manager.index():

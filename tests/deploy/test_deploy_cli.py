@@ -48,3 +48,11 @@ def test_local_path_is_refused_with_the_fix(tmp_path: Path) -> None:
     assert "not a storage URI" in lines[0]
     assert "Traceback" not in res.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_out_target_that_is_a_folder_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    (tmp_path / "mnist-k8s.yaml" / "keep").mkdir(parents=True)
+    res = _fwx("k8s", "pvc://models/artifacts", "--name", "mnist", "--out", str(tmp_path), "--force")
+    assert res.returncode == 2, res.stderr
+    assert "is a folder" in res.stderr.splitlines()[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mnist-k8s.yaml"]  # no .mnist-k8s.yaml.* temp file

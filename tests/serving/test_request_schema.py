@@ -129,3 +129,11 @@ def test_compiled_checker_agrees_with_jsonschema(doc_schema: dict[str, Any], che
             assert "\n" not in refused
 
     agree()
+
+
+def test_a_client_field_name_with_a_newline_stays_on_one_line() -> None:
+    # the decoder fuzz found it: a parameter named "a\nb" split the 400 message in two
+    with pytest.raises(InputError) as info:
+        schema.check_infer_request({**GOOD, "parameters": {"a\nb": {}}})
+    assert "\n" not in str(info.value)
+    assert "parameters.a\\nb must be" in str(info.value)

@@ -81,6 +81,12 @@ def test_model_status_shape(srv: Any) -> None:
     assert srv.request("GET", "/v1/models/nope").status_code == 404
 
 
+def test_model_status_reads_a_zero_padded_version_as_the_number(srv: Any) -> None:
+    # /v2/models/linear/versions/02/ready means version 2; so must the TF Serving status route
+    padded = srv.request("GET", "/v1/models/linear/versions/02").json()
+    assert [s["version"] for s in padded["model_version_status"]] == ["2"]
+
+
 def test_metadata_signature_def(srv: Any) -> None:
     meta = srv.request("GET", "/v1/models/multi/metadata").json()
     assert meta["model_spec"] == {"name": "multi", "signature_name": "", "version": "1"}
@@ -131,3 +137,16 @@ def test_tensor_names_match_a_real_savedmodel(tmp_path: Path) -> None:
     ins, outs = tf_tensor_names(sig)
     assert ins == {k: t.name for k, t in real.inputs.items()}
     assert outs == {k: t.name for k, t in real.outputs.items()}
+
+
+@pytest.mark.parametrize("doc", [{"inputs": {"x": [[1.0]], "a\nb": 1}}, {"instances": [{"x": [1.0], "a\nb": 1}]}])
+def test_unknown_input_named_with_a_newline_stays_on_one_line(doc: dict[str, Any]) -> None:
+    # the decoder fuzz found it: the unknown name was echoed raw, splitting the 400 message in two
+    from fwx.errors import InputError
+    from fwx.serving.rest.tf_serving import parse_predict
+    from fwx.signature import Signature, TensorSpec
+
+    sig = Signature((TensorSpec("x", "float32", ("N", 1)),), (TensorSpec("y", "float32", ("N", 1)),))
+    with pytest.raises(InputError, match="unknown input") as info:
+        parse_predict(json.dumps(doc).encode(), "m", None, sig, None)
+    assert "\n" not in str(info.value)

@@ -65,6 +65,10 @@ class Routes:
         return request.headers.get("authorization")
 
     @staticmethod
+    def _deadline(request: Request) -> float | None:
+        return kserve.deadline_from_header(request.headers.get("inference-timeout"))
+
+    @staticmethod
     def _mv(request: Request) -> tuple[str, str | None]:
         p = request.path_params
         return p["model"], p.get("version")
@@ -93,12 +97,11 @@ class Routes:
 
     async def infer(self, request: Request) -> Response:
         model, version = self._mv(request)
-        headers = request.headers
 
         async def decode() -> tuple[InferRequest, bool]:
             body = await read_body(request, self.limit)
-            deadline = kserve.deadline_from_header(headers.get("inference-timeout"))
-            return kserve.parse_infer(body, headers.get(kserve.HEADER_LEN), model, version,
+            deadline = self._deadline(request)
+            return kserve.parse_infer(body, request.headers.get(kserve.HEADER_LEN), model, version,
                                       lambda: self.dp.signature(model, version), deadline)
 
         req, binary, resp = await self.dp.handle_infer(decode, auth=self._auth(request))
@@ -140,7 +143,7 @@ class Routes:
 
         async def decode() -> tuple[InferRequest, str]:
             body = await read_body(request, self.limit)
-            deadline = kserve.deadline_from_header(request.headers.get("inference-timeout"))
+            deadline = self._deadline(request)
             return tf_serving.parse_predict(body, model, version, self.dp.signature(model, version), deadline)
 
         _, style, resp = await self.dp.handle_infer(decode, auth=self._auth(request))

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fwx import __version__
+from fwx.serving.dataplane import ACCESS, Access
 from fwx.serving.rest import schema
 
 _ERROR = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}
@@ -22,6 +23,8 @@ _OBJECT: dict[str, Any] = {"type": "object"}
 _ARRAY: dict[str, Any] = {"type": "array", "items": {"type": "object"}}
 _TEXT = "text"
 _EMPTY = "empty"
+#: Routes documented without a token: the data plane's public operations (their route names are the same).
+_PUBLIC = frozenset(op for op, access in ACCESS.items() if access is Access.PUBLIC)
 
 #: endpoint name -> (summary, request body schema or None, 200 answer: a JSON schema, _TEXT or _EMPTY).
 OPERATIONS: dict[str, tuple[str, dict[str, Any] | None, Any]] = {
@@ -73,7 +76,7 @@ def _operation(path: str, method: str, name: str) -> dict[str, Any]:
     if body is not None:
         op["requestBody"] = {"required": name != "repository_index",
                              "content": {"application/json": {"schema": body}}}
-    if name not in ("live", "ready", "server_metadata", "metrics", "openapi"):
+    if name not in _PUBLIC:
         op["security"] = [{"bearer": []}, {}]
     return op
 

@@ -101,6 +101,12 @@ def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
+def _client_key(key: object) -> str:
+    """A field name the client chose, escaped where it would break the one-line message (a newline)."""
+    text = str(key)
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
 def compile_schema(schema: dict[str, Any]) -> Check:
     """A checker ``check(value, where)`` that raises ``InputError`` at the first field that does not match."""
     checks: list[_Step] = []
@@ -186,9 +192,9 @@ def _object_checks(schema: dict[str, Any]) -> list[_Step]:
             if sub is not None:
                 sub(item, _join(where, key))
             elif extra is False:
-                raise _fail(_join(where, str(key)), "is not a known field")
+                raise _fail(_join(where, _client_key(key)), "is not a known field")
             elif extra_check is not None:
-                extra_check(item, _join(where, str(key)))
+                extra_check(item, _join(where, _client_key(key)))
 
     return [check]
 

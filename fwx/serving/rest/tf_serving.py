@@ -53,12 +53,11 @@ def _to_array(spec: TensorSpec, value: Any) -> np.ndarray:
     try:
         if spec.dtype == "bytes":
             arr = np.array(_b64(value), dtype=object)
+        elif spec.dtype == "bool":
+            _check_bools(spec.name, value)
+            arr = np.asarray(value, dtype=np.bool_)
         else:
-            if spec.dtype == "bool":
-                _check_bools(spec.name, value)
-                arr = np.asarray(value, dtype=np.dtype(spec.dtype))
-            else:
-                arr = numeric_array(spec.name, spec.dtype, np.dtype(spec.dtype), value)
+            arr = numeric_array(spec.name, spec.dtype, np.dtype(spec.dtype), value)
     except InputError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
@@ -104,7 +103,8 @@ def parse_predict(body: bytes, model: str, version: str | None, sig: Signature,
     inputs = [_tensor(spec, arrays[spec.name]) for spec in sig.inputs if spec.name in arrays]
     unknown = sorted(set(arrays) - set(sig.input_names))
     if unknown:
-        raise InputError(f"unknown input(s): {', '.join(unknown)}", hint=f"this model takes: {', '.join(sig.input_names)}")
+        raise InputError(f"unknown input(s): {', '.join(map(repr, unknown))}",
+                         hint=f"this model takes: {', '.join(sig.input_names)}")
     return InferRequest(model, version, inputs, deadline=deadline), style
 
 
