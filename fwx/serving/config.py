@@ -81,7 +81,9 @@ class ServerConfig:
     drain_seconds: float = 30.0
     warmup: bool = True
     load_probe: bool = True  # load each new artifact once in a child process first (crash-safe)
-    workers: int = 1  # concurrent batches per model version (compute threads)
+    workers: int = 1  # concurrent batches per model version (compute threads; CLI --instances)
+    worker_processes: int = 1  # serving processes sharing the ports (CLI --workers; fwx.serving.supervisor)
+    reuse_port: bool = False  # SO_REUSEPORT on both listeners (set for supervised workers)
     log_level: str = "info"
 
     def __post_init__(self) -> None:
@@ -102,7 +104,7 @@ class ServerConfig:
                                  hint="use 1-65535, 0 for any free port, -1 to disable")
         positive = {"max_batch_size": self.max_batch_size, "max_queue_size": self.max_queue_size,
                     "max_body_bytes": self.max_body_bytes, "grpc_max_message_bytes": self.grpc_max_message_bytes,
-                    "workers": self.workers}
+                    "instances": self.workers, "workers": self.worker_processes}
         for name, value in positive.items():
             if value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")

@@ -81,7 +81,7 @@ def create_grpc_server(dataplane: Any, config: Any) -> GrpcServer:
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
-            ("grpc.so_reuseport", 0),
+            ("grpc.so_reuseport", 1 if getattr(config, "reuse_port", False) else 0),  # on: --workers N
         ],
         maximum_concurrent_rpcs=threads + int(config.max_queue_size),
     )
