@@ -74,6 +74,21 @@ def parse_workers(text: str | int) -> int:
     return n
 
 
+def worker_env(n: int, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The workers' environment: with N > 1, each gets cores / N compute threads (unless the user set them).
+
+    Every runtime defaults to one intra-op thread per core; N workers doing that
+    would run N x cores threads on the cores. ``FWX_THREADS`` sizes onnxruntime's
+    pool; torch reads ``OMP_NUM_THREADS``, TensorFlow ``TF_NUM_INTRAOP_THREADS``.
+    """
+    env = dict(os.environ if environ is None else environ)
+    if n > 1:
+        threads = str(max(1, parse_workers("auto") // n))
+        for name in ("FWX_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
+            env.setdefault(name, threads)
+    return env
+
+
 def _reserve(host: str, port: int, what: str, flag: str) -> socket.socket:
     """Bind (never listen) with SO_REUSEPORT: holds the port number for the workers, refuses a busy port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -111,11 +126,12 @@ class Supervisor:
         self.exit_code = 0
         self._announced = False
         self._fatal: int | None = None
+        self._env = worker_env(self.n)
 
     # ---------------------------------------------------------------- processes
     def _spawn(self, w: _Worker) -> None:
         cmd = [sys.executable, "-m", "fwx.serving.workers", str(self.state.root), str(w.slot), str(os.getpid())]
-        w.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        w.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=self._env)
         w.started = time.monotonic()
         w.was_ready = False
         log.debug("worker %d started (pid %d)", w.slot, w.proc.pid)
