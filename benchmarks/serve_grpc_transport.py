@@ -40,6 +40,10 @@ class EchoDataPlane:
     def ready(self) -> bool:
         return True
 
+    async def handle_infer(self, decode: Any, *, auth: str | None = None) -> Any:
+        request, extra = await decode()
+        return request, extra, await self.infer(request)
+
     async def infer(self, request: Any) -> Any:
         from fwx.serving.types import InferResponse, InferTensor
 
@@ -49,7 +53,7 @@ class EchoDataPlane:
 
 async def _serve_echo(port_file: Path) -> None:
     from fwx.serving.config import ServerConfig
-    from fwx.serving.grpc_server import bound_port, create_grpc_server
+    from fwx.serving.grpc.server import bound_port, create_grpc_server
 
     config = ServerConfig(repository=Path("."), grpc_port=0, http_port=-1)
     server = create_grpc_server(EchoDataPlane(), config)

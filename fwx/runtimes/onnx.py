@@ -11,7 +11,6 @@ and ``notes`` why it was picked. Input/output names are cached at load and
 from __future__ import annotations
 
 import os
-
 from typing import Any
 
 import numpy as np

@@ -2,16 +2,23 @@
 
 Transports decode into ``fwx.serving.types``, call one method here, encode the
 answer, and map ``FwxError`` to their status codes in one place each. Nothing
-here knows about HTTP or protobuf. The hot path (``infer``) costs a routing
-lookup, a precomputed signature check, and one await on the model's batcher.
+here knows about HTTP or protobuf. Every request policy lives here so the two
+transports cannot disagree: who may call what (``ACCESS``: public, API token,
+admin token; the transport only passes the ``Authorization`` value it got),
+which failures are counted and how, index filtering, and the TF Serving
+status/metadata lookups. The hot path (``handle_infer`` -> ``infer``) costs an
+optional token compare, a routing lookup, a precomputed signature check, and
+one await on the model's batcher.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import hmac
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fwx import __version__
 from fwx.errors import (
@@ -23,17 +30,37 @@ from fwx.errors import (
     UnavailableError,
     UsageError,
 )
-from fwx.serving.batching import Batcher, BatchingHooks, QueueFullError
+from fwx.serving.batching.batcher import QueueFullError
+from fwx.serving.batching.hooks import BatchingHooks, ModelSlot
 from fwx.serving.codecs import datatype_of
 from fwx.serving.control import bearer_token, check_admin, check_request_model_name
 from fwx.serving.metrics import Metrics
-from fwx.serving.signature_check import RequestPlan
 from fwx.serving.types import InferRequest, InferResponse, InferTensor
 from fwx.signature import KSERVE_DTYPES, Signature, TensorSpec
 
 if TYPE_CHECKING:
     from fwx.serving.config import ServerConfig
     from fwx.serving.models import LoadedModel, ModelManager
+
+_D = TypeVar("_D")
+
+
+class Access(enum.Enum):
+    """Who may call an operation: anyone, holders of ``--api-token``, holders of ``--admin-token``."""
+
+    PUBLIC = "public"
+    API = "api"
+    ADMIN = "admin"
+
+
+#: The one access table: every data-plane operation a transport exposes, by name.
+ACCESS: dict[str, Access] = {
+    "live": Access.PUBLIC, "ready": Access.PUBLIC, "server_metadata": Access.PUBLIC, "metrics": Access.PUBLIC,
+    "model_ready": Access.API, "model_metadata": Access.API, "model_config": Access.API,
+    "model_statistics": Access.API, "repository_index": Access.API, "infer": Access.API,
+    "model_status": Access.API, "served_model": Access.API,
+    "load_model": Access.ADMIN, "unload_model": Access.ADMIN,
+}
 
 EXTENSIONS = ["binary_tensor_data", "parameters", "statistics", "model_configuration", "model_repository",
               "schedule_policy", "tf_serving_rest"]
@@ -66,6 +93,32 @@ class DataPlane:
         self._closing = False
         self._inflight = 0
 
+    # ------------------------------------------------------------------ access
+    def authorize(self, operation: str, auth: str | None) -> None:
+        """Refuse ``operation`` unless ``auth`` (the raw ``Authorization`` value) may call it.
+
+        API routes need ``--api-token`` when one is set (401, counted as
+        ``unauthenticated``); model control needs ``--admin-token`` (403 when
+        control is off, 401 for a missing or wrong token). Tokens compare in
+        constant time.
+        """
+        access = ACCESS[operation]
+        if access is Access.ADMIN:
+            check_admin(self.config, auth)
+        elif access is Access.API and self.config.api_token:
+            self.check_api_token(auth)
+
+    def check_api_token(self, token: str | None) -> None:
+        """``--api-token``: inference and model routes need ``Authorization: Bearer TOKEN``."""
+        expected = self.config.api_token
+        if not expected:
+            return
+        given = bearer_token(token)
+        if given is None or not hmac.compare_digest(given.encode(), expected.encode()):
+            self.metrics.count_failure("unauthenticated")
+            raise UnauthenticatedError("missing or invalid API token",
+                                       hint="send 'Authorization: Bearer TOKEN' (gRPC: 'authorization' metadata)")
+
     # ------------------------------------------------------------------ health
     def live(self) -> bool:
         return True
@@ -75,7 +128,8 @@ class DataPlane:
         self.metrics.ready = ready
         return ready
 
-    def model_ready(self, name: str, version: str | None) -> bool:
+    def model_ready(self, name: str, version: str | None, *, auth: str | None = None) -> bool:
+        self.authorize("model_ready", auth)
         if self._closing:
             return False
         try:
@@ -111,14 +165,26 @@ class DataPlane:
         for batcher in list(self._hooks.batchers):
             batcher.close()
 
+    def metrics_text(self) -> bytes:
+        """The Prometheus exposition, with the readiness gauge refreshed first."""
+        self.ready()
+        return self.metrics.render()
+
     # ---------------------------------------------------------------- metadata
     def server_metadata(self) -> dict[str, Any]:
         return {"name": "fwx", "version": __version__, "extensions": list(EXTENSIONS)}
 
     def signature(self, name: str, version: str | None) -> Signature:
+        """The served signature (decoders read it after ``authorize``; no access check here)."""
         return self.manager.get(name, version).signature
 
-    def model_metadata(self, name: str, version: str | None) -> dict[str, Any]:
+    def served_model(self, name: str, version: str | None, *, auth: str | None = None) -> LoadedModel:
+        """The version a request for (name, version) reaches (TF Serving ``/metadata``)."""
+        self.authorize("served_model", auth)
+        return self.manager.get(name, version)
+
+    def model_metadata(self, name: str, version: str | None, *, auth: str | None = None) -> dict[str, Any]:
+        self.authorize("model_metadata", auth)
         m = self.manager.get(name, version)
         return {
             "name": m.name,
@@ -129,12 +195,15 @@ class DataPlane:
             "parameters": {"format": m.format.value},
         }
 
-    def model_config(self, name: str, version: str | None) -> dict[str, Any]:
+    def model_config(self, name: str, version: str | None, *, auth: str | None = None) -> dict[str, Any]:
         from fwx.serving.model_config import triton_config
 
+        self.authorize("model_config", auth)
         return triton_config(self.manager.get(name, version), self.config)
 
-    def model_statistics(self, name: str | None, version: str | None) -> dict[str, Any]:
+    def model_statistics(self, name: str | None, version: str | None, *,
+                         auth: str | None = None) -> dict[str, Any]:
+        self.authorize("model_statistics", auth)
         if name:
             self.manager.get(name, version)  # NotFoundError for an unknown model or version
         stats = [s for s in self.metrics.models()
@@ -142,32 +211,49 @@ class DataPlane:
         stats.sort(key=lambda s: (s.model, int(s.version) if s.version.isdigit() else 0))
         return {"model_stats": [s.triton_json() for s in stats]}
 
-    def repository_index(self) -> list[dict[str, Any]]:
-        return list(self.manager.index())
+    def repository_index(self, *, ready_only: bool = False, auth: str | None = None) -> list[dict[str, Any]]:
+        """Every model/version seen, or only the READY ones (``{"ready": true}``)."""
+        self.authorize("repository_index", auth)
+        entries = list(self.manager.index())
+        return [e for e in entries if e.get("state") == "READY"] if ready_only else entries
+
+    def model_status(self, name: str, version: str | None, *, auth: str | None = None) -> list[dict[str, Any]]:
+        """The index entries of one model (or one version of it); 404 naming what is missing."""
+        self.authorize("model_status", auth)
+        entries = [e for e in self.manager.index()
+                   if e["name"] == name and (version is None or str(e["version"]) == version)]
+        if not entries:
+            self.manager.get(name, version)  # raises NotFoundError naming what is missing
+        return entries
 
     # ----------------------------------------------------------- model control
-    async def load_model(self, name: str, token: str | None) -> None:
-        check_admin(self.config, token)
+    async def load_model(self, name: str, *, auth: str | None = None) -> None:
+        self.authorize("load_model", auth)
         await self.manager.load(check_request_model_name(name))
 
-    async def unload_model(self, name: str, token: str | None) -> None:
-        check_admin(self.config, token)
+    async def unload_model(self, name: str, *, auth: str | None = None) -> None:
+        self.authorize("unload_model", auth)
         await self.manager.unload(check_request_model_name(name))
 
-    def check_api_token(self, token: str | None) -> None:
-        """``--api-token``: inference and model routes need ``Authorization: Bearer TOKEN``."""
-        expected = self.config.api_token
-        if not expected:
-            return
-        given = bearer_token(token)
-        if given is None or not hmac.compare_digest(given.encode(), expected.encode()):
-            self.metrics.count_failure("unauthenticated")
-            raise UnauthenticatedError("missing or invalid API token",
-                                       hint="send 'Authorization: Bearer TOKEN' (gRPC: 'authorization' metadata)")
-
     # --------------------------------------------------------------- inference
+    async def handle_infer(self, decode: Callable[[], Awaitable[tuple[InferRequest, _D]]], *,
+                           auth: str | None = None) -> tuple[InferRequest, _D, InferResponse]:
+        """What every transport calls: authorize, decode (a failure is counted), infer.
+
+        ``decode`` runs only after the caller is authorized (REST reads the body
+        there); it returns the request and whatever the transport needs to
+        encode the answer, handed back untouched.
+        """
+        self.authorize("infer", auth)
+        try:
+            request, extra = await decode()
+        except FwxError as exc:
+            self.metrics.count_failure(failure_reason(exc))
+            raise
+        return request, extra, await self.infer(request)
+
     async def infer(self, request: InferRequest) -> InferResponse:
-        """Check against the pinned signature, batch, run, and return the requested outputs."""
+        """Check against the pinned signature, batch, run, and return the requested outputs (no access check)."""
         t0 = time.perf_counter_ns()
         if self._closing:
             self.metrics.count_failure("shutting_down")
@@ -177,25 +263,20 @@ class DataPlane:
         except FwxError as exc:
             self.metrics.count_failure(failure_reason(exc))
             raise
-        state = model.state
-        if "batcher" not in state:
-            self._hooks.on_load(model)  # a manager built without our hooks (library use): attach once
-        batcher: Batcher = state["batcher"]
-        plan: RequestPlan = state["plan"]
-        stats = state["stats"]
+        slot: ModelSlot = model.slot or self._hooks.attach(model)  # a manager built without our hooks
         self._inflight += 1
         try:
-            arrays, rows = plan.check(request.inputs)
+            arrays, rows = slot.plan.check(request.inputs)
             if request.outputs:
-                plan.check_outputs(request.outputs)
-            outputs = await batcher.submit(arrays, rows, self._deadline(request))
-            response = _response(model, request, plan, outputs)
+                slot.plan.check_outputs(request.outputs)
+            outputs = await slot.batcher.submit(arrays, rows, self._deadline(request))
+            response = _response(model, request, slot, outputs)
         except (FwxError, asyncio.CancelledError) as exc:
-            stats.record_request(False, time.perf_counter_ns() - t0, failure_reason(exc))
+            slot.stats.record_request(False, time.perf_counter_ns() - t0, failure_reason(exc))
             raise
         finally:
             self._inflight -= 1
-        stats.record_request(True, time.perf_counter_ns() - t0)
+        slot.stats.record_request(True, time.perf_counter_ns() - t0)
         return response
 
     def _deadline(self, request: InferRequest) -> float | None:
@@ -222,9 +303,9 @@ def _tensor_meta(spec: TensorSpec) -> dict[str, Any]:
     return {"name": spec.name, "datatype": KSERVE_DTYPES[spec.dtype], "shape": spec.kserve_shape()}
 
 
-def _response(model: LoadedModel, request: InferRequest, plan: RequestPlan,
+def _response(model: LoadedModel, request: InferRequest, slot: ModelSlot,
               outputs: dict[str, Any]) -> InferResponse:
-    names = [o.name for o in request.outputs] if request.outputs else (plan.output_names or list(outputs))
+    names = [o.name for o in request.outputs] if request.outputs else (slot.plan.output_names or list(outputs))
     tensors = []
     for name in names:
         arr = outputs.get(name)

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,6 +36,7 @@ from fwx.serving.version_policy import VersionPolicy, parse_version_policy, poli
 from fwx.signature import Signature
 
 if TYPE_CHECKING:
+    from fwx.serving.batching.hooks import ModelSlot
     from fwx.serving.config import ServerConfig
 
 log = logging.getLogger("fwx.serving")
@@ -46,7 +47,7 @@ READY, UNAVAILABLE, LOADING, FAILED = "READY", "UNAVAILABLE", "LOADING", "FAILED
 
 @dataclass(eq=False)
 class LoadedModel:
-    """One served version. ``state`` is the data plane's slot (``state["batcher"]``, stats)."""
+    """One served version. ``slot`` is its serving state (batcher, plan, stats), attached by the load hook."""
 
     name: str
     version: int
@@ -57,7 +58,7 @@ class LoadedModel:
     path: Path
     platform: str
     batchable: bool
-    state: dict[str, Any] = field(default_factory=dict)
+    slot: ModelSlot | None = None
     inflight: int = 0
 
     @contextlib.contextmanager

@@ -89,7 +89,7 @@ class Server:
         """Open the HTTP and gRPC ports (models not loaded yet: live, not ready)."""
         cfg = self.config
         if cfg.http_port >= 0:
-            from fwx.serving.rest import create_app
+            from fwx.serving.rest.app import create_app
 
             sock = _bind(cfg.host, cfg.http_port, reuse_port=cfg.reuse_port)
             self.http_port = sock.getsockname()[1]
@@ -102,7 +102,7 @@ class Server:
                     raise UsageError("the HTTP server stopped while starting")
                 await asyncio.sleep(0.005)
         if cfg.grpc_port >= 0:
-            from fwx.serving.grpc_server import bound_port, create_grpc_server
+            from fwx.serving.grpc.server import bound_port, create_grpc_server
 
             self._grpc = create_grpc_server(self.dataplane, cfg)
             await self._grpc.start()

@@ -99,6 +99,15 @@ def build_fixed() -> tuple[bytes, Signature]:
     return _model(g), Signature((TensorSpec("x", "float32", (1, 4)),), (TensorSpec("y", "float32", (1, 4)),))
 
 
+def build_brittle() -> tuple[bytes, Signature]:
+    """Declares batch N but reshapes to [1, 1]: warm-up (batch 1) passes, a batch of 2 makes the runtime raise."""
+    _, h, T = _helper()
+    g = h.make_graph([h.make_node("Reshape", ["x", "s"], ["y"])], "brittle",
+                     [h.make_tensor_value_info("x", T.FLOAT, ["N", 1])], [h.make_tensor_value_info("y", T.FLOAT, ["N", 1])],
+                     [_init("s", np.array([1, 1], np.int64))])
+    return _model(g), Signature((TensorSpec("x", "float32", ("N", 1)),), (TensorSpec("y", "float32", ("N", 1)),))
+
+
 def build_seq() -> tuple[bytes, Signature]:
     _, h, T = _helper()
     g = h.make_graph([h.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)], "seq",
@@ -133,7 +142,7 @@ def build_sleepy(iterations: int = 150_000) -> tuple[bytes, Signature]:
 
 BUILDERS: dict[str, Callable[[], tuple[bytes, Signature]]] = {
     "linear": build_linear, "cnn": build_cnn, "multi": build_multi, "fixed": build_fixed, "seq": build_seq,
-    "text": build_text, "sleepy": build_sleepy,
+    "text": build_text, "sleepy": build_sleepy, "brittle": build_brittle,
 }
 
 

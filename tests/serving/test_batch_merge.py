@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fwx.errors import ServingError
-from fwx.serving.batch_merge import merge, shape_key, split
+from fwx.serving.batching.merge import merge, shape_key, split
 
 
 def test_merge_then_split_returns_each_request() -> None:

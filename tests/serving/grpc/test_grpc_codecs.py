@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fwx.errors import InputError
-from fwx.serving import grpc_codecs as gc
+from fwx.serving.grpc import codecs as gc
 from fwx.serving.proto import grpc_service_pb2 as pb
 from fwx.serving.types import InferResponse, InferTensor
 
@@ -126,5 +126,5 @@ def test_model_config_and_stats_from_json() -> None:
                                                         "inference_stats": {"queue": {"count": 5, "ns": 99}}}]})
     assert stats.model_stats[0].inference_stats.queue.ns == 99
     idx = gc.repository_index_to_pb([{"name": "a", "version": 1, "state": "READY"},
-                                     {"name": "b", "version": 2, "state": "FAILED", "reason": "bad"}], ready_only=True)
-    assert [(m.name, m.version) for m in idx.models] == [("a", "1")]
+                                     {"name": "b", "version": 2, "state": "FAILED", "reason": "bad"}])
+    assert [(m.name, m.version, m.reason) for m in idx.models] == [("a", "1", ""), ("b", "2", "bad")]

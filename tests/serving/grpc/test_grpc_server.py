@@ -54,10 +54,11 @@ def test_model_control_needs_admin_token(secured: Any) -> None:
     assert _code(c.load_model, "linear") == "StatusCode.UNAUTHENTICATED"
     assert _code(c.load_model, "linear", headers={"authorization": "Bearer api-secret"}) == "StatusCode.UNAUTHENTICATED"
     admin = {"authorization": "Bearer admin-secret"}
+    api = {"authorization": "Bearer api-secret"}
     c.unload_model("linear", headers=admin)
-    assert not c.is_model_ready("linear")
+    assert not c.is_model_ready("linear", headers=api)
     c.load_model("linear", headers=admin)
-    assert c.is_model_ready("linear")
+    assert c.is_model_ready("linear", headers=api)
     assert _code(c.load_model, "../etc", headers=admin) == "StatusCode.INVALID_ARGUMENT"
 
 
@@ -98,7 +99,7 @@ def test_typed_contents_over_the_wire(server: Any) -> None:
 
 
 def test_port_in_use_is_a_usage_error(server: Any, tmp_path: Any) -> None:
-    from fwx.serving.grpc_server import create_grpc_server
+    from fwx.serving.grpc.server import create_grpc_server
 
     async def bind() -> None:
         create_grpc_server(object(), ServerConfig(repository=tmp_path, grpc_port=server.server.grpc_port))
@@ -108,7 +109,7 @@ def test_port_in_use_is_a_usage_error(server: Any, tmp_path: Any) -> None:
 
 
 def test_address_formats() -> None:
-    from fwx.serving.grpc_server import _address
+    from fwx.serving.grpc.server import _address
 
     assert _address("127.0.0.1", 8001) == "127.0.0.1:8001"
     assert _address("::1", 8001) == "[::1]:8001"

@@ -1,4 +1,4 @@
-"""Dynamic batching: an asyncio scheduler per model version, plus the load hooks.
+"""Dynamic batching: an asyncio scheduler per model version.
 
 Scheduling rule ("batch while busy" with a refill window), chosen so that a
 lone client never waits for company:
@@ -14,8 +14,9 @@ lone client never waits for company:
   so it runs without waiting.
 
 Compute runs in a thread pool (``workers`` threads), never on the event loop;
-merging and splitting are in ``batch_merge``. Models without a dynamic batch
-axis run one request at a time through the same queue.
+merging and splitting are in ``merge``, the per-model wiring in ``hooks``.
+Models without a dynamic batch axis run one request at a time through the
+same queue.
 """
 
 from __future__ import annotations
@@ -32,15 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fwx.errors import DeadlineExceededError, FwxError, InputError, UnavailableError, first_line
-from fwx.serving.batch_merge import merge, shape_key, split
-from fwx.serving.drift import version_drift
-from fwx.serving.signature_check import RequestPlan
+from fwx.errors import DeadlineExceededError, FwxError, ServingError, UnavailableError, first_line
+from fwx.serving.batching.merge import merge, shape_key, split
 from fwx.serving.stats import ModelStats
 
 if TYPE_CHECKING:
     from fwx.serving.config import ServerConfig
-    from fwx.serving.metrics import Metrics
     from fwx.serving.models import LoadedModel
 
 log = logging.getLogger("fwx.serving")
@@ -51,6 +49,11 @@ class QueueFullError(UnavailableError):
     """The model's queue is full; the transport adds Retry-After."""
 
     retry_after_s = 1
+
+
+class ModelExecutionError(ServingError):
+    """The artifact itself failed on a request that passed the signature check: a server-side
+    fault (500 / INTERNAL), not the client's input (400)."""
 
 
 @dataclass(eq=False)
@@ -240,9 +243,10 @@ class Batcher:
     def _error(self, exc: BaseException) -> FwxError:
         if isinstance(exc, FwxError):
             return exc
-        log.debug("model %s failed", self.name, exc_info=exc)
-        return InputError(f"model {self.name} failed on this request: {first_line(exc)}",
-                          hint="check the input values against the model's expectations")
+        log.warning("model %s failed on a request: %s", self.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
+        return ModelExecutionError(f"model {self.name} failed on this request: {first_line(exc)}",
+                                   hint="the artifact raised while running valid inputs; check the server log "
+                                        "and the model's value ranges, or re-export it")
 
     async def drain(self, timeout: float) -> bool:
         """Wait until nothing is queued or running (True) or ``timeout`` passes (False)."""
@@ -266,37 +270,3 @@ class Batcher:
                 item.future.set_exception(UnavailableError(f"model {self.name} was unloaded", hint="retry"))
         for _ in self._threads:
             self._jobs.put(None)  # each thread exits after its current batch
-
-
-class BatchingHooks:
-    """The manager's ``on_load``/``on_unload``: give each loaded version its stats and batcher."""
-
-    def __init__(self, config: ServerConfig, metrics: Metrics) -> None:
-        self.config = config
-        self.metrics = metrics
-        self.batchers: set[Batcher] = set()
-
-    def on_load(self, model: LoadedModel) -> None:
-        stats = ModelStats(model.name, str(model.version))
-        model.state["stats"] = stats
-        # Per-model request checks are compiled here, at load, not on the first request.
-        model.state["plan"] = RequestPlan(model.signature, model.batchable)
-        model.state["batcher"] = batcher = Batcher(model, self.config, stats)
-        self.batchers.add(batcher)
-        self.metrics.add_model(stats)
-        try:
-            drift = version_drift(model.manifest, model.format, model.runtime.runtime_version)
-        except Exception:  # noqa: BLE001 - a version probe must never fail a load
-            drift = None
-        if drift:
-            log.warning("%s", drift)
-
-    async def on_unload(self, model: LoadedModel) -> None:
-        batcher: Batcher | None = model.state.get("batcher")
-        if batcher is not None:
-            if not await batcher.drain(self.config.drain_seconds):
-                log.warning("model %s/%s still busy after %.0fs; unloading anyway",
-                            model.name, model.version, self.config.drain_seconds)
-            batcher.close()
-            self.batchers.discard(batcher)
-        self.metrics.remove_model(model.name, str(model.version))

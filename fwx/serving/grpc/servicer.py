@@ -1,6 +1,6 @@
 """The KServe v2 / Triton gRPC servicers: thin translators over the data plane.
 
-They run on gRPC's handler threads (see ``grpc_server`` for why), decode the
+They run on gRPC's handler threads (see ``fwx.serving.grpc.server`` for why), decode the
 message there, and hand every data-plane call to the server's event loop with
 ``asyncio.run_coroutine_threadsafe``, so data-plane state is only ever touched
 on the loop, as with REST. ``FwxError`` becomes a gRPC status in exactly one
@@ -22,8 +22,7 @@ from typing import Any, TypeVar
 import grpc
 
 from fwx.errors import FwxError, NotFoundError, UnavailableError
-from fwx.serving import grpc_codecs as codecs
-from fwx.serving.control import bearer_token
+from fwx.serving.grpc import codecs
 from fwx.serving.proto import grpc_service_pb2 as pb
 from fwx.serving.proto import grpc_service_pb2_grpc as pb_grpc
 from fwx.serving.proto import health_pb2, health_pb2_grpc
@@ -73,6 +72,11 @@ def _metadata_value(context: grpc.ServicerContext, key: str) -> str | None:
     return None
 
 
+def _auth(context: grpc.ServicerContext) -> str | None:
+    """The ``authorization`` metadata as sent; the data plane parses and checks it."""
+    return _metadata_value(context, "authorization")
+
+
 def _deadline(context: grpc.ServicerContext) -> float | None:
     remaining = context.time_remaining()
     return None if remaining is None or remaining > _NO_DEADLINE_S else time.monotonic() + remaining
@@ -107,17 +111,35 @@ class LoopBridge:
         return self.submit(_call(fn, *args)).result()  # type: ignore[no-any-return]
 
 
+async def _ready(value: _T) -> tuple[_T, None]:
+    return value, None
+
+
+async def _raise(exc: BaseException) -> tuple[Any, None]:
+    raise exc
+
+
+def _decoded(request: Any, deadline: float | None) -> Callable[[], Any]:
+    """Decode here, on the handler thread (keeps the loop free); the data plane sees the result,
+    or the decode error, only after it has authorized the caller."""
+    try:
+        decoded = codecs.decode_infer_request(request, deadline)
+    except FwxError as exc:
+        error = exc
+        return lambda: _raise(error)
+    return lambda: _ready(decoded)
+
+
 class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
-    """``inference.GRPCInferenceService``: every RPC translates and calls the data plane."""
+    """``inference.GRPCInferenceService``: every RPC translates and calls the data plane.
+
+    Each passes the ``authorization`` metadata through untouched; which RPC needs
+    which token is decided by the data plane, the same table REST uses.
+    """
 
     def __init__(self, dataplane: Any, config: Any, bridge: LoopBridge) -> None:
         self._dp = dataplane
         self._bridge = bridge
-        self._api_token = bool(getattr(config, "api_token", None))
-
-    def _check_api_token(self, context: grpc.ServicerContext) -> None:
-        if self._api_token:
-            self._dp.check_api_token(bearer_token(_metadata_value(context, "authorization")))
 
     @_rpc
     def ServerLive(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -129,7 +151,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[m
 
     @_rpc
     def ModelReady(self, request: Any, context: grpc.ServicerContext) -> Any:
-        ready = self._bridge.call(self._dp.model_ready, request.name, request.version or None)
+        ready = self._bridge.call(functools.partial(self._dp.model_ready, request.name, request.version or None,
+                                                    auth=_auth(context)))
         return pb.ModelReadyResponse(ready=ready)
 
     @_rpc
@@ -138,40 +161,42 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[m
 
     @_rpc
     def ModelMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:
-        meta = self._bridge.call(self._dp.model_metadata, request.name, request.version or None)
+        meta = self._bridge.call(functools.partial(self._dp.model_metadata, request.name, request.version or None,
+                                                   auth=_auth(context)))
         return codecs.model_metadata_to_pb(meta)
 
     @_rpc
     def ModelInfer(self, request: Any, context: grpc.ServicerContext) -> Any:
-        if self._api_token:
-            self._check_api_token(context)
-        infer_request = codecs.decode_infer_request(request, _deadline(context))
-        return codecs.encode_infer_response(self._bridge.run(self._dp.infer(infer_request), context))
+        decode = _decoded(request, _deadline(context))
+        _, _, response = self._bridge.run(self._dp.handle_infer(decode, auth=_auth(context)), context)
+        return codecs.encode_infer_response(response)
 
     @_rpc
     def ModelConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
-        config = self._bridge.call(self._dp.model_config, request.name, request.version or None)
+        config = self._bridge.call(functools.partial(self._dp.model_config, request.name, request.version or None,
+                                                     auth=_auth(context)))
         return codecs.model_config_to_pb(config)
 
     @_rpc
     def ModelStatistics(self, request: Any, context: grpc.ServicerContext) -> Any:
-        stats = self._bridge.call(self._dp.model_statistics, request.name or None, request.version or None)
+        stats = self._bridge.call(functools.partial(self._dp.model_statistics, request.name or None,
+                                                    request.version or None, auth=_auth(context)))
         return codecs.model_statistics_to_pb(stats)
 
     @_rpc
     def RepositoryIndex(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return codecs.repository_index_to_pb(self._bridge.call(self._dp.repository_index), request.ready)
+        index = self._bridge.call(functools.partial(self._dp.repository_index, ready_only=bool(request.ready),
+                                                    auth=_auth(context)))
+        return codecs.repository_index_to_pb(index)
 
     @_rpc
     def RepositoryModelLoad(self, request: Any, context: grpc.ServicerContext) -> Any:
-        token = bearer_token(_metadata_value(context, "authorization"))
-        self._bridge.run(self._dp.load_model(request.model_name, token), context)
+        self._bridge.run(self._dp.load_model(request.model_name, auth=_auth(context)), context)
         return pb.RepositoryModelLoadResponse()
 
     @_rpc
     def RepositoryModelUnload(self, request: Any, context: grpc.ServicerContext) -> Any:
-        token = bearer_token(_metadata_value(context, "authorization"))
-        self._bridge.run(self._dp.unload_model(request.model_name, token), context)
+        self._bridge.run(self._dp.unload_model(request.model_name, auth=_auth(context)), context)
         return pb.RepositoryModelUnloadResponse()
 
     def ModelStreamInfer(self, request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
@@ -179,18 +204,21 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[m
 
         As in Triton, an error does not end the stream: it comes back in
         ``error_message`` and the client matches answers to requests by ``id``.
+        A caller the data plane refuses is refused once, when the stream opens.
         """
+        auth = _auth(context)
         try:
-            self._check_api_token(context)
+            self._bridge.call(self._dp.authorize, "infer", auth)
         except FwxError as exc:
             code, message, _ = _status_of(exc)
             context.abort(code, message)
-        yield from _Stream(self, request_iterator, context).replies()
+        yield from _Stream(self, request_iterator, context, auth).replies()
 
-    async def stream_one(self, request: Any, deadline: float | None) -> Any:
+    async def stream_one(self, request: Any, deadline: float | None, auth: str | None) -> Any:
         """One request of a stream -> its reply message; never raises."""
         try:
-            response = await self._dp.infer(codecs.decode_infer_request(request, deadline))
+            decode = _decoded(request, deadline)
+            _, _, response = await self._dp.handle_infer(decode, auth=auth)
             return pb.ModelStreamInferResponse(infer_response=codecs.encode_infer_response(response))
         except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 (an error is a reply; the stream goes on)
             reply = pb.ModelStreamInferResponse(error_message=_status_of(exc)[1])
@@ -203,8 +231,10 @@ class _Stream:
 
     _END = object()
 
-    def __init__(self, servicer: InferenceServicer, requests: Iterator[Any], context: grpc.ServicerContext) -> None:
+    def __init__(self, servicer: InferenceServicer, requests: Iterator[Any], context: grpc.ServicerContext,
+                 auth: str | None) -> None:
         self._servicer = servicer
+        self._auth = auth
         self._requests = requests
         self._context = context
         self._replies: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -215,7 +245,7 @@ class _Stream:
         submitted = 0
         try:
             for request in self._requests:
-                fut = self._servicer._bridge.submit(self._servicer.stream_one(request, _deadline(self._context)))
+                fut = self._servicer._bridge.submit(self._servicer.stream_one(request, _deadline(self._context), self._auth))
                 with self._lock:
                     self._futures.add(fut)
                 fut.add_done_callback(self._replies.put)

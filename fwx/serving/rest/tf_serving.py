@@ -18,7 +18,7 @@ import orjson
 
 from fwx.errors import InputError, first_line
 from fwx.serving.codecs import MAX_ELEMENTS
-from fwx.serving.rest_kserve import load_json
+from fwx.serving.rest.kserve import load_json
 from fwx.serving.types import InferRequest, InferResponse, InferTensor
 from fwx.signature import KSERVE_DTYPES, Signature, TensorSpec
 

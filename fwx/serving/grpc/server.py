@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 
 from fwx.errors import UsageError
-from fwx.serving.grpc_servicer import HealthServicer, InferenceServicer, LoopBridge
+from fwx.serving.grpc.servicer import HealthServicer, InferenceServicer, LoopBridge
 from fwx.serving.proto import grpc_service_pb2_grpc as pb_grpc
 from fwx.serving.proto import health_pb2_grpc
 

@@ -191,11 +191,11 @@ def model_statistics_to_pb(stats: Mapping[str, Any]) -> Any:
     return msg
 
 
-def repository_index_to_pb(index: Iterable[Mapping[str, Any]], ready_only: bool) -> Any:
+def repository_index_to_pb(index: Iterable[Mapping[str, Any]]) -> Any:
+    """The index as the data plane filtered it."""
     models = [
         pb.RepositoryIndexResponse.ModelIndex(name=str(m["name"]), version=str(m.get("version", "")),
                                               state=str(m.get("state", "")), reason=str(m.get("reason") or ""))
         for m in index
-        if not ready_only or m.get("state") == "READY"
     ]
     return pb.RepositoryIndexResponse(models=models)

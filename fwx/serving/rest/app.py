@@ -1,7 +1,9 @@
 """The HTTP transport: KServe v2 and TF Serving REST on one FastAPI app, plus /metrics.
 
-Thin by design: each route reads the body under the size limit, translates
-(``rest_kserve``, ``tf_serving``), awaits one data plane method and encodes.
+Thin by design: each route hands the ``Authorization`` header and a decoder
+(read the body under the size limit, translate with ``kserve`` or
+``tf_serving``) to one data plane method, and encodes what it returns. Who
+may call a route is decided by the data plane, not here.
 ``FwxError`` becomes ``{"error": "..."}`` with the error's HTTP status in one
 handler. Routes are plain Starlette routes on the FastAPI app (no pydantic
 models or dependency solving per request); the OpenAPI pages are off.
@@ -20,10 +22,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from fwx.errors import FwxError
-from fwx.serving import rest_kserve, tf_serving
-from fwx.serving.dataplane import failure_reason
-from fwx.serving.http_body import read_body
 from fwx.serving.metrics import CONTENT_TYPE
+from fwx.serving.rest import kserve, tf_serving
+from fwx.serving.rest.body import read_body
+from fwx.serving.types import InferRequest
 
 if TYPE_CHECKING:
     from fwx.serving.config import ServerConfig
@@ -49,16 +51,15 @@ def error_response(exc: FwxError) -> Response:
 
 
 class Routes:
-    """The endpoint functions, closed over one data plane."""
+    """The endpoint functions, closed over one data plane: decode, one data-plane call, encode."""
 
     def __init__(self, dp: DataPlane, config: ServerConfig) -> None:
         self.dp = dp
         self.limit = config.max_body_bytes
-        self.api_token = bool(config.api_token)
 
-    def _auth(self, request: Request) -> None:
-        if self.api_token:
-            self.dp.check_api_token(request.headers.get("authorization"))
+    @staticmethod
+    def _auth(request: Request) -> str | None:
+        return request.headers.get("authorization")
 
     @staticmethod
     def _mv(request: Request) -> tuple[str, str | None]:
@@ -72,94 +73,76 @@ class Routes:
         return _flag(self.dp.ready())
 
     async def model_ready(self, request: Request) -> Response:
-        self._auth(request)
-        return _flag(self.dp.model_ready(*self._mv(request)))
+        return _flag(self.dp.model_ready(*self._mv(request), auth=self._auth(request)))
 
     async def server_metadata(self, request: Request) -> Response:
         return _json(self.dp.server_metadata())
 
     async def model_metadata(self, request: Request) -> Response:
-        self._auth(request)
-        return _json(self.dp.model_metadata(*self._mv(request)))
+        return _json(self.dp.model_metadata(*self._mv(request), auth=self._auth(request)))
 
     async def model_config(self, request: Request) -> Response:
-        self._auth(request)
-        return _json(self.dp.model_config(*self._mv(request)))
+        return _json(self.dp.model_config(*self._mv(request), auth=self._auth(request)))
 
     async def stats(self, request: Request) -> Response:
-        self._auth(request)
         p = request.path_params
-        return _json(self.dp.model_statistics(p.get("model"), p.get("version")))
+        return _json(self.dp.model_statistics(p.get("model"), p.get("version"), auth=self._auth(request)))
 
     async def infer(self, request: Request) -> Response:
-        self._auth(request)
         model, version = self._mv(request)
-        body = await read_body(request, self.limit)
         headers = request.headers
-        deadline = rest_kserve.deadline_from_header(headers.get("inference-timeout"))
-        try:
-            req, binary = rest_kserve.parse_infer(body, headers.get(rest_kserve.HEADER_LEN), model, version,
-                                                  lambda: self.dp.signature(model, version), deadline)
-        except FwxError as exc:
-            self.dp.metrics.count_failure(failure_reason(exc))
-            raise
-        resp = await self.dp.infer(req)
-        payload, head_len = rest_kserve.encode_infer(resp, req, binary)
+
+        async def decode() -> tuple[InferRequest, bool]:
+            body = await read_body(request, self.limit)
+            deadline = kserve.deadline_from_header(headers.get("inference-timeout"))
+            return kserve.parse_infer(body, headers.get(kserve.HEADER_LEN), model, version,
+                                      lambda: self.dp.signature(model, version), deadline)
+
+        req, binary, resp = await self.dp.handle_infer(decode, auth=self._auth(request))
+        payload, head_len = kserve.encode_infer(resp, req, binary)
         if head_len is None:
             return Response(payload, media_type=JSON)
         return Response(payload, media_type="application/octet-stream",
                         headers={"Inference-Header-Content-Length": str(head_len)})
 
     async def repository_index(self, request: Request) -> Response:
-        self._auth(request)
+        auth = self._auth(request)
+        self.dp.authorize("repository_index", auth)  # before reading a body from an unknown caller
         body = await read_body(request, self.limit)
-        doc = rest_kserve.load_json(body) if body.strip() else {}
-        entries = self.dp.repository_index()
-        if isinstance(doc, dict) and doc.get("ready") is True:
-            entries = [e for e in entries if e.get("state") == "READY"]
-        return _json(entries)
+        doc = kserve.load_json(body) if body.strip() else {}
+        ready_only = isinstance(doc, dict) and doc.get("ready") is True
+        return _json(self.dp.repository_index(ready_only=ready_only, auth=auth))
 
     async def load(self, request: Request) -> Response:
         await read_body(request, self.limit)
-        await self.dp.load_model(request.path_params["model"], request.headers.get("authorization"))
+        await self.dp.load_model(request.path_params["model"], auth=self._auth(request))
         return Response(b"", 200)
 
     async def unload(self, request: Request) -> Response:
         await read_body(request, self.limit)
-        await self.dp.unload_model(request.path_params["model"], request.headers.get("authorization"))
+        await self.dp.unload_model(request.path_params["model"], auth=self._auth(request))
         return Response(b"", 200)
 
     async def metrics(self, request: Request) -> Response:
-        self.dp.ready()  # refresh the readiness gauge
-        return Response(self.dp.metrics.render(), media_type=CONTENT_TYPE)
+        return Response(self.dp.metrics_text(), media_type=CONTENT_TYPE)
 
     # ------------------------------------------------------------ TF Serving
     async def tf_predict(self, request: Request) -> Response:
-        self._auth(request)
         model, version = self._mv(request)
-        body = await read_body(request, self.limit)
-        deadline = rest_kserve.deadline_from_header(request.headers.get("inference-timeout"))
-        try:
-            req, style = tf_serving.parse_predict(body, model, version, self.dp.signature(model, version), deadline)
-        except FwxError as exc:
-            self.dp.metrics.count_failure(failure_reason(exc))
-            raise
-        resp = await self.dp.infer(req)
+
+        async def decode() -> tuple[InferRequest, str]:
+            body = await read_body(request, self.limit)
+            deadline = kserve.deadline_from_header(request.headers.get("inference-timeout"))
+            return tf_serving.parse_predict(body, model, version, self.dp.signature(model, version), deadline)
+
+        _, style, resp = await self.dp.handle_infer(decode, auth=self._auth(request))
         return Response(tf_serving.encode_predict(resp, style), media_type=JSON)
 
     async def tf_status(self, request: Request) -> Response:
-        self._auth(request)
-        model, version = self._mv(request)
-        entries = [e for e in self.dp.repository_index()
-                   if e["name"] == model and (version is None or str(e["version"]) == version)]
-        if not entries:
-            self.dp.manager.get(model, version)  # raises NotFoundError naming what is missing
-        return _json(tf_serving.model_status(entries))
+        return _json(tf_serving.model_status(self.dp.model_status(*self._mv(request), auth=self._auth(request))))
 
     async def tf_metadata(self, request: Request) -> Response:
-        self._auth(request)
-        model, version = self._mv(request)
-        m = self.dp.manager.get(model, version)
+        m = self.dp.served_model(*self._mv(request), auth=self._auth(request))
         return _json(tf_serving.model_metadata(m.name, str(m.version), m.signature))
 
 
