@@ -31,6 +31,8 @@ MiB = 2**20
 @click.option("--max-queue-size", default=100, show_default=True, help="Queued requests per model before 503.")
 @click.option("--workers", default="1", show_default=True,
               help="Serving processes sharing the ports, each with its own models (auto = one per CPU).")
+@click.option("--grpc-server", type=click.Choice(["aio", "sync"]), default="aio", show_default=True,
+              help="gRPC handlers as coroutines on the event loop (aio) or on a thread pool (sync).")
 @click.option("--instances", default=1, show_default=True, help="Concurrent batches (compute threads) per model version.")
 @click.option("--request-timeout-s", default=30.0, show_default=True, help="Default request deadline (0 = none).")
 @click.option("--max-body-mb", default=64.0, show_default=True, help="Largest HTTP body, after decompression.")
@@ -52,7 +54,7 @@ MiB = 2**20
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 @ui.common_options
 def serve(repository: Path, host: str, http_port: int, grpc_port: int, prefer: str, prefer_model: tuple[str, ...],
-          max_batch_size: int, max_queue_delay_ms: float, max_queue_size: int, workers: str, instances: int,
+          max_batch_size: int, max_queue_delay_ms: float, max_queue_size: int, workers: str, grpc_server: str, instances: int,
           request_timeout_s: float, max_body_mb: float, grpc_max_message_mb: float, device: str,
           version_policy: str, version_policy_model: tuple[str, ...], poll_seconds: float, enable_model_control: bool, admin_token: str | None,
           api_token: str | None, trust_model_code: bool, drain_seconds: float, no_warmup: bool,
@@ -72,7 +74,7 @@ def serve(repository: Path, host: str, http_port: int, grpc_port: int, prefer: s
         repository=repository, host=host, http_port=http_port, grpc_port=grpc_port,
         prefer=parse_prefer(prefer), prefer_per_model=parse_prefer_model(prefer_model),
         max_batch_size=max_batch_size, max_queue_delay_ms=max_queue_delay_ms, max_queue_size=max_queue_size,
-        workers=instances, worker_processes=parse_workers(workers), request_timeout_s=request_timeout_s, max_body_bytes=int(max_body_mb * MiB),
+        workers=instances, worker_processes=parse_workers(workers), grpc_server=grpc_server, request_timeout_s=request_timeout_s, max_body_bytes=int(max_body_mb * MiB),
         grpc_max_message_bytes=int(grpc_max_message_mb * MiB), device=device, version_policy=version_policy,
         version_policy_per_model=parse_overrides(version_policy_model, "--version-policy-model"),
         poll_seconds=poll_seconds, enable_model_control=enable_model_control, admin_token=admin_token,

@@ -72,19 +72,21 @@ def create_grpc_server(dataplane: Any, config: Any) -> GrpcServer:
     """
     if config.grpc_port < 0:
         raise UsageError("gRPC is disabled (--grpc-port -1)", hint="pass a port, or 0 for any free port")
-    bridge = LoopBridge(asyncio.get_running_loop())
     limit = int(config.grpc_max_message_bytes)
     threads = thread_count(config)
+    options = [
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.max_send_message_length", limit),
+        ("grpc.so_reuseport", 1 if getattr(config, "reuse_port", False) else 0),  # on: --workers N
+    ]
+    if getattr(config, "grpc_server", "sync") == "aio":  # handlers as coroutines on this loop: no thread hop
+        from fwx.serving.grpc.aio import create_aio_server
+
+        return create_aio_server(dataplane, config, _address(config.host, config.grpc_port), options,  # type: ignore[return-value]
+                                 threads + int(config.max_queue_size))
+    bridge = LoopBridge(asyncio.get_running_loop())
     pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="fwx-grpc")
-    server = grpc.server(
-        pool,
-        options=[
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
-            ("grpc.so_reuseport", 1 if getattr(config, "reuse_port", False) else 0),  # on: --workers N
-        ],
-        maximum_concurrent_rpcs=threads + int(config.max_queue_size),
-    )
+    server = grpc.server(pool, options=options, maximum_concurrent_rpcs=threads + int(config.max_queue_size))
     pb_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(dataplane, config, bridge), server)
     health_pb2_grpc.add_HealthServicer_to_server(HealthServicer(dataplane, bridge), server)
     address = _address(config.host, config.grpc_port)
