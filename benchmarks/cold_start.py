@@ -6,6 +6,8 @@ For each format of the sample CNN (exported once with ``fwx export --to all``):
   artifact and runs the warm-up inference, timed from spawn to "done";
 * ``serve``: ``fwx serve REPO --prefer FMT`` (this tree), timed from spawn to
   the first 200 on ``/v2/health/ready``; the goal is <= 1.2 x floor;
+* ``(no model)``: ``fwx serve`` on an empty repository: the server's own start
+  (interpreters, web stack, listeners), which every format pays on top of its floor;
 * ``before`` (with ``--before-root``): the same command on another checkout,
   e.g. the pre-supervisor tree whose probe child loaded every model twice.
 
@@ -132,6 +134,12 @@ def main() -> int:
 
     version = build_repo(args.repo)
     raw: dict[str, dict[str, list[float]]] = {}
+    empty = args.repo.parent / "cold-start-empty"
+    empty.mkdir(parents=True, exist_ok=True)
+    for _ in range(args.repeats):  # the server's own start: interpreters, web stack, listeners, no model
+        raw.setdefault("(no model)", {"floor": [0.0], "serve": []})["serve"].append(
+            serve("onnx", empty, ROOT, args.serve_arg))
+    print("(no model)", round(raw["(no model)"]["serve"][-1], 2), flush=True)
     for fmt in args.formats.split(","):
         runs = raw.setdefault(fmt, {"floor": [], "serve": []})
         for _ in range(args.repeats):
@@ -146,7 +154,7 @@ def main() -> int:
         def cell(k: str, s: dict[str, Any] = s) -> str:
             return f"{s[k]['median']:.2f} ({s[k]['min']:.2f}-{s[k]['max']:.2f})" if k in s else "-"
 
-        ratio = s["serve"]["median"] / s["floor"]["median"]
+        ratio = s["serve"]["median"] / s["floor"]["median"] if s["floor"]["median"] else float("nan")
         table.append([fmt, cell("floor"), cell("serve"), f"{ratio:.2f}", cell("before")])
     print()
     print(ui.table(["format", "floor s (import+load+warm-up)", "fwx serve to ready s", "serve / floor",

@@ -49,7 +49,7 @@ from fwx.serving.runstate import CONFIG, RunState
 
 log = logging.getLogger("fwx.serving")
 
-TICK_S = 0.05
+TICK_S = 0.02
 BACKOFF_MIN_S = 0.5
 BACKOFF_MAX_S = 30.0
 #: A worker that lived this long (or became ready) resets the back-off.

@@ -42,7 +42,7 @@ from fwx.serving.runstate import CONFIG, RunState, artifact_key
 log = logging.getLogger("fwx.serving")
 
 #: How often a worker publishes its readiness and checks its supervisor is alive.
-TICK_S = 0.1
+TICK_S = 0.02
 #: How often a worker writes its metrics snapshot for the others to merge.
 METRICS_EVERY_S = 1.0
 
