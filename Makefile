@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fwx-installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint typecheck bench gpu-check clean
+.PHONY: install test-deps run test lint typecheck bench gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,15 @@ install: $(STAMP)
 run: $(STAMP)
 	$(PY) samples/walkthrough.py
 
+## make test-deps: Debian packages tests need: nginx (tests/deploy/test_rolling.py puts it in front
+## of three replicas). RUNLEVEL=1 keeps the package from starting a system nginx on port 80.
+test-deps:
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && RUNLEVEL=1 $$SUDO apt-get install -y -qq --no-install-recommends nginx; }
+
 ## make test: the whole suite (CPU; GPU tests skip themselves).
-test: $(STAMP)
+test: $(STAMP) test-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -92,7 +92,7 @@ def run_group(name: str, ref: Any, files: dict[str, tuple[Format, Path]], sig: S
 def run_exporter(d: Path) -> dict[str, Any]:
     """End to end: export the Keras sample with fwx, then validate the version folder (if the exporter works)."""
     try:
-        from fwx.exporter import export
+        from fwx.exporter import ExportOptions, export
         from fwx.validators.run import ValidateOptions, validate
 
         src = d / "cnn_keras.keras"
@@ -100,7 +100,7 @@ def run_exporter(d: Path) -> dict[str, Any]:
 
         build_keras_model().save(src)
         ui.state.quiet = True
-        res = export(str(src), ["all"], out=d / "repo", name="cnn", keep_failed=True)
+        res = export(str(src), ["all"], ExportOptions(out=d / "repo", name="cnn", keep_failed=True))
         folder = Path(getattr(res, "path", d / "repo" / "cnn" / "1"))
         t0 = time.perf_counter()
         report = validate([folder], ValidateOptions(device="cpu"))

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("fwx.commands.inspect:inspect", "Show the signature and metadata of a model or artifact, without running it."),
     "serve": ("fwx.commands.serve:serve", "Serve an artifact repository over KServe v2 REST + gRPC and TF Serving REST."),
     "dockerize": ("fwx.commands.dockerize:dockerize", "Write a Dockerfile that serves an artifact repository."),
+    "deploy": ("fwx.commands.deploy:deploy", "Generate KServe or Kubernetes manifests that run fwx serve."),
 }
 
 

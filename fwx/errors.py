@@ -19,6 +19,10 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     return type(exc).__name__
 
 
+class FwxWarning(UserWarning):
+    """The category of every Python warning fwx itself issues; the test suite turns it into an error."""
+
+
 class FwxError(Exception):
     """Root of every error fwx raises on purpose."""
 

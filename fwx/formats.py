@@ -38,6 +38,17 @@ TARGETS: tuple[Format, ...] = (
 )
 
 #: File or folder name of each artifact inside a model version folder.
+#: Image layouts, spelled lower-case everywhere (fwx.json included); displays may upper-case them.
+NCHW = "nchw"
+NHWC = "nhwc"
+LAYOUTS = (NCHW, NHWC)
+
+
+def normalize_layout(value: str | None) -> str | None:
+    """A layout in fwx's one spelling (``"NCHW"`` from an older fwx.json reads as ``"nchw"``)."""
+    return value.lower() if value else None
+
+
 ARTIFACT_NAMES: dict[Format, str] = {
     Format.TORCHSCRIPT: "model.torchscript.pt",
     Format.PT2: "model.pt2",

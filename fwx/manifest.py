@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import ChecksumError, InputError
-from fwx.formats import Format
+from fwx.formats import Format, normalize_layout
 from fwx.signature import Signature
 
 SCHEMA_VERSION = 1
@@ -43,7 +43,7 @@ class ArtifactEntry:
     size_bytes: int = 0
     precision: str = "fp32"
     opset: int | None = None
-    layout: str | None = None  # e.g. "NCHW", "NHWC"; None when no spatial input
+    layout: str | None = None  # "nchw" | "nhwc"; None when no spatial input
     signature: dict[str, Any] = field(default_factory=dict)  # as read back from the artifact
     hops: list[dict[str, Any]] = field(default_factory=list)
     tool_versions: dict[str, str] = field(default_factory=dict)
@@ -52,6 +52,9 @@ class ArtifactEntry:
     status: str = "ok"  # "ok" | "failed" (kept with --keep-failed)
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # more files of this artifact (ONNX external data) -> sha256
+
+    def __post_init__(self) -> None:
+        self.layout = normalize_layout(self.layout)
 
     @property
     def fmt(self) -> Format:

@@ -69,19 +69,20 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
       fwx export model.keras --to savedmodel,tflite
       fwx export model.onnx --plan
     """
+    from fwx.exporter import ExportOptions, plan_only
     from fwx.exporter import export as run_export
-    from fwx.exporter import plan_only
 
     opts = _options(kw)
     if plan:
         plans = plan_only(source, targets, opts)
         ui.emit({"plans": plans}, lambda: _plan_text(plans))
         return
-    result = run_export(source, targets, out=kw["out"], name=kw["name"], version=kw["version"], inputs=kw["inputs"],
-                        outputs=kw["outputs"], example_inputs=kw["example_inputs"], model_class=kw["model_class"],
-                        model_kwargs=_kwargs(kw["model_kwargs"]), options=opts, validate=kw["validate"],
-                        keep_failed=kw["keep_failed"], keep_intermediate=kw["keep_intermediate"],
-                        device=kw["device"], command=_command_line())
+    eo = ExportOptions(out=kw["out"], name=kw["name"], version=kw["version"], inputs=kw["inputs"],
+                       outputs=kw["outputs"], example_inputs=kw["example_inputs"], model_class=kw["model_class"],
+                       model_kwargs=_kwargs(kw["model_kwargs"]), convert=opts, validate=kw["validate"],
+                       keep_failed=kw["keep_failed"], keep_intermediate=kw["keep_intermediate"],
+                       device=kw["device"], command=_command_line())
+    result = run_export(source, targets, eo)
     ui.emit(result.to_json(), lambda: _summary(result))
     if not result.ok:
         sys.exit(1)
@@ -98,7 +99,7 @@ def _options(kw: dict[str, Any]) -> ConvertOptions:
 
 
 def _kwargs(text: str | None) -> dict[str, Any]:
-    from fwx.exporter.sources import parse_model_kwargs
+    from fwx.sources.load import parse_model_kwargs
 
     return parse_model_kwargs(text)
 

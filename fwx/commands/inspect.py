@@ -1,4 +1,4 @@
-"""``fwx inspect``: a thin wrapper over ``fwx.exporter.inspection.inspect_path``."""
+"""``fwx inspect``: a thin wrapper over ``fwx.sources.inspection.inspect_path``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from fwx import ui
 @ui.common_options
 def inspect(path: str, trust_model_code: bool, signature_name: str) -> None:
     """Show the signature and metadata of PATH (a model, an artifact or a version folder) without running it."""
-    from fwx.exporter.inspection import inspect_path
+    from fwx.sources.inspection import inspect_path
 
     info = inspect_path(path, trust=trust_model_code, signature_name=signature_name)
     ui.emit(info, lambda: render(info))

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from fwx import ui
+from fwx.errors import UsageError
 
 MiB = 2**20
 
@@ -48,6 +49,10 @@ MiB = 2**20
               help="Bearer token required on inference routes [env FWX_API_TOKEN].")
 @click.option("--trust-model-code", is_flag=True, help="Load artifacts whose checksums do not match fwx.json.")
 @click.option("--drain-seconds", default=30.0, show_default=True, help="How long SIGTERM waits for in-flight work.")
+@click.option("--model-name", default=None, metavar="NAME",
+              help="If REPOSITORY is one model's folder (1/, 2/ ... as KServe's storageUri gives), serve it as NAME.")
+@click.option("--shutdown-delay-seconds", default=0.0, show_default=True,
+              help="After SIGTERM: not ready but still serving this long (load balancer catch-up), then drain.")
 @click.option("--no-warmup", is_flag=True, help="Skip the warm-up inference (readiness then means loaded).")
 @click.option("--no-load-probe", is_flag=True, help="Skip the crash-safe trial load of each new artifact.")
 @click.option("--log-level", default="info", show_default=True,
@@ -57,7 +62,7 @@ def serve(repository: Path, host: str, http_port: int, grpc_port: int, prefer: s
           max_batch_size: int, max_queue_delay_ms: float, max_queue_size: int, workers: str, grpc_server: str, instances: int,
           request_timeout_s: float, max_body_mb: float, grpc_max_message_mb: float, device: str,
           version_policy: str, version_policy_model: tuple[str, ...], poll_seconds: float, enable_model_control: bool, admin_token: str | None,
-          api_token: str | None, trust_model_code: bool, drain_seconds: float, no_warmup: bool,
+          api_token: str | None, trust_model_code: bool, drain_seconds: float, model_name: str | None, shutdown_delay_seconds: float, no_warmup: bool,
           no_load_probe: bool, log_level: str) -> None:
     """Serve every model of an artifact repository over KServe v2 REST + gRPC and TF Serving REST.
 
@@ -79,8 +84,14 @@ def serve(repository: Path, host: str, http_port: int, grpc_port: int, prefer: s
         version_policy_per_model=parse_overrides(version_policy_model, "--version-policy-model"),
         poll_seconds=poll_seconds, enable_model_control=enable_model_control, admin_token=admin_token,
         api_token=api_token, trust_model_code=trust_model_code, drain_seconds=drain_seconds,
+        shutdown_delay_s=shutdown_delay_seconds, model_name=model_name,
         warmup=not no_warmup, load_probe=not no_load_probe, log_level=log_level,
     )
+    from fwx.serving.scan import is_model_folder
+
+    if model_name is None and is_model_folder(repository):
+        raise UsageError(f"{repository} is one model's folder (it holds version folders), not a repository",
+                         hint="pass --model-name NAME to serve it as NAME, or serve its parent folder")
     if host not in ("127.0.0.1", "localhost", "::1"):
         ui.warn(f"binding {host}: the server is reachable from other machines"
                 + ("" if api_token else "; consider --api-token"))

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fwx.converters._onnx import tf2onnx_convert
+from fwx.converters._tf import keras_fn, tf_function
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.formats import Format
+from fwx.signature import hop_signature
 
 
 class KerasToOnnx(Converter):
@@ -21,9 +24,5 @@ class KerasToOnnx(Converter):
     cost = 10
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-        from fwx.exporter.onnx_common import tf2onnx_convert
-        from fwx.exporter.pinning import hop_signature
-        from fwx.exporter.tf_common import keras_fn, tf_function
-
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         return tf2onnx_convert(tf_function(keras_fn(src.obj, sig), sig), sig, src, out, opts)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fwx.converters._tf import keras_fn, tf_specs
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, first_line
 from fwx.formats import Format
 from fwx.frameworks import quiet, require
+from fwx.signature import hop_signature
 
 SERVING_KEY = "serving_default"
 
@@ -27,9 +29,6 @@ class KerasToSavedModel(Converter):
     cost = 5
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-        from fwx.exporter.pinning import hop_signature
-        from fwx.exporter.tf_common import keras_fn, tf_specs
-
         keras = require("keras", "exporting Keras models")
         tf = require("tensorflow", "exporting Keras models")
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)

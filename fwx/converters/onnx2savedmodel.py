@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from fwx import __version__
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, FwxError, UsageError, first_line
-from fwx.formats import Format
+from fwx.formats import LAYOUTS, NCHW, NHWC, Format
 from fwx.frameworks import quiet, require
 from fwx.signature import Signature, TensorSpec, concrete_shape, is_dynamic
 
@@ -28,7 +28,7 @@ def _source_path(src: SourceModel) -> Path:
 
 def _layout(opts: ConvertOptions) -> str | None:
     layout = (opts.layout or "").lower() or None
-    if layout not in (None, "nchw", "nhwc"):
+    if layout not in (None, *LAYOUTS):
         raise UsageError(f"unknown layout {opts.layout!r}", hint="use nchw or nhwc")
     return layout
 
@@ -102,8 +102,8 @@ class OnnxToSavedModel(Converter):
             notes.append("static input shapes: " + ", ".join(f"{k}{list(v)}" for k, v in static.items()))
         extra: dict[str, Any] = {"input_names": {k: v for k, v in tr.input_names.items() if k != v}}
         return ConvertResult(
-            path=out, signature=_aligned(tr.signature, src.signature, layout == "nhwc"), tool=self.tool,
+            path=out, signature=_aligned(tr.signature, src.signature, layout == NHWC), tool=self.tool,
             tool_version=f"fwx {__version__}; tensorflow {tf.__version__}",
-            layout=tr.layout or ("NCHW" if layout == "nchw" else src.layout),
+            layout=tr.layout or (NCHW if layout == NCHW else src.layout),
             precision=src.precision, notes=notes, extra=extra,
         )

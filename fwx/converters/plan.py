@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fwx.converters import registry as _registry  # noqa: F401 - fills the edge table
 from fwx.converters.base import Converter, ConvertOptions, EdgeEntry, edge_class, edges
 from fwx.errors import ExportError, MissingDependencyError
-from fwx.formats import Format
+from fwx.formats import TARGETS, Format
 
 MAX_HOPS = 4
 
@@ -120,7 +120,5 @@ def _asked(opts: ConvertOptions | None) -> str:
 
 def reachable(source: Format, opts: ConvertOptions | None = None) -> list[Format]:
     """Targets reachable from ``source`` with what is installed."""
-    from fwx.formats import TARGETS
-
     copy_ok = not (opts and (opts.layout or opts.static_shapes))
     return [t for t in TARGETS if (t is source and copy_ok) or plans(source, t, opts)]

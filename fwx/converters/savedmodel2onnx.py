@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fwx.converters._onnx import tf2onnx_convert
+from fwx.converters._tf import signature_fn, tf_function
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.formats import Format
 from fwx.frameworks import quiet, require
+from fwx.signature import hop_signature
 
 
 class SavedModelToOnnx(Converter):
@@ -23,10 +26,6 @@ class SavedModelToOnnx(Converter):
     cost = 10
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-        from fwx.exporter.onnx_common import tf2onnx_convert
-        from fwx.exporter.pinning import hop_signature
-        from fwx.exporter.tf_common import signature_fn, tf_function
-
         tf = require("tensorflow", "converting SavedModels")
         assert src.path is not None
         with quiet():

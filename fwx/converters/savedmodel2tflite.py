@@ -25,11 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from fwx.converters._tf import signature_fn, tf_function
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError, first_line
 from fwx.formats import Format
 from fwx.frameworks import quiet, require, silence_stderr_fd
-from fwx.signature import Signature
+from fwx.signature import Signature, hop_signature
+from fwx.sources.samples import make_feeds
 
 _OP_LISTS = re.compile(r"^\s*(?:TF Select ops|Custom ops|Flex ops):\s*(.+)$", re.MULTILINE)
 _OP_ERRORS = re.compile(r"'tf\.(\w+)' op is neither a custom op nor a flex op")
@@ -66,8 +68,6 @@ class SavedModelToTFLite(Converter):
     cost = 10
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-        from fwx.exporter.pinning import hop_signature
-
         tf = require("tensorflow", "converting to TFLite")
         assert src.path is not None
         if opts.quantize:
@@ -98,7 +98,6 @@ class SavedModelToTFLite(Converter):
 
 def _concrete(tf: Any, loaded: Any, sig: Signature, key: str, *, static: bool) -> Any:
     """The signature's concrete function; with fixed shapes, a wrapper traced at them."""
-    from fwx.exporter.tf_common import signature_fn, tf_function
 
     if key not in loaded.signatures:
         raise ExportError(f"the SavedModel has no signature {key!r}", hint=f"it has: {', '.join(loaded.signatures)}")
@@ -131,7 +130,6 @@ def _first_good(tries: list[tuple[str, Callable[[], Any]]], fn: Any, sig: Signat
 
 def self_check(flat: bytes, fn: Any, sig: Signature) -> str | None:
     """Why the TFLite model disagrees with the SavedModel function on one sample, or None."""
-    from fwx.exporter.pinning import make_feeds
 
     litert = require("ai_edge_litert.interpreter", "checking TFLite models")
     tf = require("tensorflow", "checking TFLite models")

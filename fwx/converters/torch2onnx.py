@@ -24,12 +24,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from fwx.converters import _torch as tc
+from fwx.converters._onnx import DEFAULT_OPSET, MAX_OPSET
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError, first_line
-from fwx.exporter.onnx_common import DEFAULT_OPSET, MAX_OPSET
 from fwx.formats import Format
 from fwx.frameworks import require
-from fwx.signature import Signature
+from fwx.signature import Signature, hop_signature
 
 DYNAMO_MIN_OPSET = 18
 _OP_PATTERNS = (re.compile(r"operator '([\w:.]+)'"), re.compile(r"export of ([\w:.]+) in opset"),
@@ -62,8 +63,6 @@ class TorchToOnnx(Converter):
     cost = 10
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-        from fwx.exporter.pinning import hop_signature
-
         torch = require("torch", "exporting to ONNX")
         opset = opts.opset or DEFAULT_OPSET
         try:
@@ -79,9 +78,6 @@ class TorchToOnnx(Converter):
                              layout=src.layout, opset=opset)
 
     def _export(self, src: SourceModel, opts: ConvertOptions, f: Path | io.BytesIO, opset: int) -> None:
-        from fwx.exporter import torch_common as tc
-        from fwx.exporter.pinning import hop_signature
-
         torch = require("torch", "exporting to ONNX")
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         with tc.export_mode():
@@ -116,9 +112,6 @@ class TorchToOnnxDynamo(Converter):
     cost = 11
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-        from fwx.exporter import torch_common as tc
-        from fwx.exporter.pinning import hop_signature
-
         torch = require("torch", "exporting to ONNX")
         opset = opts.opset or DYNAMO_MIN_OPSET
         if opset < DYNAMO_MIN_OPSET:

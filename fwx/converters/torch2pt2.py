@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fwx.converters import _torch as tc
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, first_line
 from fwx.formats import Format
 from fwx.frameworks import require
+from fwx.signature import hop_signature
 
 
 class TorchToExportedProgram(Converter):
@@ -23,9 +25,6 @@ class TorchToExportedProgram(Converter):
     cost = 5
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-        from fwx.exporter import torch_common as tc
-        from fwx.exporter.pinning import hop_signature
-
         torch = require("torch", "exporting to .pt2")
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         args = tc.tensors(opts.sample_inputs, sig)

@@ -12,10 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fwx.converters import _torch as tc
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UsageError, first_line
 from fwx.formats import Format
 from fwx.frameworks import quiet, require
+from fwx.signature import hop_signature
 
 MODES = ("auto", "script", "trace")
 
@@ -29,8 +31,6 @@ class TorchToTorchScript(Converter):
     cost = 5
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-        from fwx.exporter.pinning import hop_signature
-
         torch = require("torch", "exporting to TorchScript")
         mode = opts.torchscript_mode
         if mode not in MODES:
@@ -61,8 +61,6 @@ class TorchToTorchScript(Converter):
                              extra={"torchscript_mode": how, "warnings": warnings})
 
     def _trace(self, src: SourceModel, opts: ConvertOptions) -> Any:
-        from fwx.exporter import torch_common as tc
-
         torch = require("torch", "exporting to TorchScript")
         args = tc.tensors(opts.sample_inputs, src.signature)
         try:

@@ -6,6 +6,7 @@ Importing this package imports no framework.
 
 from __future__ import annotations
 
+from fwx.exporter.options import ExportOptions
 from fwx.exporter.pipeline import ExportResult, TargetRow, export, plan_only
 
-__all__ = ["ExportResult", "TargetRow", "export", "plan_only"]
+__all__ = ["ExportOptions", "ExportResult", "TargetRow", "export", "plan_only"]

@@ -14,11 +14,11 @@ from typing import Any
 
 from fwx.converters.base import edge_class
 from fwx.exporter.runner import WORK, Attempt, HopRun, RunContext
-from fwx.exporter.sources import LoadedSource
 from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.frameworks import EXTRAS, version_of
 from fwx.manifest import ArtifactEntry, Hop, Manifest, SourceInfo, sha256_path, size_of
 from fwx.signature import Signature
+from fwx.sources.load import LoadedSource
 
 INTERMEDIATE = "intermediate"
 

@@ -13,20 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from fwx.errors import InputError, UsageError
-from fwx.signature import Dim, Signature, TensorSpec, is_dynamic, normalize_dtype
-
-BATCH = "N"
-
-
-def spec_from_dims(name: str, dtype: object, dims: Sequence[int | str | None]) -> TensorSpec:
-    """A spec from framework dims where ``None``/``-1``/a symbol means dynamic (axis 0 becomes ``N``)."""
-    out: list[Dim] = []
-    for i, d in enumerate(dims):
-        if d is None or d == -1 or isinstance(d, str):
-            out.append(BATCH if i == 0 else (d if isinstance(d, str) and d and not d.startswith("unk") else f"{name}_d{i}"))
-        else:
-            out.append(int(d))
-    return TensorSpec(name, normalize_dtype(dtype), tuple(out))
+from fwx.formats import NCHW, NHWC
+from fwx.signature import BATCH, Dim, Signature, TensorSpec, is_dynamic, normalize_dtype
 
 
 def load_example_inputs(path: str | Path) -> dict[str, np.ndarray]:
@@ -110,56 +98,6 @@ def _misfit(spec: TensorSpec, ref: TensorSpec) -> str | None:
     return None
 
 
-# Sample generation for probing and tracing (the validators generate their own inputs).
-
-def probe_sizes(specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None = None) -> list[dict[str, int]]:
-    """Two size assignments for the dynamic symbols, all sizes different, none 0 or 1.
-
-    torch.export specialises sizes 0 and 1, and distinct sizes let output dims be
-    matched to the input symbol that drives them.
-    """
-    symbols: list[str] = []
-    for s in specs:
-        symbols += [d for d in s.shape if isinstance(d, str) and d not in symbols]
-    first = {sym: 2 + i for i, sym in enumerate(symbols)}
-    if examples:
-        for s in specs:
-            if s.name in examples:
-                for d, n in zip(s.shape, examples[s.name].shape, strict=False):
-                    if isinstance(d, str):
-                        first[d] = int(n)
-    second = {sym: n + len(symbols) + 1 for sym, n in first.items()}
-    return [first, second]
-
-
-def make_feeds(specs: Sequence[TensorSpec], sizes: Mapping[str, int],
-               examples: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
-    """Concrete arrays for ``specs``; example arrays are tiled along dynamic axes to reach ``sizes``."""
-    rng = np.random.default_rng(seed)
-    feeds: dict[str, np.ndarray] = {}
-    for s in specs:
-        shape = tuple(sizes.get(d, 2) if isinstance(d, str) else (2 if d == -1 else int(d)) for d in s.shape)
-        if examples and s.name in examples:
-            feeds[s.name] = _fit_example(np.asarray(examples[s.name]), shape).astype(s.dtype)
-        elif np.dtype(s.dtype).kind == "f":
-            feeds[s.name] = rng.standard_normal(shape).astype(s.dtype)
-        elif np.dtype(s.dtype).kind == "b":
-            feeds[s.name] = rng.integers(0, 2, shape).astype(bool)
-        else:
-            feeds[s.name] = rng.integers(0, 2, shape).astype(s.dtype)
-    return feeds
-
-
-def _fit_example(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    if arr.shape == shape or arr.ndim != len(shape):
-        return arr
-    for axis, n in enumerate(shape):
-        if arr.shape[axis] != n and arr.shape[axis] > 0:
-            reps = -(-n // arr.shape[axis])
-            arr = np.concatenate([arr] * reps, axis=axis).take(range(n), axis=axis)
-    return arr
-
-
 def output_specs(names: Sequence[str], runs: Sequence[Sequence[np.ndarray]],
                  sizes: Sequence[Mapping[str, int]]) -> tuple[TensorSpec, ...]:
     """Output specs from running the model at the two ``probe_sizes``.
@@ -191,40 +129,12 @@ def guess_layout(sig: Signature, framework: str) -> str | None:
         return None
     shape = rank4[0].shape
     if framework in ("torch", "pytorch"):
-        return "NCHW"
+        return NCHW
     if framework in ("keras", "tensorflow"):
-        return "NHWC"
+        return NHWC
     if shape[1] in (1, 3, 4) and shape[3] not in (1, 3, 4):
-        return "NCHW"
+        return NCHW
     if shape[3] in (1, 3, 4):
-        return "NHWC"
+        return NHWC
     return None
 
-
-def static_signature(sig: Signature, feeds: Mapping[str, np.ndarray]) -> Signature:
-    """``sig`` with every dynamic dim fixed to its size in ``feeds`` (``--static-shapes``).
-
-    Sizes are read per symbol from the inputs, so an output axis driven by an
-    input symbol (the batch) is fixed too; a symbol no input carries stays dynamic.
-    """
-    sizes: dict[str, int] = {}
-    fixed: dict[str, tuple[Dim, ...]] = {}
-    for spec in sig.inputs:
-        arr = feeds.get(spec.name)
-        if arr is None or arr.ndim != spec.rank:
-            continue
-        fixed[spec.name] = tuple(int(n) if is_dynamic(d) else d for d, n in zip(spec.shape, arr.shape, strict=True))
-        for d, n in zip(spec.shape, arr.shape, strict=True):
-            if isinstance(d, str):
-                sizes.setdefault(d, int(n))
-
-    def fix(spec: TensorSpec) -> TensorSpec:
-        return TensorSpec(spec.name, spec.dtype, tuple(sizes.get(d, d) if isinstance(d, str) else d for d in spec.shape))
-
-    inputs = tuple(TensorSpec(s.name, s.dtype, fixed[s.name]) if s.name in fixed else fix(s) for s in sig.inputs)
-    return Signature(inputs, tuple(fix(s) for s in sig.outputs))
-
-
-def hop_signature(sig: Signature, static: bool, feeds: Mapping[str, np.ndarray]) -> Signature:
-    """The signature an edge writes: the pin, or with ``--static-shapes`` the pin fixed at the sample sizes."""
-    return static_signature(sig, feeds) if static else sig

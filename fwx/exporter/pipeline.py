@@ -8,9 +8,10 @@ failed artifacts too, marked ``status: "failed"`` in fwx.json.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,23 +21,18 @@ from fwx.converters.base import ConvertOptions
 from fwx.converters.plan import Plan
 from fwx.errors import ExportError, FwxError, ValidationError
 from fwx.exporter import manifest_build as mb
-from fwx.exporter.pinning import guess_layout, load_example_inputs, make_feeds, probe_sizes, static_signature
+from fwx.exporter.options import ExportOptions
+from fwx.exporter.pinning import guess_layout, load_example_inputs
 from fwx.exporter.resolve import pin_signature
 from fwx.exporter.runner import WORK, Attempt, RunContext, place, run_target
-from fwx.exporter.sources import LoadedSource, is_factory_ref, load_source
-from fwx.exporter.targets import (
-    FORMAT_LAYOUT,
-    Selection,
-    layout_option,
-    parse_targets,
-    select,
-    settle_layout,
-    start_format,
-)
+from fwx.exporter.targets import FORMAT_LAYOUT, Selection, decide, parse_targets, start_format
 from fwx.formats import ARTIFACT_NAMES, TARGETS, Format
 from fwx.manifest import Manifest
+from fwx.quantize.options import check_options, check_target, validation_examples
 from fwx.repository import Repository
-from fwx.signature import Signature, TensorSpec, parse_tensor_spec
+from fwx.signature import Signature, static_signature
+from fwx.sources.load import LoadedSource, is_factory_ref, load_source
+from fwx.sources.samples import make_feeds, probe_sizes
 
 
 @dataclass
@@ -82,58 +78,46 @@ class ExportResult:
 def plan_only(source: str | Path, targets: Sequence[str | Format], options: ConvertOptions | None = None
               ) -> dict[str, list[str]]:
     """``--plan``: the paths each target would try, in order, without loading the model."""
-    opts = replace(options) if options else ConvertOptions()
     start = start_format(source)
-    opts.layout = layout_option(opts.layout)
-    opts = settle_layout(opts, FORMAT_LAYOUT.get(start), known=start in FORMAT_LAYOUT)
-    sel = select(start, parse_targets(targets), opts)
+    _, sel = decide(start, parse_targets(targets), options or ConvertOptions(), FORMAT_LAYOUT.get(start),
+                    known=start in FORMAT_LAYOUT)
     return {fmt.value: [p.describe() for p in found] for fmt, found in sel.plans.items()}
 
 
-def export(source: str | Path, targets: Sequence[str | Format], *, out: str | Path = "artifacts",
-           name: str | None = None, version: int | None = None, inputs: Sequence[str | TensorSpec] = (),
-           outputs: Sequence[str] = (), example_inputs: str | Path | Mapping[str, Any] | None = None,
-           model_class: str | None = None, model_kwargs: Mapping[str, Any] | None = None,
-           options: ConvertOptions | None = None, validate: bool = True, keep_failed: bool = False,
-           keep_intermediate: bool = False, device: str = "cpu", command: str = "") -> ExportResult:
+def export(source: str | Path, targets: Sequence[str | Format], options: ExportOptions | None = None) -> ExportResult:
     """Export ``source`` to ``targets`` into ``out/<name>/<version>/`` and return what was published.
 
     Raises ``FwxError`` subclasses for anything a user can fix; on a failed
     validation raises ``ValidationError`` (nothing published) unless ``keep_failed``.
     """
-    opts = replace(options) if options else ConvertOptions()  # sample_inputs is filled in below
-    opts.layout = layout_option(opts.layout)
-    specs = [s if isinstance(s, TensorSpec) else parse_tensor_spec(s) for s in inputs]
-    examples = dict(example_inputs) if isinstance(example_inputs, Mapping) else \
-        (load_example_inputs(example_inputs) if example_inputs else None)
-    if opts.quantize:  # name the formats that can hold it, before the planner only says "no path"
-        from fwx.quantize.options import check_target
-
-        for fmt in parse_targets(targets):
-            if isinstance(fmt, Format):
-                check_target(fmt, opts.quantize)
+    eo = options or ExportOptions()
+    examples = dict(eo.example_inputs) if isinstance(eo.example_inputs, Mapping) else \
+        (load_example_inputs(eo.example_inputs) if eo.example_inputs else None)
     start, wanted = start_format(source), parse_targets(targets)
-    opts = settle_layout(opts, FORMAT_LAYOUT.get(start), known=start in FORMAT_LAYOUT)
-    sel = select(start, wanted, opts if start in FORMAT_LAYOUT else replace(opts, layout=None))
-    repo = Repository(out)
-    model_name = name or default_name(source)
+    if eo.convert.quantize:  # name the formats that can hold it, before the planner only says "no path"
+        for fmt in wanted:
+            if isinstance(fmt, Format):
+                check_target(fmt, eo.convert.quantize)
+    # The layout of a PyTorch/Keras/SavedModel source is known from its format: plan before loading, so a
+    # named target without a path fails fast. An ONNX source's layout is read from its graph, after loading.
+    decided = decide(start, wanted, eo.convert, FORMAT_LAYOUT[start], known=True) if start in FORMAT_LAYOUT else None
+    repo = Repository(eo.out)
+    model_name = eo.name or default_name(source)
     repo.model_dir(model_name)  # validates the name before any heavy work
     with ui.step(f"load {source}"):
-        src = load_source(source, model_class=model_class, model_kwargs=model_kwargs,
-                          trust=opts.trust_model_code, signature_name=opts.saved_model_signature)
+        src = load_source(source, model_class=eo.model_class, model_kwargs=eo.model_kwargs,
+                          trust=eo.convert.trust_model_code, signature_name=eo.convert.saved_model_signature)
     with ui.step("pin signature"):
-        sig = pin_signature(src, specs, outputs, examples)
+        sig = pin_signature(src, eo.specs, eo.outputs, examples)
     ui.info(f"  {sig}")
-    settled = settle_layout(opts, guess_layout(sig, src.framework), known=True)
-    if settled.layout != opts.layout or start not in FORMAT_LAYOUT:  # the model's own layout is known only now
-        opts, sel = settled, select(start, wanted, settled)
+    layout = guess_layout(sig, src.framework)
+    if decided is None or (decided[0].layout and layout is None):  # no 4-D input after all: --layout is dropped
+        decided = decide(start, wanted, eo.convert, layout, known=True)
+    opts, sel = decided
     _check_quantize(sel.plans, opts, sig)
     if examples is None and opts.quantize:  # validate int8 on real samples, not on noise it was never calibrated for
-        from fwx.quantize.options import validation_examples
-
         examples = validation_examples(opts, sig)
-    return _run(repo, model_name, version, src, sig, sel, opts, examples, validate=validate, keep_failed=keep_failed,
-                keep_intermediate=keep_intermediate, device=device, command=command)
+    return _run(repo, model_name, src, sig, sel, opts, examples, eo)
 
 
 def default_name(source: str | Path) -> str:
@@ -150,26 +134,21 @@ def default_name(source: str | Path) -> str:
 def _check_quantize(plans: Mapping[Format, list[Plan]], opts: ConvertOptions, sig: Signature) -> None:
     if not opts.quantize and not any((opts.quant or {}).get(k) for k in ("calibration_data", "eval_data")):
         return
-    from fwx.quantize.options import check_options
-
     for fmt in plans:
         check_options(fmt, opts, sig)
 
 
-def _run(repo: Repository, name: str, version: int | None, src: LoadedSource, sig: Signature, sel: Selection,
-         opts: ConvertOptions, examples: Mapping[str, Any] | None, *, validate: bool, keep_failed: bool,
-         keep_intermediate: bool, device: str, command: str) -> ExportResult:
-    ctx = _context(src, sig, opts, examples, validate=validate, device=device)
+def _run(repo: Repository, name: str, src: LoadedSource, sig: Signature, sel: Selection, opts: ConvertOptions,
+         examples: Mapping[str, Any] | None, eo: ExportOptions) -> ExportResult:
     skipped = {fmt.value: reason for fmt, reason in sel.skipped.items()}
-    with repo.staging(name, version) as st:
-        ctx.staging = st.path
+    with repo.staging(name, eo.version) as st, _context(src, sig, opts, examples, st.path, eo) as ctx:
         chosen: dict[Format, Attempt] = {}
         failures: list[str] = []
         errors: list[FwxError] = []
         for fmt, found in sel.plans.items():
             try:
                 with ui.step(f"export {fmt}"):
-                    pick, lines = _target(ctx, fmt, found, keep_failed=keep_failed)
+                    pick, lines = _target(ctx, fmt, found, keep_failed=eo.keep_failed)
             except FwxError as exc:
                 if fmt not in sel.optional or isinstance(exc, ValidationError):
                     raise
@@ -188,8 +167,8 @@ def _run(repo: Repository, name: str, version: int | None, src: LoadedSource, si
         if not chosen:  # nothing to publish: fail with the first target's own error (type and exit code)
             raise errors[0]
         skipped = {f.value: skipped[f.value] for f in TARGETS if f.value in skipped}
-        manifest = mb.build_manifest(name, src, sig, chosen, ctx, keep_intermediate=keep_intermediate,
-                                     command=command, created=_now(), fwx_version=__version__, skipped=skipped)
+        manifest = mb.build_manifest(name, src, sig, chosen, ctx, keep_intermediate=eo.keep_intermediate,
+                                     command=eo.command, created=_now(), fwx_version=__version__, skipped=skipped)
         shutil.rmtree(st.path / WORK, ignore_errors=True)
         with ui.step("publish"):
             final = st.publish(manifest)
@@ -197,18 +176,27 @@ def _run(repo: Repository, name: str, version: int | None, src: LoadedSource, si
                         {fmt.value: a.report for fmt, a in chosen.items() if a.report is not None})
 
 
-def _context(src: LoadedSource, sig: Signature, opts: ConvertOptions, examples: Mapping[str, Any] | None, *,
-             validate: bool, device: str) -> RunContext:
-    """Samples for tracing (batch 1 with ``--static-shapes``), validator inputs and the signature to hold to."""
+@contextlib.contextmanager
+def _context(src: LoadedSource, sig: Signature, opts: ConvertOptions, examples: Mapping[str, Any] | None,
+             staging: Path, eo: ExportOptions) -> Iterator[RunContext]:
+    """Samples for tracing (batch 1 with ``--static-shapes``), validator inputs and the signature to hold to.
+
+    The reference runtime built for validation is closed when the export ends.
+    """
     sizes = probe_sizes(sig.inputs, examples)
     if opts.static_shapes:
         batch = {s.shape[0] for s in sig.inputs if s.rank and isinstance(s.shape[0], str)}
         sizes = [{k: 1 if k in batch else n for k, n in sizes[0].items()}]
-    opts.sample_inputs = make_feeds(sig.inputs, sizes[0], examples)
+    opts = replace(opts, sample_inputs=make_feeds(sig.inputs, sizes[0], examples))
     val_inputs = [make_feeds(sig.inputs, s, examples, seed=i) for i, s in enumerate(sizes)] if examples else None
     expected = static_signature(sig, opts.sample_inputs) if opts.static_shapes else sig
-    return RunContext(src, sig, opts, Path(), validate, device, guess_layout(sig, src.framework), val_inputs,
-                      expected=expected)
+    ctx = RunContext(src, sig, opts, staging, eo.validate, eo.device, guess_layout(sig, src.framework), val_inputs,
+                     expected=expected)
+    try:
+        yield ctx
+    finally:
+        if ctx.reference is not None:
+            ctx.reference.close()
 
 
 def _target(ctx: RunContext, fmt: Format, plans: list[Plan], *, keep_failed: bool) -> tuple[Attempt, list[str]]:
@@ -262,4 +250,4 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-__all__ = ["ARTIFACT_NAMES", "ExportResult", "FwxError", "TargetRow", "export", "plan_only"]
+__all__ = ["ARTIFACT_NAMES", "ExportOptions", "ExportResult", "FwxError", "TargetRow", "export", "plan_only"]

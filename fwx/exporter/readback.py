@@ -18,14 +18,9 @@ from pathlib import Path
 
 from fwx.errors import SignatureMismatchError
 from fwx.formats import Format
-from fwx.frameworks import require
+from fwx.runtimes.files import load_onnx, onnx_opset
 from fwx.signature import Signature, TensorSpec, is_dynamic
-
-
-def onnx_opset(path: Path) -> int | None:
-    onnx = require("onnx", "reading ONNX models")
-    model = onnx.load(str(path), load_external_data=False)
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+from fwx.validators.layout import shape_to
 
 
 def differences(pinned: Signature, got: Signature, *, check_dtypes: bool = True) -> list[str]:
@@ -68,8 +63,6 @@ def _dims(spec: TensorSpec) -> str:
 
 def in_layout(pinned: Signature, source: str | None, target: str | None, *, outputs: bool = False) -> Signature:
     """The pin as an artifact of layout ``target`` shows it: 4-D inputs (and ``outputs``) moved from ``source``."""
-    from fwx.validators.layout import shape_to
-
     def move(spec: TensorSpec) -> TensorSpec:
         if spec.rank != 4:
             return spec
@@ -92,7 +85,7 @@ def check_readback(fmt: Format, path: Path, pinned: Signature, got: Signature, *
     if problems and layouts[0] != layouts[1]:
         moved = differences(in_layout(pinned, *layouts, outputs=True), got, check_dtypes=check)
         problems = moved if len(moved) < len(problems) else problems
-    written = onnx_opset(path) if fmt is Format.ONNX else None
+    written = onnx_opset(load_onnx(path)) if fmt is Format.ONNX else None
     if fmt is Format.ONNX and opset is not None and written != opset:
         problems.append(f"the file declares opset {written}, pinned {opset}")
     if problems:

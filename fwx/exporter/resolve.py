@@ -11,12 +11,14 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from fwx.converters import _torch as tc
 from fwx.errors import FwxError, InputError, first_line
 from fwx.exporter import pinning
-from fwx.exporter.sources import LoadedSource
 from fwx.formats import Format
 from fwx.frameworks import quiet
 from fwx.signature import Signature, TensorSpec, names_or_default
+from fwx.sources.load import LoadedSource
+from fwx.sources.samples import make_feeds, probe_sizes
 
 _TORCH_NEEDS = ("a PyTorch model stores no input signature: fwx needs the inputs' names, dtypes and shapes")
 
@@ -45,8 +47,7 @@ def pin_signature(src: LoadedSource, inputs: Sequence[TensorSpec] = (), outputs:
 
 def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequence[str],
                examples: Mapping[str, np.ndarray] | None) -> Signature:
-    from fwx.exporter import torch_common as tc
-    from fwx.runtimes._torch import flatten_outputs, to_numpy
+    from fwx.runtimes._torch import flatten_outputs, to_numpy  # imports torch
 
     specs = pinning.resolve_inputs(inputs, examples, src.inputs, needs_flags=_TORCH_NEEDS)
     arity = tc.forward_arity(src.obj)
@@ -55,10 +56,10 @@ def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequenc
         raise InputError(f"the model's forward takes {want} input(s), but {len(specs)} were pinned "
                          f"({', '.join(s.name for s in specs)})", hint="pass one --input per forward argument, in order")
     sig_in = Signature(specs)
-    sizes = pinning.probe_sizes(specs, examples)
+    sizes = probe_sizes(specs, examples)
     runs, keys = [], None
     for i, size in enumerate(sizes):
-        feeds = pinning.make_feeds(specs, size, examples, seed=i)
+        feeds = make_feeds(specs, size, examples, seed=i)
         try:
             with quiet():
                 raw = tc.run(src.obj, feeds, sig_in)
@@ -76,7 +77,7 @@ def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequenc
 
 
 def _probe_keras(src: LoadedSource, specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None) -> None:
-    feeds = pinning.make_feeds(specs, pinning.probe_sizes(specs, examples)[0], examples)
+    feeds = make_feeds(specs, probe_sizes(specs, examples)[0], examples)
     try:
         with quiet():
             src.obj([feeds[s.name] for s in specs] if len(specs) > 1 else feeds[specs[0].name], training=False)

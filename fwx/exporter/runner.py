@@ -9,8 +9,10 @@ source model; the first path that passes is moved to its final name.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,14 +21,16 @@ from fwx import ui
 from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, SourceModel, edge_class
 from fwx.converters.plan import POST_QUANTIZED, Plan
 from fwx.errors import ExportError, FwxError, first_line
-from fwx.exporter.hops import hop_label, naming
-from fwx.exporter.onnx_external import external_files, gather_external_data
 from fwx.exporter.readback import check_readback
-from fwx.exporter.sources import LoadedSource
 from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.frameworks import quiet, require, silence_stderr_fd
+from fwx.quantize.onnx import quantize_onnx
 from fwx.runtimes.base import Runtime, load_runtime
 from fwx.signature import Signature
+from fwx.sources.load import LoadedSource
+from fwx.sources.onnx_external import external_files, gather_external_data
+from fwx.sources.reference import source_runtime
+from fwx.validators import validate_runtimes
 
 WORK = ".work"
 
@@ -86,6 +90,35 @@ class RunContext:
         return folder / ARTIFACT_NAMES.get(fmt, fmt.value)
 
 
+# Every error from a conversion hop names the hop: ``onnx -> savedmodel (fwx-onnx-tf): ...``. A user reading
+# one error line for a 3-hop path needs to know which tool failed; cached failures are re-raised as they are.
+
+def hop_label(entry: EdgeEntry) -> str:
+    return f"{entry.source} -> {entry.target} ({edge_class(entry).tool})"
+
+
+def named(exc: FwxError, label: str) -> FwxError:
+    """``exc`` with ``label: `` in front of its message (only once), type and fields kept."""
+    if not exc.message.startswith(f"{label}: "):
+        exc.message = f"{label}: {exc.message}"
+        exc.args = (exc.message, *exc.args[1:])
+    return exc
+
+
+@contextlib.contextmanager
+def hop_errors(label: str) -> Iterator[None]:
+    """Prefix errors raised inside with the hop's label; a crash becomes a one-line ``ExportError``."""
+    try:
+        yield
+    except FwxError as exc:
+        named(exc, label)
+        raise
+    except Exception as exc:
+        if ui.state.debug:
+            raise
+        raise ExportError(f"{label}: failed: {first_line(exc)}", hint="rerun with --debug for the traceback") from exc
+
+
 def run_target(ctx: RunContext, target: Format, plans: list[Plan]) -> list[Attempt]:
     """Try ``plans`` in order; stop at the first that passes. Returns every attempt made."""
     attempts: list[Attempt] = []
@@ -143,7 +176,7 @@ def _repoint(ctx: RunContext, attempt: Attempt, final: Path) -> None:
 def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
     hops = attempt.plan.hops
     if not hops:
-        with naming(f"{ctx.src.plan_format} -> {target} (copy)"):
+        with hop_errors(f"{ctx.src.plan_format} -> {target} (copy)"):
             attempt.hops.append(_identity(ctx, target))
         return
     prev: ConvertResult | None = None
@@ -154,7 +187,7 @@ def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
             raise ctx.failed[key]  # the same hop already failed for another path or target
         if key not in ctx.cache:
             try:
-                with naming(hop_label(entry)):
+                with hop_errors(hop_label(entry)):
                     ctx.cache[key] = _hop(ctx, entry, prev, last=last)
             except FwxError as exc:
                 ctx.failed[key] = exc
@@ -163,7 +196,7 @@ def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
         attempt.hops.append(hop)
         prev = hop.result
     if ctx.options.quantize and target in POST_QUANTIZED:
-        with naming(f"{target} -> {target} (quantize {ctx.options.quantize})"):
+        with hop_errors(f"{target} -> {target} (quantize {ctx.options.quantize})"):
             attempt.hops.append(_post_quantize(ctx, target, attempt.result))
 
 
@@ -215,8 +248,6 @@ def _identity(ctx: RunContext, target: Format) -> HopRun:
 
 def _post_quantize(ctx: RunContext, target: Format, float_result: ConvertResult) -> HopRun:
     """ONNX quantisation is a post-processing step on the float file (``fwx.quantize.onnx``)."""
-    from fwx.quantize.onnx import quantize_onnx
-
     out = ctx.work_path(target)
     t0 = time.perf_counter()
     with quiet():
@@ -250,8 +281,6 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
 
 
 def _validate(ctx: RunContext, target: Format, rt: Runtime, res: ConvertResult) -> Any:
-    from fwx.validators import validate_runtimes
-
     key = target.value
     with quiet():
         return validate_runtimes(reference(ctx), {key: rt}, signature=ctx.expected or ctx.signature,
@@ -261,20 +290,9 @@ def _validate(ctx: RunContext, target: Format, rt: Runtime, res: ConvertResult) 
 
 
 def reference(ctx: RunContext) -> Runtime:
-    """The source model as a runtime (built once per export)."""
+    """The source model as a runtime (built once per export; the pipeline closes it)."""
     if ctx.reference is None:
-        src, sig = ctx.src, ctx.signature
         with quiet():
-            if src.plan_format is Format.PYTORCH:
-                from fwx.runtimes.eager_torch import EagerTorchRuntime
-
-                ctx.reference = EagerTorchRuntime.from_module(src.obj, sig, device=ctx.device)
-            elif src.format is Format.KERAS:
-                from fwx.runtimes.eager_keras import KerasRuntime
-
-                ctx.reference = KerasRuntime.from_model(src.obj, sig, device=ctx.device)
-            else:
-                assert src.path is not None
-                kw = {"signature_name": ctx.options.saved_model_signature} if src.format is Format.SAVEDMODEL else {}
-                ctx.reference = load_runtime(src.format, src.path, device=ctx.device, signature_hint=sig, **kw)
+            ctx.reference = source_runtime(ctx.src, ctx.signature, device=ctx.device,
+                                           signature_name=ctx.options.saved_model_signature)
     return ctx.reference

@@ -19,12 +19,11 @@ from fwx import ui
 from fwx.converters.base import ConvertOptions
 from fwx.converters.plan import Plan, best_plans
 from fwx.errors import FwxError, UsageError
-from fwx.exporter.sources import is_factory_ref
-from fwx.formats import TARGETS, Format, detect_format, parse_format
+from fwx.formats import LAYOUTS, NCHW, NHWC, TARGETS, Format, detect_format, parse_format
+from fwx.sources.load import is_factory_ref
 
-LAYOUTS = ("nchw", "nhwc")
 #: The layout of a source format's image inputs, where the format alone tells (ONNX needs its graph).
-FORMAT_LAYOUT: dict[Format, str] = {Format.PYTORCH: "NCHW", Format.KERAS: "NHWC", Format.SAVEDMODEL: "NHWC"}
+FORMAT_LAYOUT: dict[Format, str] = {Format.PYTORCH: NCHW, Format.KERAS: NHWC, Format.SAVEDMODEL: NHWC}
 
 
 @dataclass
@@ -82,6 +81,13 @@ def select(start: Format, targets: Sequence[str | Format], opts: ConvertOptions)
     return Selection(plans, skipped, frozenset(f for f in plans if f not in named))
 
 
+def decide(start: Format, targets: Sequence[str | Format], opts: ConvertOptions, source_layout: str | None, *,
+           known: bool) -> tuple[ConvertOptions, Selection]:
+    """The convert options with ``--layout`` settled against the source's, and the targets' paths under them."""
+    settled = settle_layout(replace(opts, layout=layout_option(opts.layout)), source_layout, known=known)
+    return settled, select(start, targets, settled)
+
+
 def layout_option(value: str | None) -> str | None:
     if value is None or value == "":
         return None
@@ -101,9 +107,9 @@ def settle_layout(opts: ConvertOptions, source: str | None, *, known: bool) -> C
     if source is None:
         ui.warn(f"--layout {want} ignored: the model has no 4-D image input")
         return replace(opts, layout=None)
-    if want.upper() == source:
+    if want == source:
         return replace(opts, layout=None)
-    if source == "NHWC":
+    if source == NHWC:
         raise UsageError("--layout nchw cannot be applied to a channels-last (NHWC) model",
                          hint="fwx moves channels only from NCHW to NHWC (in the ONNX -> SavedModel hop); "
                               "drop --layout to keep NHWC")

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fwx.converters.base import ConvertOptions
 from fwx.errors import ExportError, FwxError, SignatureMismatchError, UsageError, first_line
 from fwx.formats import Format
 from fwx.frameworks import quiet, require, silence_stderr_fd
@@ -32,10 +31,12 @@ from fwx.quantize.options import (
     MIN_INT8_OPSET,
     MIN_PER_CHANNEL_OPSET,
     RANDOM_WARNING,
+    QuantOptions,
     QuantSettings,
     per_tensor_warning,
 )
 from fwx.quantize.stream import BatchStream, batch_size_for, stride_for, uniform_batches
+from fwx.runtimes.files import load_onnx, onnx_opset
 from fwx.signature import Signature
 
 _METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
@@ -43,11 +44,8 @@ _METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"
 
 def _model_facts(onnx: Any, path: Path, signature: Signature) -> int:
     """The model's ai.onnx opset; also checks that its inputs are the pinned ones."""
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # noqa: BLE001 - protobuf errors vary
-        raise ExportError(f"cannot read the float ONNX model {path}: {exc}") from exc
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    model = load_onnx(path)
+    opset = onnx_opset(model) or 0
     inits = {i.name for i in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in inits]
     if sorted(names) != sorted(signature.input_names):
@@ -56,7 +54,7 @@ def _model_facts(onnx: Any, path: Path, signature: Signature) -> int:
     return int(opset)
 
 
-def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, opts: ConvertOptions) -> QuantInfo:
+def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, opts: QuantOptions) -> QuantInfo:
     """Write the quantised ``out_path`` from ``fp32_path``; measure it on --eval-data if given."""
     s = QuantSettings.from_options(opts)
     onnx, ort = require("onnx", "quantising ONNX models"), require("onnxruntime", "quantising ONNX models")

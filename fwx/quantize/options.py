@@ -9,10 +9,10 @@ every mistake a user can make there into a one-line ``UsageError`` or
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from fwx.converters.base import ConvertOptions
 from fwx.errors import InputError, UsageError
 from fwx.formats import Format
 from fwx.signature import Signature
@@ -28,6 +28,22 @@ MIN_PER_CHANNEL_OPSET = 13  # the axis attribute of QuantizeLinear/DequantizeLin
 RANDOM = "random"
 RANDOM_WARNING = ("calibrating with RANDOM data: int8 scales will not match real inputs and accuracy can "
                   "collapse; pass --calibration-data with real samples")
+
+
+class QuantOptions(Protocol):
+    """What quantisation reads from an export's options; ``fwx.converters.ConvertOptions`` has it.
+
+    Declared here so quantize does not import the converters that call it.
+    """
+
+    @property
+    def quantize(self) -> str | None: ...
+    @property
+    def quant(self) -> Mapping[str, Any]: ...
+    @property
+    def opset(self) -> int | None: ...
+    @property
+    def saved_model_signature(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -55,7 +71,7 @@ class QuantSettings:
         return self.kind == "int8"
 
     @classmethod
-    def from_options(cls, opts: ConvertOptions) -> QuantSettings:
+    def from_options(cls, opts: QuantOptions) -> QuantSettings:
         kind = (opts.quantize or "").strip().lower()
         if kind not in KINDS:
             raise UsageError(f"unknown --quantize {opts.quantize!r}", hint=f"use one of: {', '.join(KINDS)}")
@@ -89,7 +105,7 @@ def _samples(value: Any) -> int:
     return n
 
 
-def check_options(target: Format, opts: ConvertOptions, signature: Signature | None = None) -> list[str]:
+def check_options(target: Format, opts: QuantOptions, signature: Signature | None = None) -> list[str]:
     """Refuse impossible quantisation requests; return (and print) the warnings.
 
     Called by the export pipeline before any heavy work. With ``signature`` the
@@ -173,7 +189,7 @@ def check_data(s: QuantSettings, signature: Signature | None) -> list[str]:
     return warnings
 
 
-def validation_examples(opts: ConvertOptions, signature: Signature, n: int = 16) -> dict[str, Any] | None:
+def validation_examples(opts: QuantOptions, signature: Signature, n: int = 16) -> dict[str, Any] | None:
     """Up to ``n`` real samples (eval data first, else calibration data) to validate a quantised export on.
 
     An int8 model calibrated on real data is judged on the wrong question when

@@ -28,13 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from fwx.converters.base import ConvertOptions
 from fwx.errors import ExportError, FwxError, UnsupportedOpsError, first_line
 from fwx.formats import Format
 from fwx.frameworks import quiet, require, silence_stderr_fd
 from fwx.quantize.data import Source, open_source
 from fwx.quantize.info import QuantInfo
-from fwx.quantize.options import RANDOM_WARNING, QuantSettings
+from fwx.quantize.options import RANDOM_WARNING, QuantOptions, QuantSettings
 from fwx.quantize.stream import BatchStream
 from fwx.signature import Signature
 
@@ -43,7 +42,7 @@ _BOUNDARY_OPS = frozenset({"QUANTIZE", "DEQUANTIZE"})
 _FLOAT = (np.float32, np.float16, np.float64)
 
 
-def convert_quantized(saved_model_dir: Path, out_path: Path, signature: Signature, opts: ConvertOptions) -> QuantInfo:
+def convert_quantized(saved_model_dir: Path, out_path: Path, signature: Signature, opts: QuantOptions) -> QuantInfo:
     """Convert ``saved_model_dir`` to a quantised ``out_path``; measure it on --eval-data if given."""
     s = QuantSettings.from_options(opts)
     require("ai_edge_litert", "quantising TFLite models")  # reads the written model back

@@ -18,7 +18,7 @@ import numpy as np
 
 from fwx.errors import FwxError, InputError, MissingDependencyError, UsageError, first_line
 from fwx.formats import Format
-from fwx.signature import Signature
+from fwx.signature import Signature, concrete_shape
 
 
 class Runtime(ABC):
@@ -137,3 +137,32 @@ register_runtime(Format.TORCHSCRIPT, RuntimeEntry("fwx.runtimes.torchscript", "T
 register_runtime(Format.PT2, RuntimeEntry("fwx.runtimes.pt2", "ExportedProgramRuntime", "torch", "torch"))
 register_runtime(Format.PYTORCH, RuntimeEntry("fwx.runtimes.eager_torch", "EagerTorchRuntime", "torch", "torch"))
 register_runtime(Format.KERAS, RuntimeEntry("fwx.runtimes.eager_keras", "KerasRuntime", "keras", "tf"))
+
+
+def warmup_inputs(sig: Signature, batch: int = 1) -> dict[str, np.ndarray]:
+    """Zeros shaped like the signature with every dynamic dim = ``batch`` (zeros are valid ids too)."""
+    out: dict[str, np.ndarray] = {}
+    for spec in sig.inputs:
+        shape = concrete_shape(spec, default=batch)
+        if spec.dtype == "bytes":
+            out[spec.name] = np.full(shape, b"", dtype=object)
+        elif spec.dtype == "bfloat16":
+            out[spec.name] = np.zeros(shape, dtype=np.float32)
+        else:
+            out[spec.name] = np.zeros(shape, dtype=np.dtype(spec.dtype))
+    return out
+
+
+def warmup(runtime: Runtime, sig: Signature) -> None:
+    """Run one batch-1 inference and check every declared output came back."""
+    try:
+        outputs = runtime.infer(warmup_inputs(sig))
+    except FwxError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - native runtimes raise anything
+        raise InputError(f"warm-up inference failed: {first_line(exc)}",
+                         hint="the artifact does not run on the inputs its signature declares; re-export it") from exc
+    missing = [n for n in sig.output_names if n not in outputs]
+    if missing:
+        raise InputError(f"warm-up inference did not return output(s) {', '.join(missing)}",
+                         hint="the artifact's outputs differ from fwx.json; re-export it")

@@ -10,6 +10,7 @@ and ``notes`` why it was picked. Input/output names are cached at load and
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any
 
@@ -19,6 +20,7 @@ from fwx.errors import InputError, MissingDependencyError, first_line
 from fwx.formats import Format
 from fwx.runtimes._common import check_device, dynamic_dim, gather, np_dtypes
 from fwx.runtimes.base import Runtime
+from fwx.runtimes.files import load_onnx
 from fwx.signature import Signature, TensorSpec
 
 #: onnxruntime type strings -> canonical dtype names.
@@ -36,11 +38,9 @@ QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLi
 
 def is_quantized(path: str) -> bool:
     """True when the graph holds QDQ/integer ops (reads the proto only, no external data)."""
-    try:
-        import onnx
-    except ImportError:
+    if importlib.util.find_spec("onnx") is None:
         return False
-    model = onnx.load(path, load_external_data=False)
+    model = load_onnx(path)
     return any(n.op_type in QUANT_OPS for n in model.graph.node)
 
 

@@ -13,12 +13,8 @@ The interpreter is not thread-safe; a lock serialises calls.
 
 from __future__ import annotations
 
-import mmap
-import struct
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,51 +24,8 @@ from fwx.formats import Format
 from fwx.frameworks import require, silence_stderr_fd
 from fwx.runtimes._common import check_device, gather, hint_names
 from fwx.runtimes.base import Runtime
+from fwx.runtimes.files import check_tflite_file
 from fwx.signature import Signature, TensorSpec
-
-_MIN_SIZE = 32
-_MODEL_VECTOR_FIELDS = (1, 2, 4)  # operator_codes, subgraphs, buffers in schema.fbs Model
-
-
-def check_tflite_file(path: Path) -> None:
-    """Reject files the native loader might mis-read: too small, wrong identifier, offsets out of range."""
-    size = path.stat().st_size
-
-    def bad(why: str) -> InputError:
-        return InputError(f"{path} is not a valid TFLite model: {why}",
-                          hint="the file is truncated or corrupt; export it again")
-
-    if size < _MIN_SIZE:
-        raise bad(f"only {size} bytes")
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        _check_offsets(data, size, bad)
-
-
-def _check_offsets(data: mmap.mmap, size: int, bad: Callable[[str], InputError]) -> None:
-    if data[4:8] != b"TFL3":
-        raise bad("missing the TFL3 file identifier")
-    root = struct.unpack_from("<I", data, 0)[0]
-    if root + 4 > size:
-        raise bad("root table offset points past the end of the file")
-    vtable = root - struct.unpack_from("<i", data, root)[0]
-    if not 0 <= vtable <= size - 4:
-        raise bad("vtable offset out of range")
-    vt_size = struct.unpack_from("<H", data, vtable)[0]
-    if vt_size < 4 or vtable + vt_size > size:
-        raise bad("vtable size out of range")
-    for field in _MODEL_VECTOR_FIELDS:
-        slot = 4 + 2 * field
-        if slot + 2 > vt_size:
-            continue
-        off = struct.unpack_from("<H", data, vtable + slot)[0]
-        if off == 0:
-            continue
-        loc = root + off
-        if loc + 4 > size:
-            raise bad("table field out of range")
-        vec = loc + struct.unpack_from("<I", data, loc)[0]
-        if vec + 4 > size or vec + 4 + 4 * struct.unpack_from("<I", data, vec)[0] > size:
-            raise bad("a vector runs past the end of the file (truncated?)")
 
 
 @dataclass(frozen=True)

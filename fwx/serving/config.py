@@ -79,6 +79,8 @@ class ServerConfig:
     api_token: str | None = None
     trust_model_code: bool = False
     drain_seconds: float = 30.0
+    model_name: str | None = None  # serve a repository that is one model's folder under this name (KServe)
+    shutdown_delay_s: float = 0.0  # after SIGTERM: not ready but still serving, so load balancers catch up
     warmup: bool = True
     load_probe: bool = True  # load each new artifact once in a child process first (crash-safe)
     workers: int = 1  # concurrent batches per model version (compute threads; CLI --instances)
@@ -92,6 +94,10 @@ class ServerConfig:
         self.prefer = parse_prefer([str(f) for f in self.prefer])
         self.prefer_per_model = {k: parse_prefer([str(f) for f in v]) for k, v in self.prefer_per_model.items()}
         self._check_ranges()
+        if self.model_name is not None:
+            from fwx.repository import check_model_name
+
+            check_model_name(self.model_name)
         from fwx.serving.version_policy import parse_version_policy
 
         for policy in (self.version_policy, *self.version_policy_per_model.values()):
@@ -110,7 +116,8 @@ class ServerConfig:
             if value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
         non_negative = {"max_queue_delay_ms": self.max_queue_delay_ms, "request_timeout_s": self.request_timeout_s,
-                        "poll_seconds": self.poll_seconds, "drain_seconds": self.drain_seconds}
+                        "poll_seconds": self.poll_seconds, "drain_seconds": self.drain_seconds,
+                        "shutdown_delay_seconds": self.shutdown_delay_s}
         for name, fvalue in non_negative.items():
             if fvalue < 0:
                 raise UsageError(f"--{name.replace('_', '-')} must not be negative, got {fvalue}")

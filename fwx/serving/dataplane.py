@@ -91,6 +91,7 @@ class DataPlane:
         self.metrics = metrics
         self._hooks = hooks or BatchingHooks(config, metrics)
         self._closing = False
+        self._unready = False  # --shutdown-delay-seconds: not ready, still serving
         self._inflight = 0
 
     # ------------------------------------------------------------------ access
@@ -124,13 +125,13 @@ class DataPlane:
         return True
 
     def ready(self) -> bool:
-        ready = not self._closing and self.manager.ready
+        ready = not self._closing and not self._unready and self.manager.ready
         self.metrics.ready = ready
         return ready
 
     def model_ready(self, name: str, version: str | None, *, auth: str | None = None) -> bool:
         self.authorize("model_ready", auth)
-        if self._closing:
+        if self._closing or self._unready:
             return False
         try:
             self.manager.get(name, version)
@@ -141,6 +142,11 @@ class DataPlane:
     @property
     def closing(self) -> bool:
         return self._closing
+
+    def mark_unready(self) -> None:
+        """Readiness false, inference still served: the load balancer's grace to notice (SIGTERM + delay)."""
+        self._unready = True
+        self.metrics.ready = False
 
     def begin_shutdown(self) -> None:
         """Readiness false at once; every new inference is answered 503 / UNAVAILABLE."""

@@ -132,8 +132,7 @@ def _set_limits(cpu_s: int, memory_mb: int) -> None:
 
 
 def _run(args: argparse.Namespace) -> dict[str, object]:
-    from fwx.runtimes import load_runtime
-    from fwx.serving.loader import warmup
+    from fwx.runtimes.base import load_runtime, warmup
 
     sig = Signature.from_json(json.loads(args.signature)) if args.signature else None
     start = time.monotonic()

@@ -139,6 +139,7 @@ class _Collector:
         ready.add_metric([], 1.0 if self.metrics.ready else 0.0)
         yield fail
         yield ready
+        yield _info_family()
         manager = self.metrics.manager
         if manager is not None:
             loads = CounterMetricFamily("fwx_model_loads", "Successful model version loads.", labels=["model"])
@@ -149,6 +150,34 @@ class _Collector:
                 failed.add_metric([name], n)
             yield loads
             yield failed
+
+
+def replica_name() -> str:
+    """This replica's identity: FWX_REPLICA, else POD_NAME (downward API), else HOSTNAME, else the host name."""
+    import os
+    import socket
+
+    for var in ("FWX_REPLICA", "POD_NAME", "HOSTNAME"):
+        if os.environ.get(var):
+            return os.environ[var]
+    return socket.gethostname()
+
+
+def _info_family() -> Any:
+    """``fwx_server_info{replica, version} 1``: one series per replica, joined on ``instance`` when needed.
+
+    An info metric rather than a constant ``replica`` label on every family: with the label, each
+    restart under a new pod name would start a new copy of every model/version/bucket series even
+    where the scrape target stays the same; the info metric adds one series per replica, joined
+    on ``instance`` only where a dashboard needs it.
+    """
+    from prometheus_client.core import InfoMetricFamily
+
+    from fwx import __version__
+
+    fam = InfoMetricFamily("fwx_server", "Identity of this fwx serve replica.", labels=["replica", "version"])
+    fam.add_metric([replica_name(), __version__], {})
+    return fam
 
 
 def _gpu_families(device: str) -> Iterator[Any]:

@@ -108,7 +108,7 @@ class ModelManager:
         self._disabled: set[str] = set()
         self._probed: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
-        self._scanner = Scanner(self.repository)
+        self._scanner = Scanner(self.repository, getattr(config, "model_name", None))
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fwx-load")
         self._poll_task: asyncio.Task[None] | None = None
         self._started = False
@@ -299,7 +299,7 @@ class ModelManager:
         """Load one version in a thread; on failure record it (logged once) and return None."""
         recs = self._records[name]
         recs[version] = _Record(LOADING, "loading")
-        path = self.repository / name / str(version)
+        path = self._scanner.model_dir(name) / str(version)
         settings = self._settings(name)
         fut = asyncio.get_running_loop().run_in_executor(self._pool, load_version, path, settings, self._probed)
         try:

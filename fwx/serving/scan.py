@@ -25,12 +25,32 @@ Fingerprint = tuple[int, int, int]
 _VERSION_RE = re.compile(r"[1-9]\d*")
 
 
-class Scanner:
-    """Scans ``root``; remembers what it already complained about."""
+def is_model_folder(root: Path) -> bool:
+    """``root/<version>/fwx.json`` exists: one model's folder rather than a repository of models."""
+    return root.is_dir() and any(_VERSION_RE.fullmatch(p.name) and (p / MANIFEST_NAME).is_file()
+                                 for p in root.iterdir())
 
-    def __init__(self, root: Path) -> None:
+
+class Scanner:
+    """Scans ``root``; remembers what it already complained about.
+
+    With ``model_name`` (``fwx serve --model-name``), a ``root`` whose own
+    subfolders are versions (``root/1/fwx.json``: what KServe's storage
+    initializer makes of a ``storageUri`` naming one model's folder) is served
+    as that one model; a repository root is served as usual.
+    """
+
+    def __init__(self, root: Path, model_name: str | None = None) -> None:
         self.root = Path(root)
+        self.model_name = model_name
         self._ignored: set[str] = set()
+
+    def single_model(self) -> bool:
+        """True when ``root`` is one model's folder to be served as ``model_name``."""
+        return bool(self.model_name) and is_model_folder(self.root)
+
+    def model_dir(self, name: str) -> Path:
+        return self.root if name == self.model_name and self.single_model() else self.root / name
 
     def _ignore(self, path: Path, why: str) -> None:
         key = f"{path}:{why}"
@@ -43,6 +63,8 @@ class Scanner:
         if not self.root.is_dir():
             self._ignore(self.root, "model repository does not exist")
             return []
+        if self.single_model():
+            return [str(self.model_name)]
         names = []
         for p in sorted(self.root.iterdir()):
             if p.name.startswith(".") or not p.is_dir():
@@ -57,7 +79,7 @@ class Scanner:
 
     def versions(self, name: str) -> dict[int, Fingerprint]:
         """Complete versions of one model with the fingerprint of their fwx.json."""
-        folder = self.root / name
+        folder = self.model_dir(name)
         found: dict[int, Fingerprint] = {}
         if not folder.is_dir():
             return found

@@ -2,7 +2,8 @@
 
 Start: listeners first (liveness answers while models load, readiness says
 no), then the manager loads and warms every model, then ready. Stop (SIGTERM
-or SIGINT): readiness false and new inferences 503/UNAVAILABLE at once, then
+or SIGINT): readiness false at once; after ``shutdown_delay_s`` (default 0) of
+still serving new requests, new inferences get 503/UNAVAILABLE, then
 in-flight and queued requests drain for up to ``drain_seconds``, the
 listeners close, models unload, and the process exits 0. A second signal
 skips the drain.
@@ -136,9 +137,13 @@ class Server:
             return
         self._stopped = True
         dp = self.dataplane
-        dp.begin_shutdown()
         if not drain:
             self._force.set()
+        elif self.config.shutdown_delay_s > 0:
+            dp.mark_unready()  # keep serving while the load balancer notices (--shutdown-delay-seconds)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._force.wait(), self.config.shutdown_delay_s)
+        dp.begin_shutdown()
         end = time.monotonic() + self.config.drain_seconds
         if not await self._drain(self.config.drain_seconds):
             log.warning("%d request(s) still in flight; stopping without waiting for them", dp.inflight)
@@ -169,7 +174,11 @@ async def run_server(config: ServerConfig, *, announce: bool = True,
 
     def on_signal(signum: int) -> None:
         signals["count"] += 1
-        server.dataplane.begin_shutdown()  # readiness false at once, before anything else runs
+        # Readiness false at once, before anything else runs; new work refused unless a delay is set.
+        if config.shutdown_delay_s > 0 and signals["count"] == 1:
+            server.dataplane.mark_unready()
+        else:
+            server.dataplane.begin_shutdown()
         log.info("received %s: %s", signal.Signals(signum).name,
                  "draining" if signals["count"] == 1 else "stopping without waiting")
         if signals["count"] > 1:

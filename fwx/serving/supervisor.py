@@ -221,7 +221,8 @@ class Supervisor:
         return self._stop(self._fatal or 0)
 
     def _stop(self, code: int) -> int:
-        end = time.monotonic() + float(self.config.drain_seconds) + EXIT_GRACE_S
+        cfg = self.config
+        end = time.monotonic() + float(cfg.drain_seconds) + float(getattr(cfg, "shutdown_delay_s", 0.0)) + EXIT_GRACE_S
         for w in self.workers:
             if w.proc is None:
                 continue

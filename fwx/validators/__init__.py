@@ -7,8 +7,8 @@ artifacts of a model version folder.
 
 from __future__ import annotations
 
+from fwx.sources.samples import InputConfig, generate_inputs
 from fwx.validators.api import validate_runtimes
-from fwx.validators.inputs import InputConfig, generate_inputs
 from fwx.validators.policy import Policy, Tolerance
 from fwx.validators.report import ArtifactResult, OutputResult, ValidationReport
 from fwx.validators.run import ValidateOptions, validate

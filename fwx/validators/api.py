@@ -17,8 +17,8 @@ import numpy as np
 from fwx.errors import first_line
 from fwx.runtimes.base import Runtime
 from fwx.signature import Signature, is_dynamic
+from fwx.sources.samples import InputConfig, generate_inputs
 from fwx.validators.compare import OutputAccumulator
-from fwx.validators.inputs import InputConfig, generate_inputs
 from fwx.validators.layout import inputs_to, output_back, shape_to
 from fwx.validators.policy import Policy
 from fwx.validators.report import ArtifactResult, OutputResult, ValidationReport

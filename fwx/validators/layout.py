@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from fwx.formats import normalize_layout
+
 
 def permutation(src: str | None, dst: str | None, ndim: int) -> tuple[int, ...] | None:
     """Axis order taking ``src`` layout to ``dst`` (e.g. NCHW->NHWC = (0, 2, 3, 1)), or None if no-op."""
+    src, dst = normalize_layout(src), normalize_layout(dst)
     if not src or not dst or src == dst or len(src) != ndim or sorted(src) != sorted(dst):
         return None
     return tuple(src.index(c) for c in dst)

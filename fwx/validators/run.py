@@ -17,13 +17,16 @@ from typing import Any
 import numpy as np
 
 from fwx.errors import FwxError, InputError, UsageError, first_line
-from fwx.formats import Format, parse_format
+from fwx.formats import NCHW, NHWC, Format, parse_format
 from fwx.manifest import Manifest, sha256_path
-from fwx.runtimes.base import Runtime, load_runtime
+from fwx.runtimes.base import Runtime
 from fwx.signature import Signature, TensorSpec, is_dynamic
+from fwx.sources.load import load_source
+from fwx.sources.reference import file_source, source_runtime
+from fwx.sources.samples import InputConfig, generate_inputs
 from fwx.validators.api import validate_runtimes
 from fwx.validators.artifacts import Artifact, Collection, by_precision, close_all, collect, gpu_visible, load_all
-from fwx.validators.inputs import InputConfig, generate_inputs, load_data, load_labels
+from fwx.validators.inputs import load_data, load_labels
 from fwx.validators.layout import shape_to
 from fwx.validators.policy import Policy
 from fwx.validators.report import ValidationReport
@@ -78,9 +81,9 @@ def source_layout(manifest: Manifest | None, sig: Signature) -> str | None:
         return None
     fw = manifest.source.framework
     if fw in ("torch", "pytorch"):
-        return "NCHW"
+        return NCHW
     if fw in ("keras", "tensorflow"):
-        return "NHWC"
+        return NHWC
     same = [a.layout for a in manifest.artifacts.values() if a.format == manifest.source.format and a.layout]
     return same[0] if same else None
 
@@ -125,20 +128,12 @@ def load_source_runtime(col: Collection, opts: ValidateOptions, sig: Signature, 
         raise InputError(f"the source {path} changed since the export (sha256 differs)")
     fmt = Format(src.format)
     if fmt in (Format.ONNX, Format.SAVEDMODEL, Format.TFLITE):
-        return load_runtime(fmt, path, device=device, signature_hint=sig)
-    from fwx.exporter.sources import load_source
-
+        return source_runtime(file_source(fmt, path), sig, device=device)
     model_class = opts.model_class
     if model_class is None and opts.trust_model_code:
         model_class = _flag(manifest.command, "--model-class")  # importing it runs code: trusted only
     loaded = load_source(path, model_class=model_class, model_kwargs=opts.model_kwargs, trust=opts.trust_model_code)
-    if loaded.plan_format is Format.PYTORCH:
-        from fwx.runtimes.eager_torch import EagerTorchRuntime
-
-        return EagerTorchRuntime.from_module(loaded.obj, sig, device=device)
-    from fwx.runtimes.eager_keras import KerasRuntime
-
-    return KerasRuntime.from_model(loaded.obj, sig, device=device)
+    return source_runtime(loaded, sig, device=device)
 
 
 def choose_reference(col: Collection, opts: ValidateOptions, sig: Signature, device: str,

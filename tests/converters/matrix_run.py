@@ -80,12 +80,12 @@ def build_source(kind: str, arch: str, folder: Path) -> Source:
 def run_row(src: Source, out: Path, **options: Any) -> tuple[list[Cell], dict[str, Any]]:
     """Export ``src`` to every target; returns the cells and, per target, the ExportResult that holds it."""
     from fwx.errors import FwxError
-    from fwx.exporter import export
+    from fwx.exporter import ExportOptions, export
 
     t0 = time.perf_counter()
     try:
-        result = export(src.ref, ["all"], out=out, name=f"{src.kind}_{src.arch}", keep_failed=True,
-                        **src.kwargs, **options)
+        result = export(src.ref, ["all"], ExportOptions(out=out, name=f"{src.kind}_{src.arch}", keep_failed=True,
+                        **src.kwargs, **options))
     except FwxError as exc:
         results: dict[str, Any] = {}
         cells = [_single(src, out, t, f"--to all: {exc.message}", results, **options) for t in TARGETS]
@@ -99,11 +99,11 @@ def run_row(src: Source, out: Path, **options: Any) -> tuple[list[Cell], dict[st
 
 def _single(src: Source, out: Path, target: Any, first: str, results: dict[str, Any], **options: Any) -> Cell:
     from fwx.errors import FwxError
-    from fwx.exporter import export
+    from fwx.exporter import ExportOptions, export
 
     try:
-        result = export(src.ref, [target], out=out, name=f"{src.kind}_{src.arch}_{target}", keep_failed=True,
-                        **src.kwargs, **options)
+        result = export(src.ref, [target], ExportOptions(out=out, name=f"{src.kind}_{src.arch}_{target}", keep_failed=True,
+                        **src.kwargs, **options))
     except FwxError as exc:
         return Cell(src.kind, src.arch, target.value, error=f"{exc.message} [{first}]")
     results[target.value] = result
@@ -141,7 +141,7 @@ def _axes_in(spec: TensorSpec, layout: str | None, source_layout: str | None) ->
     if spec.rank != 4 or not layout or not source_layout or layout == source_layout:
         return axes
     to_nhwc = {0: 0, 1: 3, 2: 1, 3: 2}
-    return tuple(to_nhwc[a] if layout == "NHWC" else {v: k for k, v in to_nhwc.items()}[a] for a in axes)
+    return tuple(to_nhwc[a] if layout == "nhwc" else {v: k for k, v in to_nhwc.items()}[a] for a in axes)
 
 
 def dynamic_kept(pinned: Signature, readback: Signature, layout: str | None) -> bool:
@@ -164,7 +164,7 @@ def _source_layout(pinned: Signature) -> str | None:
     rank4 = [s for s in pinned.inputs if s.rank == 4]
     if not rank4:
         return None
-    return "NCHW" if rank4[0].shape[1] in (1, 3, 4) else "NHWC"
+    return "nchw" if rank4[0].shape[1] in (1, 3, 4) else "nhwc"
 
 
 def sizes_exercised(cell: Cell, pinned: Signature) -> dict[str, set[int]]:

@@ -23,7 +23,7 @@ from .matrix_run import KINDS, Cell, Source, build_source, dynamic_kept, run_row
 
 CORE_ROWS = [(k, a) for a in mm.CORE for k in KINDS]
 SEQ_ROWS = [(k, a) for a in mm.SEQUENCE for k in ("pytorch", "onnx")]
-SOURCE_LAYOUT = {"pytorch": "NCHW", "onnx": "NCHW", "keras": "NHWC", "savedmodel": "NHWC"}
+SOURCE_LAYOUT = {"pytorch": "nchw", "onnx": "nchw", "keras": "nhwc", "savedmodel": "nhwc"}
 
 # Cells that fail today, each for a reason outside the matrix (reported to the owner; see docs/matrix.md).
 # strict: when the fix lands the cell passes, the xfail turns into a failure, and the mark must go.
@@ -159,6 +159,6 @@ def test_dynamic_kept_notices_a_pinned_batch() -> None:
                                  "outputs": [{"name": "y", "dtype": "float32", "shape": ["N", 2]}]})
     nhwc = Signature.from_json({"inputs": [{"name": "x", "dtype": "float32", "shape": [-1, 8, 8, 3]}],
                                 "outputs": [{"name": "y", "dtype": "float32", "shape": [-1, 2]}]})
-    assert dynamic_kept(pinned, pinned, "NCHW")
-    assert not dynamic_kept(pinned, fixed, "NCHW")
-    assert dynamic_kept(pinned, nhwc, "NHWC")
+    assert dynamic_kept(pinned, pinned, "nchw")
+    assert not dynamic_kept(pinned, fixed, "nchw")
+    assert dynamic_kept(pinned, nhwc, "nhwc")

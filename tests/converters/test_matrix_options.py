@@ -16,7 +16,7 @@ import pytest
 
 from fwx.converters.base import ConvertOptions
 from fwx.errors import ExportError, UnsupportedOpsError
-from fwx.exporter import ExportResult, export
+from fwx.exporter import ExportOptions, ExportResult, export
 from fwx.manifest import Manifest, sha256_path
 
 from . import matrix_models as mm
@@ -77,7 +77,7 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Any:
 
 
 def test_keep_intermediate_publishes_every_hop(tmp_path: Path) -> None:
-    res = export(MLP, ["tflite"], out=tmp_path, inputs=["x:float32[N,20]"], keep_intermediate=True)
+    res = export(MLP, ["tflite"], ExportOptions(out=tmp_path, inputs=["x:float32[N,20]"], keep_intermediate=True))
     manifest, folder = published(res)
     entry = manifest.artifacts["tflite"]
     assert sorted(manifest.artifacts) == ["tflite"]
@@ -87,7 +87,7 @@ def test_keep_intermediate_publishes_every_hop(tmp_path: Path) -> None:
         assert kept.exists(), hop
         assert hop["path"].startswith("intermediate/tflite/")
         assert hop["sha256"] == sha256_path(kept)
-    res2 = export(MLP, ["tflite"], out=tmp_path, inputs=["x:float32[N,20]"])
+    res2 = export(MLP, ["tflite"], ExportOptions(out=tmp_path, inputs=["x:float32[N,20]"]))
     manifest2, folder2 = published(res2)
     assert not (folder2 / "intermediate").exists()
     assert all("path" not in h for h in manifest2.artifacts["tflite"].hops[:-1])
@@ -98,18 +98,18 @@ def test_keep_intermediate_publishes_every_hop(tmp_path: Path) -> None:
 
 def test_layout_nhwc_for_a_target_that_cannot_move_channels_is_refused_before_loading(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match="cannot convert pytorch to torchscript with --layout nhwc"):
-        export(f"{mm.__file__}:no_such_factory", ["torchscript"], out=tmp_path, options=ConvertOptions(layout="nhwc"))
+        export(f"{mm.__file__}:no_such_factory", ["torchscript"], ExportOptions(out=tmp_path, convert=ConvertOptions(layout="nhwc")))
     assert not versions(tmp_path)
 
 
 def test_layout_nhwc_gives_channels_last_savedmodel_and_tflite(tmp_path: Path) -> None:
-    res = export(RESNET, ["savedmodel", "tflite"], out=tmp_path, inputs=[RESNET_IN],
-                 options=ConvertOptions(layout="nhwc"))
+    res = export(RESNET, ["savedmodel", "tflite"], ExportOptions(out=tmp_path, inputs=[RESNET_IN],
+                 convert=ConvertOptions(layout="nhwc")))
     manifest = published(res)[0]
     assert manifest.sig().inputs[0].shape == ("N", 3, mm.HW, mm.HW)  # the pin stays the source's
     for key in ("savedmodel", "tflite"):
         entry = manifest.artifacts[key]
-        assert entry.layout == "NHWC"
+        assert entry.layout == "nhwc"
         assert entry.sig().inputs[0].shape[1:] == (mm.HW, mm.HW, 3)
         assert entry.sig().inputs[0].dynamic_axes == (0,)
         assert entry.validation["passed"] is True
@@ -129,9 +129,9 @@ def test_layout_flags_reach_the_planner(cli: Any) -> None:
 
 def test_a_layout_equal_to_the_sources_is_dropped(tmp_path: Path) -> None:
     """--layout nchw of an NCHW model asks for nothing: TorchScript stays reachable and NCHW."""
-    res = export(RESNET, ["torchscript"], out=tmp_path, inputs=[RESNET_IN], options=ConvertOptions(layout="nchw"))
+    res = export(RESNET, ["torchscript"], ExportOptions(out=tmp_path, inputs=[RESNET_IN], convert=ConvertOptions(layout="nchw")))
     entry = published(res)[0].artifacts["torchscript"]
-    assert entry.layout == "NCHW"
+    assert entry.layout == "nchw"
     assert entry.validation["passed"] is True
 
 
@@ -140,12 +140,12 @@ def test_layout_nchw_of_a_channels_last_model_is_refused(tmp_path: Path) -> None
 
     src = mm.save_keras("resnet", tmp_path / "resnet.keras")
     with pytest.raises(UsageError, match="--layout nchw cannot be applied to a channels-last"):
-        export(src, ["all"], out=tmp_path / "repo", options=ConvertOptions(layout="nchw"))
+        export(src, ["all"], ExportOptions(out=tmp_path / "repo", convert=ConvertOptions(layout="nchw")))
     assert not versions(tmp_path / "repo")
 
 
 def test_static_shapes_pin_only_when_asked(tmp_path: Path) -> None:
-    res = export(MLP, ["tflite"], out=tmp_path, inputs=["x:float32[N,20]"], options=ConvertOptions(static_shapes=True))
+    res = export(MLP, ["tflite"], ExportOptions(out=tmp_path, inputs=["x:float32[N,20]"], convert=ConvertOptions(static_shapes=True)))
     entry = published(res)[0].artifacts["tflite"]
     assert not entry.sig().inputs[0].dynamic_axes
     assert entry.sig().inputs[0].shape == (1, 20)  # batch 1, as asked, not the tracing sample's 2
@@ -157,13 +157,13 @@ def test_static_shapes_pin_only_when_asked(tmp_path: Path) -> None:
 def test_static_shapes_from_a_savedmodel(tmp_path: Path) -> None:
     """The TF edges fix the shapes themselves (tf2onnx, and TFLite through a traced wrapper)."""
     src = mm.save_savedmodel("mlp", tmp_path / "mlp.savedmodel")
-    res = export(src, ["onnx", "tflite"], out=tmp_path / "repo", options=ConvertOptions(static_shapes=True))
+    res = export(src, ["onnx", "tflite"], ExportOptions(out=tmp_path / "repo", convert=ConvertOptions(static_shapes=True)))
     for key, entry in published(res)[0].artifacts.items():
         assert entry.sig().inputs[0].shape == (1, 20), key
         assert entry.sig().outputs[0].shape == (1, 5), key
         assert entry.validation["passed"] is True, key
     with pytest.raises(ExportError, match="cannot convert savedmodel to savedmodel with --static-shapes"):
-        export(src, ["savedmodel"], out=tmp_path / "repo", options=ConvertOptions(static_shapes=True))
+        export(src, ["savedmodel"], ExportOptions(out=tmp_path / "repo", convert=ConvertOptions(static_shapes=True)))
 
 
 # --- unsupported ops ---------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def exotic_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_unsupported_ops_are_all_listed_and_nothing_is_written(exotic_onnx: Path, tmp_path: Path,
                                                                 target: str) -> None:
     with pytest.raises(UnsupportedOpsError) as exc:
-        export(exotic_onnx, [target], out=tmp_path)
+        export(exotic_onnx, [target], ExportOptions(out=tmp_path))
     ops = {o.replace("::", ".") for o in exc.value.ops}
     assert ops == {"Hardmax", "com.example.Scale"}, exc.value.ops
     assert exc.value.hint
@@ -222,7 +222,7 @@ def external_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_an_onnx_source_with_external_data_keeps_its_weights(external_onnx: Path, tmp_path: Path) -> None:
     from fwx.errors import ChecksumError
 
-    res = export(external_onnx, ["onnx", "tflite"], out=tmp_path / "repo")
+    res = export(external_onnx, ["onnx", "tflite"], ExportOptions(out=tmp_path / "repo"))
     assert res.ok
     manifest, folder = published(res)
     entry = manifest.artifacts["onnx"]
@@ -270,7 +270,7 @@ def test_external_data_outside_the_model_folder_is_refused(external_onnx: Path, 
         (model_dir / "hard.bin").hardlink_to(outside)
     src = _relocated(external_onnx, model_dir / "m.onnx", location)
     with pytest.raises(InputError, match="external data location"):
-        export(src, ["onnx"], out=tmp_path / "repo")
+        export(src, ["onnx"], ExportOptions(out=tmp_path / "repo"))
     assert not versions(tmp_path / "repo")
 
 
@@ -287,7 +287,7 @@ def test_wrong_numbers_are_never_published_as_ok(tmp_path: Path) -> None:
 
     src = mm.save_savedmodel("mlp", tmp_path / "mlp.savedmodel")
     try:
-        res = export(src, ["tflite"], out=tmp_path / "repo")
+        res = export(src, ["tflite"], ExportOptions(out=tmp_path / "repo"))
     except ValidationError as exc:
         refused = exc.message
     else:
@@ -340,7 +340,7 @@ def test_a_failing_tool_is_reported_with_its_hop(det_savedmodel: Path, tmp_path:
 
 def test_a_tflite_op_gap_names_the_op(det_savedmodel: Path, tmp_path: Path) -> None:
     with pytest.raises(UnsupportedOpsError) as exc:
-        export(det_savedmodel, ["tflite"], out=tmp_path)
+        export(det_savedmodel, ["tflite"], ExportOptions(out=tmp_path))
     assert exc.value.ops == ["MatrixDeterminant"]
 
 

@@ -6,15 +6,9 @@ import numpy as np
 import pytest
 
 from fwx.errors import InputError
-from fwx.exporter.pinning import (
-    check_against_model,
-    make_feeds,
-    output_specs,
-    probe_sizes,
-    signature_from_examples,
-    spec_from_dims,
-)
-from fwx.signature import parse_tensor_spec
+from fwx.exporter.pinning import check_against_model, output_specs, signature_from_examples
+from fwx.signature import parse_tensor_spec, spec_from_dims
+from fwx.sources.samples import make_feeds, probe_sizes
 
 
 def test_framework_dims_become_symbols() -> None:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from fwx.errors import InputError
-from fwx.exporter import export
-from fwx.exporter.readers import onnx_signature, savedmodel_signature, tflite_signature
+from fwx.exporter import ExportOptions, export
+from fwx.sources.readers import onnx_signature, savedmodel_signature, tflite_signature
 
 from .fixtures import assert_refused
 
@@ -21,7 +21,7 @@ TF_TARGETS = ["savedmodel", "onnx", "tflite"]
 
 @pytest.fixture(scope="module")
 def keras_all(keras_files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return export(keras_files["keras"], TF_TARGETS, out=tmp_path_factory.mktemp("repo"))
+    return export(keras_files["keras"], TF_TARGETS, ExportOptions(out=tmp_path_factory.mktemp("repo")))
 
 
 def test_keras_to_every_tf_target(keras_all: Any) -> None:
@@ -30,7 +30,7 @@ def test_keras_to_every_tf_target(keras_all: Any) -> None:
     assert str(m.sig()) == "(image:float32[N,32,32,3]) -> (logits:float32[N,10])"
     for key, entry in m.artifacts.items():
         assert entry.validation["passed"] is True, (key, entry.validation)
-        assert entry.layout == "NHWC"
+        assert entry.layout == "nhwc"
         assert entry.sig().input_names == ["image"]
         assert entry.sig().output_names == ["logits"]
     assert m.artifacts["onnx"].opset == 17
@@ -52,8 +52,8 @@ def test_artifacts_keep_names_and_dynamic_batch(keras_all: Any) -> None:
 
 
 def test_renamed_io_and_kept_intermediate(keras_files: dict[str, Path], tmp_path: Path) -> None:
-    res = export(keras_files["keras"], ["tflite"], out=tmp_path, inputs=["img:float32[N,32,32,3]"],
-                 outputs=["probs"], keep_intermediate=True)
+    res = export(keras_files["keras"], ["tflite"], ExportOptions(out=tmp_path, inputs=["img:float32[N,32,32,3]"],
+                 outputs=["probs"], keep_intermediate=True))
     entry = res.manifest.artifacts["tflite"]
     kept = res.version_dir / entry.hops[0]["path"]
     assert entry.hops[0]["path"] == "intermediate/tflite/1/model.savedmodel"
@@ -66,12 +66,12 @@ def test_renamed_io_and_kept_intermediate(keras_files: dict[str, Path], tmp_path
 
 
 def test_legacy_h5_source(keras_files: dict[str, Path], tmp_path: Path) -> None:
-    res = export(keras_files["h5"], ["onnx"], out=tmp_path)
+    res = export(keras_files["h5"], ["onnx"], ExportOptions(out=tmp_path))
     assert res.manifest.artifacts["onnx"].validation["passed"]
 
 
 def test_savedmodel_source(keras_files: dict[str, Path], tmp_path: Path) -> None:
-    res = export(keras_files["savedmodel"], TF_TARGETS, out=tmp_path, name="tfmod")
+    res = export(keras_files["savedmodel"], TF_TARGETS, ExportOptions(out=tmp_path, name="tfmod"))
     m = res.manifest
     assert str(m.sig()) == "(x:float32[N,8]) -> (y:float32[N,4])"
     assert m.artifacts["savedmodel"].hops[0]["tool"] == "copy"
@@ -83,11 +83,11 @@ def test_unknown_savedmodel_signature(keras_files: dict[str, Path], tmp_path: Pa
     from fwx.converters.base import ConvertOptions
 
     with pytest.raises(InputError, match="has no signature 'predict'.*serving_default"):
-        export(keras_files["savedmodel"], ["onnx"], out=tmp_path, options=ConvertOptions(saved_model_signature="predict"))
+        export(keras_files["savedmodel"], ["onnx"], ExportOptions(out=tmp_path, convert=ConvertOptions(saved_model_signature="predict")))
 
 
 def test_onnx_source_is_copied_and_checked(keras_all: Any, tmp_path: Path) -> None:
-    res = export(keras_all.version_dir / "model.onnx", ["onnx"], out=tmp_path, name="again")
+    res = export(keras_all.version_dir / "model.onnx", ["onnx"], ExportOptions(out=tmp_path, name="again"))
     entry = res.manifest.artifacts["onnx"]
     assert entry.hops[0]["tool"] == "copy"
     assert entry.opset == 17
@@ -134,7 +134,7 @@ def test_inspect_tf_formats_without_loading(cli: Any, keras_all: Any, keras_file
 def test_example_inputs_drive_validation(keras_files: dict[str, Path], tmp_path: Path) -> None:
     feeds = tmp_path / "x.npz"
     np.savez(feeds, x=np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8))
-    res = export(keras_files["savedmodel"], ["onnx"], out=tmp_path / "repo", example_inputs=feeds)
+    res = export(keras_files["savedmodel"], ["onnx"], ExportOptions(out=tmp_path / "repo", example_inputs=feeds))
     shapes = [s["x"]["shape"] for s in [res.reports["onnx"].inputs[0], res.reports["onnx"].inputs[1]]]
     assert shapes[0] == [2, 8]
     assert shapes[1][0] != 2
@@ -146,9 +146,9 @@ def test_erfc_is_exported_as_one_minus_erf(tmp_path: Path) -> None:
     import onnxruntime as ort
     import tensorflow as tf
 
+    from fwx.converters._onnx import tf2onnx_convert
+    from fwx.converters._tf import tf_function
     from fwx.converters.base import ConvertOptions, SourceModel
-    from fwx.exporter.onnx_common import tf2onnx_convert
-    from fwx.exporter.tf_common import tf_function
     from fwx.formats import Format
     from fwx.signature import Signature
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fwx.errors import ExportError, InputError, UnsafeModelError, UsageError
-from fwx.exporter import export
+from fwx.exporter import ExportOptions, export
 from fwx.formats import Format
 from fwx.manifest import Manifest, sha256_path
 from fwx.repository import Repository
@@ -20,8 +20,8 @@ from .fixtures import CNN_CLASS, CNN_INPUT, ROOT, TOYS
 @pytest.fixture(scope="module")
 def cnn_all(torch_files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
     out = tmp_path_factory.mktemp("repo")
-    return export(torch_files["state_dict"], ["torchscript,pt2", "onnx"], out=out, model_class=CNN_CLASS, inputs=[CNN_INPUT],
-                  outputs=["logits"], command="fwx export cnn.pt --to torchscript,pt2 --to onnx")
+    return export(torch_files["state_dict"], ["torchscript,pt2", "onnx"], ExportOptions(out=out, model_class=CNN_CLASS, inputs=[CNN_INPUT],
+                  outputs=["logits"], command="fwx export cnn.pt --to torchscript,pt2 --to onnx"))
 
 
 def test_state_dict_to_every_torch_target(cnn_all: Any) -> None:
@@ -43,7 +43,7 @@ def test_state_dict_to_every_torch_target(cnn_all: Any) -> None:
         assert entry.sig().input_names == ["image"]
         assert entry.sig().output_names == ["logits"]
         assert entry.sig().inputs[0].shape[1:] == (3, 32, 32)
-        assert entry.layout == "NCHW"
+        assert entry.layout == "nchw"
     assert m.artifacts["onnx"].opset == 17
     Manifest.read(cnn_all.version_dir).verify(cnn_all.version_dir)
 
@@ -69,7 +69,7 @@ def test_onnx_keeps_the_dynamic_batch(cnn_all: Any) -> None:
 
 
 def test_factory_as_source(tmp_path: Path) -> None:
-    res = export(f"{ROOT}/samples/models.py:build_torch_cnn", ["onnx"], out=tmp_path, inputs=[CNN_INPUT])
+    res = export(f"{ROOT}/samples/models.py:build_torch_cnn", ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT]))
     assert res.manifest.name == "build_torch_cnn"
     assert res.manifest.source.framework == "torch"
     assert res.manifest.artifacts["onnx"].validation["passed"]
@@ -82,23 +82,23 @@ def test_factory_as_model_class_with_kwargs(tmp_path: Path) -> None:
 
     ckpt = tmp_path / "narrow.pt"
     torch.save(build_torch_cnn(width=8, num_classes=3).state_dict(), ckpt)
-    res = export(ckpt, ["torchscript"], out=tmp_path / "repo", inputs=["image:float32[N,3,16,16]"],
-                 model_class="samples.models:build_torch_cnn", model_kwargs={"width": 8, "num_classes": 3})
+    res = export(ckpt, ["torchscript"], ExportOptions(out=tmp_path / "repo", inputs=["image:float32[N,3,16,16]"],
+                 model_class="samples.models:build_torch_cnn", model_kwargs={"width": 8, "num_classes": 3}))
     assert res.signature.outputs[0].shape == ("N", 3)
     with pytest.raises(InputError, match="does not match samples.models:SmallCNN"):
-        export(ckpt, ["torchscript"], out=tmp_path / "repo", inputs=[CNN_INPUT], model_class=CNN_CLASS)
+        export(ckpt, ["torchscript"], ExportOptions(out=tmp_path / "repo", inputs=[CNN_INPUT], model_class=CNN_CLASS))
 
 
 def test_example_inputs_give_the_signature(tmp_path: Path) -> None:
     feeds = tmp_path / "ex.npz"
     np.savez(feeds, image=np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32))
-    res = export(f"{ROOT}/samples/models.py:build_torch_cnn", ["pt2"], out=tmp_path, example_inputs=feeds)
+    res = export(f"{ROOT}/samples/models.py:build_torch_cnn", ["pt2"], ExportOptions(out=tmp_path, example_inputs=feeds))
     assert str(res.signature.inputs[0]) == "image:float32[N,3,32,32]"
     assert res.manifest.artifacts["pt2"].validation["passed"]
 
 
 def test_pickled_torch_nn_module_loads_weights_only(torch_files: dict[str, Path], tmp_path: Path) -> None:
-    res = export(torch_files["pickled_nn"], ["torchscript", "onnx"], out=tmp_path, inputs=["x:float32[N,4]"])
+    res = export(torch_files["pickled_nn"], ["torchscript", "onnx"], ExportOptions(out=tmp_path, inputs=["x:float32[N,4]"]))
     assert res.ok
     assert res.signature.outputs[0].shape == ("N", 2)
 
@@ -107,15 +107,15 @@ def test_pickled_custom_module_needs_trust(torch_files: dict[str, Path], tmp_pat
     from fwx.converters.base import ConvertOptions
 
     with pytest.raises(UnsafeModelError, match=r"samples\.models\.SmallCNN"):
-        export(torch_files["pickled_custom"], ["onnx"], out=tmp_path, inputs=[CNN_INPUT])
-    res = export(torch_files["pickled_custom"], ["onnx"], out=tmp_path, inputs=[CNN_INPUT],
-                 options=ConvertOptions(trust_model_code=True))
+        export(torch_files["pickled_custom"], ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT]))
+    res = export(torch_files["pickled_custom"], ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT],
+                 convert=ConvertOptions(trust_model_code=True)))
     assert res.ok
 
 
 def test_reduce_pickle_is_refused_without_running(torch_files: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(UnsafeModelError, match=r"posix\.system|os\.system") as info:
-        export(torch_files["evil"], ["onnx"], out=tmp_path, inputs=["x:float32[N,2]"], model_class=CNN_CLASS)
+        export(torch_files["evil"], ["onnx"], ExportOptions(out=tmp_path, inputs=["x:float32[N,2]"], model_class=CNN_CLASS))
     assert "--trust-model-code" in (info.value.hint or "")
     assert not torch_files["sentinel"].exists()
 
@@ -124,16 +124,16 @@ def test_torchscript_source_needs_trust(torch_files: dict[str, Path], tmp_path: 
     from fwx.converters.base import ConvertOptions
 
     with pytest.raises(UnsafeModelError, match="TorchScript archive") as info:
-        export(torch_files["torchscript"], ["onnx"], out=tmp_path, inputs=[CNN_INPUT])
+        export(torch_files["torchscript"], ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT]))
     assert "--trust-model-code" in (info.value.hint or "")
-    res = export(torch_files["torchscript"], ["onnx"], out=tmp_path, inputs=[CNN_INPUT],
-                 options=ConvertOptions(trust_model_code=True))
+    res = export(torch_files["torchscript"], ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT],
+                 convert=ConvertOptions(trust_model_code=True)))
     assert res.manifest.source.format == "torchscript"
     assert res.manifest.artifacts["onnx"].validation["passed"]
 
 
 def test_pt2_source_brings_its_own_signature(torch_files: dict[str, Path], tmp_path: Path) -> None:
-    res = export(torch_files["pt2"], ["torchscript", "onnx"], out=tmp_path)
+    res = export(torch_files["pt2"], ["torchscript", "onnx"], ExportOptions(out=tmp_path))
     assert str(res.signature.inputs[0]) == "image:float32[N,3,32,32]"
     assert res.manifest.source.format == "pt2"
     assert all(e.validation["passed"] for e in res.manifest.artifacts.values())
@@ -142,7 +142,7 @@ def test_pt2_source_brings_its_own_signature(torch_files: dict[str, Path], tmp_p
 def test_torchscript_auto_falls_back_to_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from fwx.converters.base import ConvertOptions
 
-    res = export(f"{TOYS}:build_unscriptable", ["torchscript"], out=tmp_path, inputs=["x:float32[N,4]"])
+    res = export(f"{TOYS}:build_unscriptable", ["torchscript"], ExportOptions(out=tmp_path, inputs=["x:float32[N,4]"]))
     entry = res.manifest.artifacts["torchscript"]
     assert entry.hops[0]["tool"] == "torch.jit.trace"
     assert any("torch.jit.script failed" in n and "traced instead" in n for n in entry.notes)
@@ -163,25 +163,25 @@ def test_torchscript_auto_falls_back_to_trace(tmp_path: Path, capsys: pytest.Cap
 
 def test_state_dict_without_model_class_is_a_usage_error(torch_files: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="state_dict"):
-        export(torch_files["state_dict"], ["onnx"], out=tmp_path, inputs=[CNN_INPUT])
+        export(torch_files["state_dict"], ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT]))
 
 
 def test_versions_increase_and_are_immutable(torch_files: dict[str, Path], tmp_path: Path) -> None:
     kw = {"out": tmp_path, "model_class": CNN_CLASS, "inputs": [CNN_INPUT], "validate": False}
-    first = export(torch_files["state_dict"], ["torchscript"], **kw)
-    second = export(torch_files["state_dict"], ["torchscript"], **kw)
+    first = export(torch_files["state_dict"], ["torchscript"], ExportOptions(**kw))
+    second = export(torch_files["state_dict"], ["torchscript"], ExportOptions(**kw))
     assert (first.manifest.version, second.manifest.version) == (1, 2)
     assert second.manifest.artifacts["torchscript"].validation == {"skipped": True}
     with pytest.raises(InputError, match="already exists"):
-        export(torch_files["state_dict"], ["torchscript"], version=1, **kw)
+        export(torch_files["state_dict"], ["torchscript"], ExportOptions(version=1, **kw))
     assert Repository(tmp_path).versions("cnn") == [1, 2]
 
 
 def test_onnx_quantisation_is_a_recorded_post_processing_hop(tmp_path: Path) -> None:
     from fwx.converters.base import ConvertOptions
 
-    res = export(f"{ROOT}/samples/models.py:build_torch_cnn", ["onnx"], out=tmp_path, inputs=[CNN_INPUT],
-                 options=ConvertOptions(quantize="int8-dynamic"), keep_intermediate=True)
+    res = export(f"{ROOT}/samples/models.py:build_torch_cnn", ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT],
+                 convert=ConvertOptions(quantize="int8-dynamic"), keep_intermediate=True))
     entry = res.manifest.artifacts["onnx"]
     assert entry.precision == "int8"
     assert entry.quantization["kind"] == "int8-dynamic"
@@ -196,7 +196,7 @@ def test_transformer_exports_without_the_mha_fast_path(tmp_path: Path, capfd: py
     printing "Torch IR graph" screens to fd 1; with the fast path off it exports at opset 17."""
     import torch
 
-    res = export(f"{TOYS}:build_tiny_encoder", ["onnx"], out=tmp_path, inputs=["ids:int64[N,6]"])
+    res = export(f"{TOYS}:build_tiny_encoder", ["onnx"], ExportOptions(out=tmp_path, inputs=["ids:int64[N,6]"]))
     entry = res.manifest.artifacts["onnx"] if res.manifest else None
     assert entry is not None
     assert [h["tool"] for h in entry.hops] == ["torch.onnx.export(dynamo=False)"]
@@ -216,6 +216,6 @@ def test_to_all_still_fails_on_wrong_numbers(tmp_path: Path) -> None:
     from .fixtures import numbered_versions
 
     with pytest.raises(ValidationError, match="validation failed"):
-        export(f"{TOYS}:build_baked_batch", ["all"], out=tmp_path, inputs=["x:float32[N,6]"],
-               options=ConvertOptions(torchscript_mode="trace"))
+        export(f"{TOYS}:build_baked_batch", ["all"], ExportOptions(out=tmp_path, inputs=["x:float32[N,6]"],
+               convert=ConvertOptions(torchscript_mode="trace")))
     assert numbered_versions(tmp_path) == []

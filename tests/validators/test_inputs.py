@@ -9,7 +9,8 @@ import pytest
 
 from fwx.errors import InputError
 from fwx.signature import Signature, TensorSpec
-from fwx.validators.inputs import InputConfig, generate_inputs, load_data, load_labels
+from fwx.sources.samples import InputConfig, generate_inputs
+from fwx.validators.inputs import load_data, load_labels
 
 SIG = Signature((TensorSpec("ids", "int64", ("batch", "seq")), TensorSpec("mask", "bool", ("batch", "seq")),
                  TensorSpec("img", "uint8", (-1, 4, 4, 3)), TensorSpec("scale", "float16", (1,))))

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from fwx.errors import ExportError, InputError
+from fwx.errors import ExportError
+from fwx.runtimes.files import load_onnx
 from fwx.signature import Dim, TensorSpec
 
 #: ONNX domains whose ops share the default op set.
@@ -54,13 +55,7 @@ class Graph:
 
 def load(path: Path) -> Any:
     """Load an ``.onnx`` file (external data included) as a ``ModelProto``."""
-    import onnx
-
-    try:
-        return onnx.load(str(path), load_external_data=True)
-    except Exception as exc:  # noqa: BLE001 - protobuf/IO errors of every kind
-        raise InputError(f"cannot read ONNX model {path}: {exc}",
-                         hint="check that the file is a complete .onnx model") from exc
+    return load_onnx(path, external_data=True)
 
 
 def default_opset(model: Any) -> int:

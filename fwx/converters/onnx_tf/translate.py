@@ -22,6 +22,7 @@ from fwx.converters.onnx_tf.context import TO_NCHW, TO_NHWC, ChannelsLast, Env, 
 from fwx.converters.onnx_tf.fuse import fuse_gelu
 from fwx.converters.onnx_tf.table import Handler, load_handlers
 from fwx.errors import ExportError, FwxError, UnsupportedOpsError, first_line
+from fwx.formats import NHWC
 from fwx.signature import Signature, TensorSpec, is_dynamic
 
 _STATIC_FOLD_MAX = 64
@@ -189,5 +190,5 @@ def translate(proto: Any, *, layout: str | None = None,
 
     concrete = tf.function(body, input_signature=specs, autograph=False).get_concrete_function()
     sig = Signature(tuple(in_specs), tuple(_outputs(graph, outputs_seen)))
-    return Translation(module, concrete, sig, names, "NHWC" if nhwc else None, notes,
+    return Translation(module, concrete, sig, names, NHWC if nhwc else None, notes,
                        time.perf_counter() - started, store.count)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from fwx.converters.onnx_torch import runtime as rt
+from fwx.converters.onnx_torch import graph_fns as gf
 from fwx.converters.onnx_torch.values import Const, Dyn, Item, SInt, Sym, Value, make_sym
 
 #: Names the generated ``forward`` reads as globals; an argument with one of them would shadow it.
@@ -83,7 +83,7 @@ class GraphBuilder:
         if done is None:
             items = [i.node if isinstance(i, SInt) else i for i in v.items]
             ex = [i.example if isinstance(i, SInt) else i for i in v.items]
-            fn: Callable[..., torch.Tensor] = rt.int_to_tensor if v.scalar else rt.ints_to_tensor
+            fn: Callable[..., torch.Tensor] = gf.int_to_tensor if v.scalar else gf.ints_to_tensor
             arg: Any = items[0] if v.scalar else items
             exarg: Any = ex[0] if v.scalar else ex
             node = self.graph.call_function(fn, (arg,))
@@ -190,8 +190,8 @@ class GraphBuilder:
             return int(v.value.reshape(-1)[0])
         if isinstance(v, Sym):
             return v.items[0]
-        node = self.graph.call_function(rt.tensor_to_int, (v.node,))
-        return SInt(node, rt.tensor_to_int(v.example))
+        node = self.graph.call_function(gf.tensor_to_int, (v.node,))
+        return SInt(node, gf.tensor_to_int(v.example))
 
     # -- finishing ---------------------------------------------------------------
     def output(self, values: Sequence[Value]) -> fx.GraphModule:

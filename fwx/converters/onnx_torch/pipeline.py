@@ -28,6 +28,7 @@ from fwx.converters.onnx_torch.verify import Check, fixed_symbols, references, s
 from fwx.converters.onnx_torch.writers import write_pt2, write_torchscript
 from fwx.errors import ExportError, InputError, first_line
 from fwx.formats import Format
+from fwx.runtimes.files import load_onnx
 from fwx.signature import Signature
 
 TOOL = "fwx-onnx-torch"
@@ -38,11 +39,7 @@ def precheck(path: Path | None) -> None:
     """List every unsupported op at once, reading only the graph (no weights, no torch work)."""
     if path is None:
         raise InputError("the ONNX -> PyTorch translator needs an ONNX file on disk", hint="pass a .onnx path")
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as e:
-        raise InputError(f"cannot read ONNX model {path}: {e}", hint="check that the file is a valid .onnx") from e
-    check_supported(model)
+    check_supported(load_onnx(path))
 
 
 def _session(model: onnx.ModelProto) -> ort.InferenceSession:

@@ -20,17 +20,15 @@ from fwx.converters.onnx_torch.builder import GraphBuilder
 from fwx.converters.onnx_torch.ops import CHECKS, OPS, OnnxNode
 from fwx.converters.onnx_torch.ops.registry import TARGET, decode_attrs
 from fwx.converters.onnx_torch.values import Const, Value
-from fwx.errors import ExportError, FwxError, InputError, UnsupportedOpsError
+from fwx.errors import ExportError, FwxError, UnsupportedOpsError
+from fwx.runtimes.files import load_onnx
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def load_model(path: Path) -> onnx.ModelProto:
     """Read an ONNX file (with external data) and inline local functions."""
-    try:
-        model = onnx.load(str(path))
-    except Exception as e:
-        raise InputError(f"cannot read ONNX model {path}: {e}", hint="check that the file is a valid .onnx") from e
+    model = load_onnx(path, external_data=True)
     if model.functions:
         from onnx import inliner
 

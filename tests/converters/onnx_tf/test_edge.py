@@ -21,7 +21,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from fwx.converters.onnx2savedmodel import OnnxToSavedModel  # noqa: E402
-from fwx.exporter.readers import onnx_signature  # noqa: E402
+from fwx.sources.readers import onnx_signature  # noqa: E402
 
 
 def write(tmp_path: Path, nodes: list[Any], inputs: list[Any], outputs: list[Any],
@@ -108,7 +108,7 @@ def _conv(tmp_path: Path) -> Path:
 def test_layout_nhwc_makes_4d_inputs_channels_last(tmp_path: Path) -> None:
     path = _conv(tmp_path)
     res = OnnxToSavedModel().convert(source(path), tmp_path / "sm", ConvertOptions(layout="nhwc"))
-    assert res.layout == "NHWC"
+    assert res.layout == "nhwc"
     assert res.signature.inputs[0].shape == ("N", 8, 8, 3)
     assert res.signature.outputs[0].shape == ("N", 5, 8, 8)  # outputs keep the ONNX layout
     x = np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)

@@ -99,7 +99,7 @@ def test_channels_last_chain_transposes_once() -> None:
 def test_nhwc_layout_needs_no_transpose_at_all() -> None:
     m = _cnn()
     tr = translate(m, layout="nhwc")
-    assert tr.layout == "NHWC"
+    assert tr.layout == "nhwc"
     assert tr.signature.inputs[0].shape == ("N", 12, 12, 3)
     x = _rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
     ref = ort.InferenceSession(m.SerializeToString()).run(["nhwc"], {"x": x})[0]

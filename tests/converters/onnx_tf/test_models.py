@@ -28,7 +28,7 @@ ATOL, RTOL = 1e-4, 1e-3
 
 def convert(path: Path, out: Path, **opts: Any) -> Any:
     from fwx.converters.onnx2savedmodel import OnnxToSavedModel
-    from fwx.exporter.readers import onnx_signature
+    from fwx.sources.readers import onnx_signature
 
     src = SourceModel(Format.ONNX, path, onnx_signature(path)[0])
     return OnnxToSavedModel().convert(src, out, ConvertOptions(**opts))

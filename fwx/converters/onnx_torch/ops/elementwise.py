@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from fwx.converters.onnx_torch import runtime as rt
+from fwx.converters.onnx_torch import graph_fns as gf
 from fwx.converters.onnx_torch.builder import GraphBuilder
 from fwx.converters.onnx_torch.ops.registry import OnnxNode, op
 from fwx.converters.onnx_torch.values import INT_DTYPES, Const, Item, SInt, Sym, Value, as_items, dtype_of, torch_dtype
@@ -31,7 +31,7 @@ UNARY: dict[str, Callable[..., Any]] = {
 }
 
 BINARY: dict[str, Callable[..., Any]] = {
-    "Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": rt.div, "Pow": rt.pow_,
+    "Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": gf.div, "Pow": gf.pow_,
     "Equal": torch.eq, "Less": torch.lt, "LessOrEqual": torch.le, "Greater": torch.gt,
     "GreaterOrEqual": torch.ge, "And": torch.logical_and, "Or": torch.logical_or, "Xor": torch.logical_xor,
     "BitwiseAnd": torch.bitwise_and, "BitwiseOr": torch.bitwise_or,
@@ -175,7 +175,7 @@ def _selu(b: GraphBuilder, n: OnnxNode) -> Value:
 
 @op("HardSigmoid")
 def _hard_sigmoid(b: GraphBuilder, n: OnnxNode) -> Value:
-    return b.call(rt.hard_sigmoid, n.need(0), float(n.attr("alpha", 0.2)), float(n.attr("beta", 0.5)))
+    return b.call(gf.hard_sigmoid, n.need(0), float(n.attr("alpha", 0.2)), float(n.attr("beta", 0.5)))
 
 
 @op("ThresholdedRelu")
@@ -208,7 +208,7 @@ def _isinf(b: GraphBuilder, n: OnnxNode) -> Value:
 def _clip(b: GraphBuilder, n: OnnxNode) -> Value:
     x = n.need(0)
     if n.opset < 11:
-        return b.call(rt.clip, x, float(n.attr("min", -3.4028234663852886e38)), float(n.attr("max", 3.4028234663852886e38)))
+        return b.call(gf.clip, x, float(n.attr("min", -3.4028234663852886e38)), float(n.attr("max", 3.4028234663852886e38)))
     lo, hi = n.input(1), n.input(2)
     if lo is not None:
         x = b.call(torch.maximum, x, lo)

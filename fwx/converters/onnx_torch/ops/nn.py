@@ -9,7 +9,7 @@ import onnx
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from fwx.converters.onnx_torch import runtime as rt
+from fwx.converters.onnx_torch import graph_fns as gf
 from fwx.converters.onnx_torch.builder import GraphBuilder
 from fwx.converters.onnx_torch.ops.registry import OnnxNode, attr_of, op
 from fwx.converters.onnx_torch.values import Const, Item, Value
@@ -57,7 +57,7 @@ def _pad_input(b: GraphBuilder, n: OnnxNode, x: Value, kernel: list[int], stride
     pads = _explicit_pads(n, kernel, strides, dil)
     if pads is None:
         upper = str(n.attr("auto_pad")) == "SAME_UPPER"
-        return b.call(rt.pad_same, x, kernel, strides, dil, upper, value), [0] * sp
+        return b.call(gf.pad_same, x, kernel, strides, dil, upper, value), [0] * sp
     begin, end = pads
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil, strict=True)]
     if begin == end and (not torch_limit or all(p <= e // 2 for p, e in zip(begin, eff, strict=True))):
@@ -127,8 +127,8 @@ def _avg_pool(b: GraphBuilder, n: OnnxNode) -> Value:
     xp, _ = _pad_input(b, n, x, kernel, strides, dil, 0.0, torch_limit=True)
     if include or pads is not None and not any(pads[0] + pads[1]):
         return b.call(AVG_POOL[sp], xp, kernel, strides, 0, ceil_mode, True)
-    ones, _ = _pad_input(b, n, b.call(rt.pool_ones, x), kernel, strides, dil, 0.0, torch_limit=True)
-    return b.call(rt.avg_pool_exclude_pad, xp, ones, kernel, strides, ceil_mode)
+    ones, _ = _pad_input(b, n, b.call(gf.pool_ones, x), kernel, strides, dil, 0.0, torch_limit=True)
+    return b.call(gf.avg_pool_exclude_pad, xp, ones, kernel, strides, ceil_mode)
 
 
 @op("GlobalAveragePool", "GlobalMaxPool")
@@ -175,7 +175,7 @@ def _layer_norm(b: GraphBuilder, n: OnnxNode) -> Value:
     if len(shape) == rank - axis and 1 not in shape and bias_ok:
         # The scale has the full normalised shape, so those dims are static: plain F.layer_norm.
         return b.call(F.layer_norm, x, shape, scale, bias, eps)
-    return b.call(rt.layer_norm, x, axis, scale, bias, eps)
+    return b.call(gf.layer_norm, x, axis, scale, bias, eps)
 
 
 @op("MatMul")
@@ -206,5 +206,5 @@ def _softmax(b: GraphBuilder, n: OnnxNode) -> Value:
     axis = int(n.attr("axis", -1 if n.opset >= 13 else 1))
     axis = axis + rank if axis < 0 else axis
     if n.opset < 13 and axis != rank - 1:
-        return b.call(rt.softmax_2d, x, axis, log)
+        return b.call(gf.softmax_2d, x, axis, log)
     return b.call(torch.log_softmax if log else torch.softmax, x, axis)

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from fwx.converters.onnx_torch import runtime as rt
+from fwx.converters.onnx_torch import graph_fns as gf
 from fwx.converters.onnx_torch.builder import GraphBuilder
 from fwx.converters.onnx_torch.ops.registry import OnnxNode, op
 from fwx.converters.onnx_torch.ops.shape import axes_of
@@ -19,8 +19,8 @@ AXES_INPUT_SINCE = {"ReduceSum": 13}
 
 REDUCE: dict[str, Callable[..., Any]] = {
     "ReduceMean": torch.mean, "ReduceSum": torch.sum, "ReduceMax": torch.amax, "ReduceMin": torch.amin,
-    "ReduceProd": rt.reduce_prod, "ReduceLogSumExp": torch.logsumexp, "ReduceSumSquare": rt.reduce_sum_square,
-    "ReduceL1": rt.reduce_l1, "ReduceL2": rt.reduce_l2, "ReduceLogSum": rt.reduce_log_sum,
+    "ReduceProd": gf.reduce_prod, "ReduceLogSumExp": torch.logsumexp, "ReduceSumSquare": gf.reduce_sum_square,
+    "ReduceL1": gf.reduce_l1, "ReduceL2": gf.reduce_l2, "ReduceLogSum": gf.reduce_log_sum,
 }
 
 
@@ -45,5 +45,5 @@ def _arg(b: GraphBuilder, n: OnnxNode) -> Value:
     axis = axis + b.rank(x) if axis < 0 else axis
     keepdim, is_max = bool(n.attr("keepdims", 1)), n.op_type == "ArgMax"
     if n.attr("select_last_index", 0):
-        return b.call(rt.arg_last, x, axis, keepdim, is_max)
+        return b.call(gf.arg_last, x, axis, keepdim, is_max)
     return b.call(torch.argmax if is_max else torch.argmin, x, axis, keepdim)

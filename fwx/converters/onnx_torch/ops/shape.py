@@ -12,7 +12,7 @@ import operator
 
 import torch
 
-from fwx.converters.onnx_torch import runtime as rt
+from fwx.converters.onnx_torch import graph_fns as gf
 from fwx.converters.onnx_torch.builder import GraphBuilder
 from fwx.converters.onnx_torch.ops.registry import OnnxNode, op
 from fwx.converters.onnx_torch.values import Const, Dyn, Item, Sym, Value, as_items, dtype_of
@@ -57,7 +57,7 @@ def _reshape(b: GraphBuilder, n: OnnxNode) -> Value:
     allowzero = bool(n.attr("allowzero", 0))
     got = as_items(shape, limit=1 << 16)
     if got is None:
-        return b.call(rt.reshape, x, shape, allowzero)
+        return b.call(gf.reshape, x, shape, allowzero)
     sizes = size_items(b, x) if not allowzero and any(isinstance(s, int) and s == 0 for s in got[0]) else []
     target = [sizes[i] if isinstance(s, int) and s == 0 and not allowzero else s for i, s in enumerate(got[0])]
     if isinstance(x, Sym) and len(target) <= 1:
@@ -69,7 +69,7 @@ def _reshape(b: GraphBuilder, n: OnnxNode) -> Value:
 def _flatten(b: GraphBuilder, n: OnnxNode) -> Value:
     x = n.need(0)
     axis = int(n.attr("axis", 1))
-    return b.call(rt.flatten, x, axis + b.rank(x) if axis < 0 else axis)
+    return b.call(gf.flatten, x, axis + b.rank(x) if axis < 0 else axis)
 
 
 @op("Squeeze")
@@ -110,7 +110,7 @@ def _expand(b: GraphBuilder, n: OnnxNode) -> Value:
     x, shape = n.need(0), n.need(1)
     got = as_items(shape, limit=1 << 16)
     if got is None:
-        return b.call(rt.expand, x, shape)
+        return b.call(gf.expand, x, shape)
     items, rank = got[0], b.rank(x)
     width = max(len(items), rank)
     pad: list[Item] = [1] * (width - len(items))
@@ -126,7 +126,7 @@ def _tile(b: GraphBuilder, n: OnnxNode) -> Value:
     x, reps = n.need(0), n.need(1)
     got = as_items(reps)
     if got is None:
-        return b.call(rt.tile, x, reps)
+        return b.call(gf.tile, x, reps)
     return b.method("repeat", x, got[0])
 
 
@@ -136,7 +136,7 @@ def _constant_of_shape(b: GraphBuilder, n: OnnxNode) -> Value:
     value = torch.zeros(1, dtype=torch.float32) if value is None else value
     got = as_items(n.need(0), limit=1 << 16)
     if got is None:
-        return b.call(rt.constant_of_shape, n.need(0), Const(value.reshape(-1)))
+        return b.call(gf.constant_of_shape, n.need(0), Const(value.reshape(-1)))
     return b.call(torch.full, got[0], value.reshape(-1)[0].item(), dtype=value.dtype)
 
 
@@ -145,7 +145,7 @@ def _range(b: GraphBuilder, n: OnnxNode) -> Value:
     start, limit, delta = n.need(0), n.need(1), n.need(2)
     dtype = dtype_of(start)
     if dtype.is_floating_point and not all(isinstance(v, Const) for v in (start, limit, delta)):
-        return b.call(rt.arange, start, limit, delta)
+        return b.call(gf.arange, start, limit, delta)
     if dtype.is_floating_point:
         s, e, d = (float(v.value) for v in (start, limit, delta))  # type: ignore[union-attr]
         return b.call(torch.arange, s, e, d, dtype=dtype)

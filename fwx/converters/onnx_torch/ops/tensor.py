@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from fwx.converters.onnx_torch import runtime as rt
+from fwx.converters.onnx_torch import graph_fns as gf
 from fwx.converters.onnx_torch.builder import GraphBuilder
 from fwx.converters.onnx_torch.ops.registry import OnnxNode, op
 from fwx.converters.onnx_torch.values import Const, Item, Sym, Value, as_items
@@ -58,14 +58,14 @@ def _gather(b: GraphBuilder, n: OnnxNode) -> Value:
     axis = axis + b.rank(data) if axis < 0 else axis
     if isinstance(idx, Const) and idx.value.dim() == 0:
         return b.call(torch.select, data, axis, int(idx.value))
-    return b.call(rt.gather, data, idx, axis)
+    return b.call(gf.gather, data, idx, axis)
 
 
 @op("GatherElements")
 def _gather_elements(b: GraphBuilder, n: OnnxNode) -> Value:
     data = n.need(0)
     axis = int(n.attr("axis", 0))
-    return b.call(rt.gather_elements, data, n.need(1), axis + b.rank(data) if axis < 0 else axis)
+    return b.call(gf.gather_elements, data, n.need(1), axis + b.rank(data) if axis < 0 else axis)
 
 
 def _items(b: GraphBuilder, v: Value | None, default: list[Item]) -> list[Item]:
@@ -101,8 +101,8 @@ def _slice(b: GraphBuilder, n: OnnxNode) -> Value:
         assert isinstance(step, int)
         if isinstance(start, int) and start == 0 and isinstance(end, int) and end >= _BIG and step == 1:
             continue
-        end = min(end, rt.INT64_MAX) if isinstance(end, int) else end
-        x = b.call(rt.slice_axis, x, axis + rank if axis < 0 else axis, start, end, step)
+        end = min(end, gf.INT64_MAX) if isinstance(end, int) else end
+        x = b.call(gf.slice_axis, x, axis + rank if axis < 0 else axis, start, end, step)
     return x
 
 
@@ -114,9 +114,9 @@ def _split(b: GraphBuilder, n: OnnxNode) -> list[Value]:
     sizes = n.attr("split") if n.opset < 13 else n.const_ints(1)
     count = len(n.outputs)
     if sizes:
-        return b.call_multi(rt.split_sizes, count, x, [int(s) for s in sizes], axis)
+        return b.call_multi(gf.split_sizes, count, x, [int(s) for s in sizes], axis)
     parts = int(n.attr("num_outputs", count))
-    return b.call_multi(rt.split_equal, parts, x, parts, axis)
+    return b.call_multi(gf.split_equal, parts, x, parts, axis)
 
 
 @op("Pad")
@@ -159,7 +159,7 @@ def _einsum(b: GraphBuilder, n: OnnxNode) -> Value:
 def _cumsum(b: GraphBuilder, n: OnnxNode) -> Value:
     x, axis_t = n.need(0), n.const(1)
     axis = int(axis_t.reshape(-1)[0]) if axis_t is not None else 0
-    return b.call(rt.cumsum, x, axis, bool(n.attr("exclusive", 0)), bool(n.attr("reverse", 0)))
+    return b.call(gf.cumsum, x, axis, bool(n.attr("exclusive", 0)), bool(n.attr("reverse", 0)))
 
 
 @op("Trilu")

@@ -244,3 +244,24 @@ def load_pt2(path: Path, *, trust: bool) -> Any:
     except Exception as exc:  # noqa: BLE001
         raise InputError(f"cannot load {path} as a torch.export program: {first_line(exc)}",
                          hint="the file is probably truncated, corrupt or from a newer torch") from exc
+
+
+def program_module(ep: Any) -> Any:
+    """An ExportedProgram as an eval-mode ``nn.Module`` that tolerates ``.eval()`` (``ep.module()`` raises)."""
+    torch = require("torch", "loading .pt2 models")
+
+    class Program(torch.nn.Module):  # type: ignore[name-defined,misc]
+        fwx_trace_only = True  # torch.jit.script cannot compile an exported graph
+
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+            self.training = False
+
+        def forward(self, *args: Any) -> Any:
+            return self.inner(*args)
+
+        def train(self, mode: bool = True) -> Program:
+            return self
+
+    return Program(ep.module())

@@ -18,25 +18,15 @@ from typing import Any
 import numpy as np
 
 from fwx.errors import InputError, first_line
-from fwx.exporter.pinning import spec_from_dims
 from fwx.frameworks import quiet, require
-from fwx.signature import Signature, TensorSpec
-
-CORRUPT_HINT = "the file is probably truncated or corrupt; export it again"
-
-
-def onnx_model(path: Path) -> Any:
-    onnx = require("onnx", "reading ONNX models")
-    try:
-        return onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # noqa: BLE001 - protobuf DecodeError and friends
-        raise InputError(f"cannot read {path} as ONNX: {first_line(exc)}", hint=CORRUPT_HINT) from exc
+from fwx.runtimes.files import CORRUPT_HINT, check_tflite_file, load_onnx
+from fwx.signature import Signature, TensorSpec, spec_from_dims
 
 
 def onnx_signature(path: Path) -> tuple[Signature, dict[str, Any]]:
     """Graph inputs (minus initializers) and outputs; ``dim_param`` symbols become dynamic dims."""
     onnx = require("onnx", "reading ONNX models")
-    model = onnx_model(path)
+    model = load_onnx(path)
     graph = model.graph
     if not graph.output:
         raise InputError(f"{path} has no graph outputs", hint=CORRUPT_HINT)
@@ -106,6 +96,7 @@ def tflite_signature(path: Path) -> tuple[Signature, dict[str, Any]]:
     require("ai_edge_litert", "reading TFLite models")
     from ai_edge_litert.interpreter import Interpreter
 
+    check_tflite_file(path)
     try:
         with quiet():
             it = Interpreter(model_path=str(path))

@@ -1,6 +1,6 @@
 """``fwx inspect``: signature and metadata of any model or artifact, without running model code.
 
-ONNX, TFLite, SavedModel and Keras files are read as data (``fwx.exporter.readers``).
+ONNX, TFLite, SavedModel and Keras files are read as data (``fwx.sources.readers``).
 A TorchScript archive's forward declaration is read from its code text and its
 root class from the pickle opcodes (never unpickled); loading it needs
 ``--trust-model-code``. A checkpoint is loaded weights-only when that is safe,
@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import InputError
-from fwx.exporter import readers
-from fwx.exporter import torch_source as ts
 from fwx.formats import Format, detect_format
 from fwx.manifest import MANIFEST_NAME, Manifest, size_of
 from fwx.repository import Repository
 from fwx.signature import Signature
+from fwx.sources import readers
+from fwx.sources import torch_source as ts
+from fwx.sources.load import pt2_inputs
 
 
 def inspect_path(path: str | Path, *, trust: bool = False, signature_name: str = "serving_default") -> dict[str, Any]:
@@ -137,8 +138,6 @@ def _pt2(p: Path, info: dict[str, Any], *, trust: bool, **_: Any) -> None:
     if risky and not trust:
         info["notes"].append(f"holds pickled objects ({', '.join(risky[:3])}); pass --trust-model-code to load it")
         return
-    from fwx.exporter.sources import pt2_inputs
-
     ep = ts.load_pt2(p, trust=trust)
     inputs = pt2_inputs(ep)
     _sig(info, Signature(inputs) if inputs else None)

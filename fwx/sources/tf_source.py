@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import InputError, UnsafeModelError, first_line
-from fwx.exporter.pinning import spec_from_dims
-from fwx.exporter.readers import CORRUPT_HINT, keras_code_risks, keras_config
-from fwx.exporter.torch_source import TRUST_HINT
 from fwx.frameworks import quiet, require
-from fwx.signature import TensorSpec
+from fwx.runtimes.files import CORRUPT_HINT
+from fwx.signature import TensorSpec, spec_from_dims
+from fwx.sources.readers import keras_code_risks, keras_config
+from fwx.sources.torch_source import TRUST_HINT
 
 
 def load_keras(path: Path, *, trust: bool) -> Any:

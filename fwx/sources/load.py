@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import InputError, UsageError
-from fwx.exporter import torch_source as ts
-from fwx.exporter.pinning import spec_from_dims
-from fwx.exporter.readers import onnx_signature, savedmodel_signature
 from fwx.formats import Format, detect_format
 from fwx.frameworks import require, version_of
 from fwx.manifest import sha256_path
-from fwx.signature import TensorSpec
+from fwx.signature import TensorSpec, spec_from_dims
+from fwx.sources import torch_source as ts
+from fwx.sources.onnx_external import external_files
+from fwx.sources.readers import onnx_signature, savedmodel_signature
+from fwx.sources.tf_source import keras_io, load_keras
 
 
 @dataclass
@@ -77,8 +78,6 @@ def load_source(source: str | Path, *, model_class: str | None = None, model_kwa
         return LoadedSource(fmt, fmt, path, f"SavedModel (signature {signature_name})", "tensorflow", tf.__version__,
                             inputs=sig.inputs, outputs=sig.outputs, sha256=sha256_path(path))
     if fmt is Format.ONNX:
-        from fwx.exporter.onnx_external import external_files
-
         sig, meta = onnx_signature(path)
         external_files(path)  # refuse data locations outside the model's folder before anything loads them
         return LoadedSource(fmt, fmt, path, f"ONNX (opset {meta['opset']})", "onnx", version_of("onnx"),
@@ -123,15 +122,11 @@ def pt2_inputs(ep: Any) -> tuple[TensorSpec, ...] | None:
 
 
 def _pt2(path: Path, trust: bool) -> LoadedSource:
-    from fwx.exporter.torch_common import program_module
-
     ep = ts.load_pt2(path, trust=trust)
-    return _torch(Format.PT2, path, "torch.export ExportedProgram", program_module(ep), inputs=pt2_inputs(ep))
+    return _torch(Format.PT2, path, "torch.export ExportedProgram", ts.program_module(ep), inputs=pt2_inputs(ep))
 
 
 def _keras(path: Path, trust: bool) -> LoadedSource:
-    from fwx.exporter.tf_source import keras_io, load_keras
-
     model = load_keras(path, trust=trust)
     inputs, outputs = keras_io(model)
     return LoadedSource(Format.KERAS, Format.KERAS, path, f"Keras model ({path.suffix or 'folder'})", "keras",

@@ -21,6 +21,7 @@ from typing import Any
 
 from fwx.errors import InputError
 from fwx.frameworks import require
+from fwx.runtimes.files import load_onnx
 
 DATA_SUFFIX = ".data"
 
@@ -67,8 +68,7 @@ def check_location(model_path: Path, location: str) -> Path:
 def external_files(model_path: Path, model: Any = None) -> list[Path]:
     """Every external data file of ``model_path``, each checked; empty when the weights are inline."""
     if model is None:
-        onnx = require("onnx", "reading ONNX models")
-        model = onnx.load(str(model_path), load_external_data=False)
+        model = load_onnx(model_path)
     return [check_location(model_path, loc) for loc in _locations(model)]
 
 
@@ -78,7 +78,7 @@ def gather_external_data(src: Path, out: Path) -> list[str]:
     Call it only after ``external_files(src)`` has checked every location.
     """
     onnx = require("onnx", "copying ONNX models")
-    model = onnx.load(str(src), load_external_data=True)
+    model = load_onnx(src, external_data=True)
     data = out.name + DATA_SUFFIX
     onnx.save_model(model, str(out), save_as_external_data=True, all_tensors_to_one_file=True, location=data,
                     size_threshold=0)

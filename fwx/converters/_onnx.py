@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fwx.converters._tf import tf_specs
 from fwx.converters.base import ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError, first_line
 from fwx.frameworks import quiet, require, version_of
@@ -93,7 +94,6 @@ def tf2onnx_convert(fn: Any, sig: Signature, src: SourceModel, out: Path, opts: 
 
 
 def _convert(tf2onnx: Any, fn: Any, sig: Signature, opset: int) -> tuple[Any, list[str]]:
-    from fwx.exporter.tf_common import tf_specs
 
     try:
         with quiet():

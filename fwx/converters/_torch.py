@@ -28,7 +28,8 @@ def wrap(module: Any, sig: Signature) -> Any:
     torch = require("torch", "exporting PyTorch models")
     if isinstance(module, torch.jit.ScriptModule):
         return module  # already typed; tracing through it inside a wrapper is not supported
-    from fwx.runtimes._torch import flatten_outputs  # the runtimes' reading of outputs, so both agree
+    # the runtimes' reading of outputs, so both agree (imported here: fwx.runtimes._torch imports torch)
+    from fwx.runtimes._torch import flatten_outputs
 
     params = ", ".join(identifiers(sig.input_names))
     namespace: dict[str, Any] = {"flatten": flatten_outputs}
@@ -69,26 +70,6 @@ def export_mode() -> Iterator[None]:
         if mha is not None:
             mha.set_fastpath_enabled(was)
 
-
-def program_module(ep: Any) -> Any:
-    """An ExportedProgram as an eval-mode ``nn.Module`` that tolerates ``.eval()`` (``ep.module()`` raises)."""
-    torch = require("torch", "loading .pt2 models")
-
-    class Program(torch.nn.Module):  # type: ignore[name-defined,misc]
-        fwx_trace_only = True  # torch.jit.script cannot compile an exported graph
-
-        def __init__(self, inner: Any) -> None:
-            super().__init__()
-            self.inner = inner
-            self.training = False
-
-        def forward(self, *args: Any) -> Any:
-            return self.inner(*args)
-
-        def train(self, mode: bool = True) -> Program:
-            return self
-
-    return Program(ep.module())
 
 
 def identifiers(names: Sequence[str]) -> list[str]:

@@ -1,0 +1,46 @@
+"""``ExportOptions``: everything one export is asked to do, in one frozen value.
+
+``fwx export`` builds it from its flags; library callers build it directly.
+``inputs`` are parsed when it is built, so a malformed ``--input`` fails
+before anything is loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fwx.converters.base import ConvertOptions
+from fwx.signature import TensorSpec, parse_tensor_spec
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Where to publish, how to pin the signature, how to convert and whether to validate."""
+
+    out: str | Path = "artifacts"
+    name: str | None = None
+    version: int | None = None
+    inputs: Sequence[str | TensorSpec] = ()
+    outputs: Sequence[str] = ()
+    example_inputs: str | Path | Mapping[str, Any] | None = None
+    model_class: str | None = None
+    model_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    convert: ConvertOptions = field(default_factory=ConvertOptions)
+    validate: bool = True
+    keep_failed: bool = False
+    keep_intermediate: bool = False
+    device: str = "cpu"
+    command: str = ""
+
+    def __post_init__(self) -> None:
+        specs = tuple(s if isinstance(s, TensorSpec) else parse_tensor_spec(s) for s in self.inputs)
+        object.__setattr__(self, "inputs", specs)
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        object.__setattr__(self, "model_kwargs", dict(self.model_kwargs or {}))
+
+    @property
+    def specs(self) -> tuple[TensorSpec, ...]:
+        return tuple(s for s in self.inputs if isinstance(s, TensorSpec))

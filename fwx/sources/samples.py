@@ -1,0 +1,173 @@
+"""The one sample generator: concrete inputs for a signature, for tracing, probing and validation.
+
+The exporter traces and probes with ``make_feeds`` at ``probe_sizes`` (two
+size sets, all different, none 0 or 1); the validators draw
+``generate_inputs`` (fixed seed, every dynamic dimension at two sizes: batch
+1 and 3, other dims 8 and 12 by default) so an artifact that silently pinned a
+dimension fails on the second size. Both draw each tensor through ``draw``,
+and no array is allocated before its size is checked against
+``MAX_SAMPLE_BYTES``: a model declaring a 2**40 axis gets one line naming the
+input instead of a ``MemoryError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fwx.errors import InputError, UsageError
+from fwx.signature import Signature, TensorSpec, is_dynamic
+
+BATCH_SIZES = (1, 3)
+DIM_SIZES = (8, 12)
+#: The largest single sample tensor fwx will allocate (bytes).
+MAX_SAMPLE_BYTES = 1 << 30
+#: Tracing samples draw integers from [0, 2): valid indices for any non-empty embedding.
+TRACE_INT_RANGE = (0, 2)
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    """How to draw inputs. ``int_range`` is [lo, hi) for every integer input (token ids);
+    without it signed ints draw from [0, 10) and uint8 from 0..255."""
+
+    seed: int = 0
+    samples: int = 4
+    int_range: tuple[int, int] | None = None
+    float_dist: str = "normal"  # "normal" (standard normal) or "uniform" ([0, 1))
+    batch_sizes: tuple[int, ...] = BATCH_SIZES
+    dim_sizes: tuple[int, ...] = DIM_SIZES
+    sizes: Mapping[str, Sequence[int]] = field(default_factory=dict)  # per-symbol override
+
+    def __post_init__(self) -> None:
+        if self.float_dist not in ("normal", "uniform"):
+            raise UsageError(f"unknown float distribution {self.float_dist!r}", hint="use normal or uniform")
+        if self.int_range is not None and self.int_range[1] <= self.int_range[0]:
+            raise UsageError(f"integer range {self.int_range} is empty", hint="give LO,HI with HI > LO ([LO, HI))")
+
+
+def check_size(spec: TensorSpec, shape: Sequence[int]) -> None:
+    """Refuse a sample of ``shape`` for ``spec`` that would not fit in memory, before allocating it."""
+    itemsize = 8 if spec.dtype in ("bytes", "bfloat16") else np.dtype(spec.dtype).itemsize
+    count = 1
+    for n in shape:
+        count *= max(int(n), 0)
+    if count * itemsize > MAX_SAMPLE_BYTES:
+        raise InputError(f"input {spec.name!r}: a sample of shape {list(shape)} would take "
+                         f"{count * itemsize / 2**30:.3g} GiB (limit {MAX_SAMPLE_BYTES // 2**30} GiB)",
+                         hint=f"pin smaller sizes with --input {spec.name}:{spec.dtype}[...] or pass --example-inputs")
+
+
+def draw(spec: TensorSpec, shape: tuple[int, ...], rng: np.random.Generator, cfg: InputConfig) -> np.ndarray:
+    """One random array for ``spec`` at ``shape``, dtype-aware."""
+    check_size(spec, shape)
+    dt = np.dtype(object) if spec.dtype == "bytes" else np.dtype(spec.dtype)
+    if dt.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if dt.kind in "iu":
+        info = np.iinfo(dt.name)
+        lo, hi = cfg.int_range or ((0, 256) if dt.kind == "u" and info.bits == 8 else (0, 10))
+        lo, hi = max(lo, int(info.min)), min(hi, int(info.max) + 1)
+        return rng.integers(lo, hi, size=shape).astype(dt)
+    if dt.kind == "f" or spec.dtype == "bfloat16":
+        x = rng.standard_normal(shape) if cfg.float_dist == "normal" else rng.random(shape)
+        return x.astype(np.float32 if spec.dtype == "bfloat16" else dt)
+    if dt.kind == "O":
+        return np.array([f"sample {i}".encode() for i in range(int(np.prod(shape)))], dtype=object).reshape(shape)
+    raise InputError(f"cannot generate inputs of dtype {spec.dtype} for {spec.name!r}", hint="pass --data")
+
+
+# Validation samples: every dynamic symbol at two sizes.
+
+def _symbol(spec: TensorSpec, axis: int) -> str:
+    d = spec.shape[axis]
+    if isinstance(d, str):
+        return d
+    return "__batch__" if axis == 0 else f"{spec.name}:{axis}"
+
+
+def dynamic_symbols(sig: Signature) -> dict[str, bool]:
+    """Every dynamic symbol of the inputs -> whether it sits on a batch (leading) axis."""
+    out: dict[str, bool] = {}
+    for spec in sig.inputs:
+        for axis in spec.dynamic_axes:
+            sym = _symbol(spec, axis)
+            out[sym] = out.get(sym, False) or axis == 0
+    return out
+
+
+def size_plans(sig: Signature, cfg: InputConfig) -> list[dict[str, int]]:
+    """One concrete size per symbol per plan; plan ``i`` takes the ``i``-th size of every symbol."""
+    symbols = dynamic_symbols(sig)
+    if not symbols:
+        return [{}]
+    choices = {s: tuple(cfg.sizes.get(s) or (cfg.batch_sizes if batch else cfg.dim_sizes))
+               for s, batch in symbols.items()}
+    n = max(len(c) for c in choices.values())
+    return [{s: c[i % len(c)] for s, c in choices.items()} for i in range(n)]
+
+
+def generate_inputs(sig: Signature, cfg: InputConfig | None = None) -> list[dict[str, np.ndarray]]:
+    """``cfg.samples`` samples (at least one per size plan), cycling through the size plans."""
+    cfg = cfg or InputConfig()
+    rng = np.random.default_rng(cfg.seed)
+    plans = size_plans(sig, cfg)
+    samples = []
+    for i in range(max(cfg.samples, len(plans))):
+        plan = plans[i % len(plans)]
+        sample = {}
+        for spec in sig.inputs:
+            shape = tuple(plan[_symbol(spec, a)] if is_dynamic(d) else int(d) for a, d in enumerate(spec.shape))
+            sample[spec.name] = draw(spec, shape, rng, cfg)
+        samples.append(sample)
+    return samples
+
+
+# Tracing and probing samples: two size sets, examples tiled to fit.
+
+def probe_sizes(specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None = None) -> list[dict[str, int]]:
+    """Two size assignments for the dynamic symbols, all sizes different, none 0 or 1.
+
+    torch.export specialises sizes 0 and 1, and distinct sizes let output dims be
+    matched to the input symbol that drives them.
+    """
+    symbols: list[str] = []
+    for s in specs:
+        symbols += [d for d in s.shape if isinstance(d, str) and d not in symbols]
+    first = {sym: 2 + i for i, sym in enumerate(symbols)}
+    if examples:
+        for s in specs:
+            if s.name in examples:
+                for d, n in zip(s.shape, examples[s.name].shape, strict=False):
+                    if isinstance(d, str):
+                        first[d] = int(n)
+    second = {sym: n + len(symbols) + 1 for sym, n in first.items()}
+    return [first, second]
+
+
+def make_feeds(specs: Sequence[TensorSpec], sizes: Mapping[str, int],
+               examples: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    """Concrete arrays for ``specs``; example arrays are tiled along dynamic axes to reach ``sizes``."""
+    rng = np.random.default_rng(seed)
+    cfg = InputConfig(int_range=TRACE_INT_RANGE)
+    feeds: dict[str, np.ndarray] = {}
+    for s in specs:
+        shape = tuple(sizes.get(d, 2) if isinstance(d, str) else (2 if d == -1 else int(d)) for d in s.shape)
+        if examples and s.name in examples:
+            check_size(s, shape)
+            feeds[s.name] = _fit_example(np.asarray(examples[s.name]), shape).astype(s.dtype)
+        else:
+            feeds[s.name] = draw(s, shape, rng, cfg)
+    return feeds
+
+
+def _fit_example(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if arr.shape == shape or arr.ndim != len(shape):
+        return arr
+    for axis, n in enumerate(shape):
+        if arr.shape[axis] != n and arr.shape[axis] > 0:
+            reps = -(-n // arr.shape[axis])
+            arr = np.concatenate([arr] * reps, axis=axis).take(range(n), axis=axis)
+    return arr

@@ -1,0 +1,128 @@
+"""The floors of docs/architecture.md, enforced: no import runs upward, no circle between packages.
+
+Every ``import``/``from ... import`` in fwx/ counts, function-local ones
+included (a local import that dodges a cycle is still the cycle). A unit is a
+subpackage (``fwx.exporter``) or a top-level module (``fwx.signature``).
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from pathlib import Path
+
+import pytest
+
+from fwx.errors import FwxWarning
+
+FWX = Path(__file__).resolve().parent.parent / "fwx"
+
+#: Floors, top to bottom (docs/architecture.md). A unit may import its own floor or any below.
+FLOORS: list[set[str]] = [
+    {"cli", "commands", "__main__"},
+    {"exporter", "serving", "deploy", "docker"},
+    {"converters", "validators", "quantize"},
+    {"sources"},
+    {"runtimes"},
+    {"signature", "formats", "manifest", "repository", "safety"},
+    {"errors", "ui", "frameworks", "__init__"},
+]
+LEVEL = {unit: len(FLOORS) - i for i, floor in enumerate(FLOORS) for unit in floor}
+
+
+def _unit(module: str) -> str | None:
+    """``fwx.exporter.pipeline`` -> ``exporter``; ``fwx`` -> ``__init__``; not fwx -> None."""
+    parts = module.split(".")
+    if parts[0] != "fwx":
+        return None
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _module_of(path: Path) -> str:
+    rel = path.relative_to(FWX.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_module(name: str) -> bool:
+    return (FWX / name).is_dir() or (FWX / f"{name}.py").is_file()
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """(imported fwx module, line) for every import in ``path``; ``from fwx import ui`` names ``fwx.ui``."""
+    tree = ast.parse(path.read_text(), str(path))
+    here = _module_of(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            if base == "fwx":  # ``from fwx import ui`` imports the module; ``__version__`` is the package's own
+                out += [(f"fwx.{a.name}" if _is_module(a.name) else "fwx", node.lineno) for a in node.names]
+            else:
+                out.append((base, node.lineno))
+    return [(m, line) for m, line in out if m == "fwx" or m.startswith("fwx.")]
+
+
+def _edges() -> dict[tuple[str, str], list[str]]:
+    """(importer unit, imported unit) -> where, for every import between two different units."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(FWX.rglob("*.py")):
+        src = _unit(_module_of(path))
+        for module, line in _imports(path):
+            dst = _unit(module)
+            if src and dst and src != dst:
+                edges.setdefault((src, dst), []).append(f"{path.relative_to(FWX.parent)}:{line}")
+    return edges
+
+
+def test_every_unit_has_a_floor() -> None:
+    units = {_unit(_module_of(p)) for p in FWX.rglob("*.py")}
+    missing = sorted(u for u in units if u and u not in LEVEL)
+    assert not missing, f"add {missing} to a floor in docs/architecture.md and here"
+
+
+def test_no_import_runs_upward() -> None:
+    upward = [f"{where[0]}: {src} -> {dst}" for (src, dst), where in _edges().items() if LEVEL[dst] > LEVEL[src]]
+    assert not upward, "imports that run up a floor:\n" + "\n".join(upward)
+
+
+def test_no_cycle_between_units() -> None:
+    graph: dict[str, set[str]] = {}
+    for src, dst in _edges():
+        graph.setdefault(src, set()).add(dst)
+
+    def reach(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for nxt in graph.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    cycles = sorted({" <-> ".join(sorted((a, b))) for a in graph for b in reach(a) if a != b and a in reach(b)})
+    assert not cycles, "units that import each other (directly or around a circle): " + ", ".join(cycles)
+
+
+def test_the_checker_sees_a_local_upward_import(tmp_path: Path) -> None:
+    """A function-local import counts: the check would catch ``converters`` reaching into ``exporter``."""
+    fake = FWX / "converters" / "edge.py"
+    tree = ast.parse("def f():\n    from fwx.exporter.pinning import x\n")
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom))
+    assert node.module is not None
+    assert LEVEL[_unit(node.module) or ""] > LEVEL[_unit(_module_of(fake)) or ""]
+
+
+def test_fwx_warnings_fail_tests() -> None:
+    """pyproject's filterwarnings turns fwx's own warnings into errors (third-party ones stay warnings)."""
+    with pytest.raises(FwxWarning):
+        warnings.warn("a warning fwx issued", FwxWarning, stacklevel=1)
