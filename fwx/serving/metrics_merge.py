@@ -10,7 +10,7 @@ the others' snapshots (at most a second old).
 
 Merge rules: counters and histograms add up (a dead worker's last snapshot
 still counts, so totals never drop when a worker is restarted); gauges add up
-(queue depth) except readiness and minima (min), maxima and GPU gauges (max),
+(queue depth) except readiness and minima (min), maxima, GPU gauges and server info (max),
 and running input means/stds (the unweighted mean over live workers).
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 _MIN = {"fwx_server_ready", "fwx_input_min"}
-_MAX = {"fwx_input_max", "fwx_gpu_utilization_ratio", "fwx_gpu_memory_used_bytes"}
+_MAX = {"fwx_input_max", "fwx_gpu_utilization_ratio", "fwx_gpu_memory_used_bytes", "fwx_server_info"}
 _MEAN = {"fwx_input_mean", "fwx_input_std"}
 
 

@@ -1,12 +1,14 @@
 """The gRPC listener of ``fwx serve``: KServe v2 / Triton ``GRPCInferenceService`` + ``grpc.health.v1``.
 
-Why a thread-pool gRPC server and not grpc.aio on the shared event loop:
-measured on the same box, same client, full stack (docs/serve_grpc.md), the
-sync server whose handlers hand the data-plane call to the loop costs ~30%
-less server CPU per request and serves ~30-45% more requests/s at
-concurrency 8-32, and the same at concurrency 1. Handlers only decode,
-await the loop and encode, so a thread is held only while its request is in
-flight; the data plane, batcher and all state stay on the one event loop.
+Two servers, chosen by ``--grpc-server``. ``aio`` (the default, module
+``fwx.serving.grpc.aio``): grpc.aio on the data plane's own event loop, handlers
+are coroutines that await the data plane directly. ``sync`` (this module): a
+thread pool whose handlers decode, hand the data-plane call to the loop and
+wait. Re-measured with fwx's handlers on raw ``raw_input_contents`` and the
+current data plane (README "Serving cost", benchmarks/grpc_ab.py), the hop
+costs ~250 us of server CPU per request at concurrency 32, so aio now uses
+~21% less CPU per request (an earlier measurement, docs/serve_grpc.md, had
+favoured the thread pool).
 
 ``create_grpc_server`` returns a ``GrpcServer`` with the awaitable
 ``start()``/``stop(grace)`` of ``grpc.aio.Server``, so the process lifecycle

@@ -46,6 +46,23 @@ def _metric(text: str, name: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
+def _grpc_ready_and_infer(port: int) -> tuple[bool, float]:
+    import grpc
+    import numpy as np
+
+    from fwx.serving.proto import grpc_service_pb2 as pb
+    from fwx.serving.proto import grpc_service_pb2_grpc as pb_grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        ready = stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
+        req = pb.ModelInferRequest(model_name="lin")
+        req.inputs.add(name="x", datatype="FP32", shape=[1, 1])
+        req.raw_input_contents.append(np.array([[4.0]], np.float32).tobytes())
+        out = stub.ModelInfer(req, timeout=10)
+    return bool(ready), float(np.frombuffer(out.raw_output_contents[0], np.float32)[0])
+
+
 def _rundir(tmp: Path) -> Path:
     found = list(tmp.glob("fwx-serve-*"))
     assert len(found) == 1, found
@@ -87,20 +104,21 @@ def test_two_workers_serve_restart_aggregate_and_drain(tmp_path: Path, run_tmp: 
     publish(repo, "lin", 1)
     publish(repo, "slow", 1, slow_ops=40, per_row=True, slow_dim=4096)
     server = ServerProcess(repo, tmp_path / "serve.log", "--workers", "2", "--poll-seconds", "0",
-                           "--drain-seconds", "20", "--max-batch-size", "1")
+                           "--drain-seconds", "20", "--max-batch-size", "1", grpc=True)
     try:
         server.wait_ready(120)
         workers = _children(server.pid)
         assert len(workers) == 2
+        assert _grpc_ready_and_infer(server.grpc_port) == (True, 9.0)  # gRPC shares its port the same way
         for i in range(40):  # a fresh connection each: the kernel spreads them over both workers
             status, body = Client(server.http_port).infer(float(i))
             assert status == 200
             assert y_of(body) == 2 * i + 1
-        # every worker served some, and any worker's /metrics counts all 40 (snapshots are <= 1 s old)
+        # every worker served some, and any worker's /metrics counts all 41 (snapshots are <= 1 s old)
         metrics = _rundir(run_tmp) / "metrics"
         _wait(lambda: all((_metric((metrics / f"worker-{i}.prom").read_text(), LIN) or 0) > 0 for i in (0, 1)),
               10, "both workers to have served")
-        _wait(lambda: all(_metric(Client(server.http_port).get("/metrics")[1].decode(), LIN) == 40
+        _wait(lambda: all(_metric(Client(server.http_port).get("/metrics")[1].decode(), LIN) == 41
                           for _ in range(6)), 10, "aggregated metrics")
         assert "probe" not in "".join(ln for ln in server.log().splitlines() if "loaded as" in ln)
 
@@ -112,7 +130,7 @@ def test_two_workers_serve_restart_aggregate_and_drain(tmp_path: Path, run_tmp: 
         assert len(after) == 2
         assert workers[0] not in after
         assert workers[1] in after
-        assert _metric(Client(server.http_port).get("/metrics")[1].decode(), LIN) == 40
+        assert _metric(Client(server.http_port).get("/metrics")[1].decode(), LIN) == 41
 
         # SIGTERM drains both workers: requests in flight on either are answered, then exit 0
         results: list[int] = []
