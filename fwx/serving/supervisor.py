@@ -112,6 +112,7 @@ class _Worker:
     was_ready: bool = False
     backoff: float = BACKOFF_MIN_S
     restart_at: float = 0.0
+    hung: str = ""  # why we killed it, when we did
 
 
 class Supervisor:
@@ -147,7 +148,8 @@ class Supervisor:
         self.state.end_load(w.slot)
         how = _how(code)
         if loading is not None:
-            reason = f"loader crashed ({how}) on {loading.get('what', 'an artifact')}"
+            reason = w.hung or f"loader crashed ({how}) on {loading.get('what', 'an artifact')}"
+            w.hung = ""
             self.state.quarantine(str(loading["key"]), reason)
             log.error("worker %d (pid %d) died (%s) loading %s: quarantined; restarting it without that artifact",
                       w.slot, pid, how, loading.get("what"))
@@ -167,6 +169,7 @@ class Supervisor:
         limit = float(getattr(self.config, "probe_timeout_s", DEFAULT_TIMEOUT_S))
         if w.proc is not None and loading is not None and time.time() - float(loading.get("since", 0)) > limit:
             log.error("worker %d stuck loading %s for over %gs: killing it", w.slot, loading.get("what"), limit)
+            w.hung = f"loader timed out after {limit:g}s on {loading.get('what', 'an artifact')}"
             w.proc.kill()
 
     # --------------------------------------------------------------------- loop

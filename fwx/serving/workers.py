@@ -76,21 +76,14 @@ def _describe(fmt: Format, path: Path) -> str:
 
 
 class SharedProbes(set[str]):
-    """The manager's "already probed" set, shared by every worker through the run directory.
+    """The manager's "already probed" set, shared by every worker through the run directory:
+    a hot reload's artifact is probed once, by whichever worker gets to it first."""
 
-    Before the worker's first readiness every artifact counts as probed: that
-    first load runs in-process under ``LoadGuard``, which is what makes cold start
-    pay once. Afterwards a key is probed when any worker's probe passed it.
-    """
-
-    def __init__(self, state: RunState, started: Callable[[], bool]) -> None:
+    def __init__(self, state: RunState) -> None:
         super().__init__()
         self._state = state
-        self._started = started
 
     def __contains__(self, key: object) -> bool:
-        if not self._started():
-            return True
         return isinstance(key, str) and self._state.probed(key)
 
     def add(self, key: str) -> None:
@@ -101,7 +94,17 @@ def install(server: Any, state: RunState, slot: int, supervisor_pid: int) -> Non
     """Hook one ``fwx.serving.server.Server`` into the supervisor's run (called before it starts)."""
     dp = server.dataplane
     manager = dp.manager
-    manager._probed = SharedProbes(state, lambda: bool(getattr(manager, "_started", False)))
+    manager._probed = SharedProbes(state)
+    base_settings = manager._settings
+
+    def settings(name: str) -> Any:
+        """No probe child for the first loads: ``LoadGuard`` and the supervisor make them crash-safe."""
+        chosen = base_settings(name)
+        if not getattr(manager, "_started", False):
+            chosen.probe = False
+        return chosen
+
+    manager._settings = settings
     local_ready = dp.ready
     local_render = dp.metrics.render
 

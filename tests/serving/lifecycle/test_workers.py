@@ -160,7 +160,9 @@ def test_a_worker_killed_while_loading_quarantines_that_artifact(tmp_path: Path,
     repo = tmp_path / "repo"
     publish(repo, "lin", 1)
     publish(repo, "lin", 2, slow_ops=60, slow_dim=512)  # a slow warm-up: time to "crash" it mid-load
-    server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0", "--version-policy", "all")
+    # --trust-model-code: checksums are not verified, so no probe verdict can be cached; first loads still skip it
+    server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0", "--version-policy", "all",
+                           "--trust-model-code")
     try:
         _wait(lambda: bool(list(run_tmp.glob("fwx-serve-*/loading-0")))
               and "lin v2" in next(run_tmp.glob("fwx-serve-*/loading-0")).read_text(errors="replace"),
@@ -173,6 +175,7 @@ def test_a_worker_killed_while_loading_quarantines_that_artifact(tmp_path: Path,
         rows = {r["version"]: r for r in client.post("/v2/repository/index", {})[1]}
     finally:
         code = server.stop()
+    assert "probe" not in "".join(ln for ln in server.log().splitlines() if "loaded as" in ln)
     assert rows["1"]["state"] == "READY"
     assert rows["2"]["state"] == "FAILED"
     assert rows["2"]["reason"].startswith("onnx: loader crashed (SIGSEGV) on lin v2 model.onnx (onnx)")
