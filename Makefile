@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fwx-installed
 PYTEST_ARGS ?=
 
-.PHONY: install test-deps run test lint typecheck bench gpu-check clean
+.PHONY: install test-deps browser tools run test lint typecheck bench gpu-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,14 @@ install: $(STAMP)
 run: $(STAMP)
 	$(PY) samples/walkthrough.py
 
+## Debian's chromium, for the HTML report's headless-browser test (it skips, saying so, only if this fails).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	} || echo "chromium could not be installed: tests/validators/test_html_browser.py will skip"
+
 ## make test-deps: Debian packages tests need: nginx (tests/deploy/test_rolling.py puts it in front
 ## of three replicas). RUNLEVEL=1 keeps the package from starting a system nginx on port 80.
 test-deps:
@@ -26,8 +34,17 @@ test-deps:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && RUNLEVEL=1 $$SUDO apt-get install -y -qq --no-install-recommends nginx; }
 
+## make tools: promtool (Debian's prometheus package) checks deploy/monitoring/ in the tests.
+## Best effort: without root or apt the monitoring tests fall back to YAML checks (promtool ones skip).
+tools:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+	  ($$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends prometheus) >/dev/null 2>&1 \
+	    && echo "installed promtool" \
+	    || echo "note: could not install promtool (apt-get install prometheus); its tests will skip"; }
+
 ## make test: the whole suite (CPU; GPU tests skip themselves).
-test: $(STAMP) test-deps
+test: $(STAMP) test-deps tools browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)

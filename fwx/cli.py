@@ -79,6 +79,12 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     if os.environ.get("FWX_DEBUG"):
         ui.state.debug = True
+    debug = ui.state.debug or "--debug" in (sys.argv[1:] if argv is None else argv)
+    ui.quiet_frameworks(debug)
+    if argv is None and not debug:  # the real command line only: in-process callers (tests) keep their stderr
+        from fwx.quiet import filter_native_stderr
+
+        filter_native_stderr()
     try:
         rc = cli.main(args=argv, prog_name="fwx", standalone_mode=False)
         # standalone_mode=False returns ctx.exit(code) instead of exiting.

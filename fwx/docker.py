@@ -7,6 +7,9 @@ the per-format extras come from what the server would actually load under the
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +20,8 @@ from fwx.repository import Repository
 from fwx.runtimes.base import runtime_entry
 from fwx.serving.config import DEFAULT_PREFER
 
+DIST_NAME = "fwx-toolkit"  # "fwx" on PyPI is an unrelated package
+WHEEL_DIR = ".fwx-wheels"  # inside the build context; hidden, so the server never sees it as a model
 BASE_CPU = "python:3.11.14-slim-bookworm"
 BASE_GPU = "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04"
 
@@ -28,11 +33,13 @@ class DockerizePlan:
     served: dict[str, str] = field(default_factory=dict)  # model/version -> format
     gpu: bool = False
     tag: str = "fwx-models:latest"
+    wheel: str = f"fwx_toolkit-{__version__}-py3-none-any.whl"  # file name under WHEEL_DIR
 
     @property
     def pip_spec(self) -> str:
+        """The wheel copied into the build context, with the extras the models need."""
         extras = ",".join(["serve", *self.extras, *(["gpu"] if self.gpu else [])])
-        return f"fwx[{extras}]=={__version__}"
+        return f"/models/{WHEEL_DIR}/{self.wheel}[{extras}]"
 
     def to_json(self) -> dict[str, object]:
         return {"repository": str(self.repository), "extras": self.extras, "served": self.served,
@@ -83,10 +90,14 @@ def render_dockerfile(plan: DockerizePlan) -> str:
 ARG BASE_IMAGE={base}
 
 FROM ${{BASE_IMAGE}} AS build
+# fwx itself comes from the wheel `fwx dockerize` built from its checkout into {WHEEL_DIR}/
+# (the distribution, {DIST_NAME}, is not taken from a package index).
 ARG FWX_PIP_SPEC="{plan.pip_spec}"
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 DEBIAN_FRONTEND=noninteractive
-{apt if plan.gpu else ""}RUN {py} -m venv /opt/fwx \\
-    && /opt/fwx/bin/pip install{torch_index} "${{FWX_PIP_SPEC}}"
+{apt if plan.gpu else ""}COPY . /models
+RUN {py} -m venv /opt/fwx \\
+    && /opt/fwx/bin/pip install{torch_index} "${{FWX_PIP_SPEC}}" \\
+    && rm -rf /models/{WHEEL_DIR}
 
 FROM ${{BASE_IMAGE}}
 ENV DEBIAN_FRONTEND=noninteractive
@@ -94,7 +105,7 @@ ENV DEBIAN_FRONTEND=noninteractive
     && useradd --uid 1000 --user-group --no-create-home --shell /usr/sbin/nologin fwx
 ENV PATH=/opt/fwx/bin:$PATH PYTHONUNBUFFERED=1
 COPY --from=build /opt/fwx /opt/fwx
-COPY --chown=1000:1000 . /models
+COPY --from=build --chown=1000:1000 /models /models
 USER 1000:1000
 EXPOSE 8000 8001
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \\
@@ -113,12 +124,47 @@ Dockerfile
 """
 
 
-def write_docker_files(plan: DockerizePlan, *, force: bool = False) -> list[Path]:
+def checkout_root() -> Path | None:
+    """The source checkout this fwx runs from (an editable or in-tree install), if any."""
+    root = Path(__file__).resolve().parents[1]
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file() and f'name = "{DIST_NAME}"' in pyproject.read_text(encoding="utf-8"):
+        return root
+    return None
+
+
+def build_wheel(dest: Path, *, wheel: Path | None = None) -> Path:
+    """Put fwx's wheel into ``dest``: the one given, or one built from this checkout with pip."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if wheel is not None:
+        if not (wheel.is_file() and wheel.name.startswith("fwx_toolkit-") and wheel.suffix == ".whl"):
+            raise InputError(f"{wheel} is not an fwx_toolkit wheel",
+                             hint="build one with: pip wheel --no-deps -w dist PATH/TO/fwx-checkout")
+        return Path(shutil.copy2(wheel, dest / wheel.name))
+    root = checkout_root()
+    if root is None:
+        raise InputError("this fwx was not installed from a source checkout, so no wheel can be built for the image",
+                         hint="pass --wheel PATH/TO/fwx_toolkit-*.whl")
+    for old in dest.glob("fwx_toolkit-*.whl"):
+        old.unlink()
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dest), str(root)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    built = sorted(dest.glob("fwx_toolkit-*.whl"))
+    if proc.returncode != 0 or not built:
+        last = (proc.stderr.strip().splitlines() or ["no wheel written"])[-1]
+        raise InputError(f"building fwx's wheel from {root} failed: {last}",
+                         hint="build it yourself (pip wheel --no-deps -w dist .) and pass --wheel")
+    return built[-1]
+
+
+def write_docker_files(plan: DockerizePlan, *, force: bool = False, wheel: Path | None = None) -> list[Path]:
     out = [plan.repository / "Dockerfile", plan.repository / ".dockerignore"]
     if not force:
         existing = [p for p in out if p.exists()]
         if existing:
             raise InputError(f"{existing[0]} already exists", hint="pass --force to overwrite it")
+    built = build_wheel(plan.repository / WHEEL_DIR, wheel=wheel)
+    plan.wheel = built.name
     out[0].write_text(render_dockerfile(plan), encoding="utf-8")
     out[1].write_text(DOCKERIGNORE, encoding="utf-8")
-    return out
+    return [*out, built]

@@ -67,7 +67,7 @@ class MissingDependencyError(FwxError):
     def __init__(self, package: str, extra: str, purpose: str) -> None:
         super().__init__(
             f"{purpose} needs {package}, which is not installed",
-            hint=f"run: pip install 'fwx[{extra}]'",
+            hint=f"run: pip install 'fwx-toolkit[{extra}]'",
         )
         self.package = package
         self.extra = extra

@@ -58,6 +58,24 @@ class Repository:
     def model_dir(self, name: str) -> Path:
         return self.root / check_model_name(name)
 
+    def check_writable(self) -> None:
+        """Fail fast (usage error) when the repository folder cannot be created or written, before any export work.
+
+        Probes with a temporary folder in the nearest existing ancestor, so nothing is left behind.
+        """
+        import tempfile
+
+        base = self.root.absolute()
+        while not base.exists() and base != base.parent:
+            base = base.parent
+        try:
+            if not base.is_dir():
+                raise NotADirectoryError(20, "Not a directory")
+            tempfile.TemporaryDirectory(dir=base, prefix=".fwx-probe-").cleanup()
+        except OSError as exc:
+            raise UsageError(f"--out {self.root}: cannot write the artifact repository there ({exc.strerror or exc})",
+                             hint="choose a writable folder for --out") from None
+
     def models(self) -> list[str]:
         if not self.root.is_dir():
             return []

@@ -113,11 +113,29 @@ class TensorSpec:
         return cls(str(data["name"]), str(data["dtype"]), tuple(data["shape"]))
 
     def __str__(self) -> str:
-        return f"{self.name}:{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+        return f"{self.name}:{self.dtype}{shape_text(self.shape, self.name)}"
 
 
 def is_dynamic(d: Dim) -> bool:
     return isinstance(d, str) or d == -1
+
+
+#: Symbols frameworks make up (torch.export's s40, tf2onnx's unk__12): not worth showing a user.
+_GENERATED = re.compile(r"s\d+|unk__\d+|-1")
+
+
+def dim_text(d: Dim, axis: int, name: str) -> str:
+    """The one spelling of a dim in user output: N for a dynamic first axis, NAME_dI for another
+    dynamic axis unless the user named it (seq), the number otherwise; never -1 or s40."""
+    if not is_dynamic(d):
+        return str(d)
+    if axis == 0:
+        return "N"
+    return f"{name}_d{axis}" if _GENERATED.fullmatch(str(d)) else str(d)
+
+
+def shape_text(shape: Sequence[Dim], name: str) -> str:
+    return "[" + ",".join(dim_text(d, i, name) for i, d in enumerate(shape)) + "]"
 
 
 @dataclass(frozen=True)

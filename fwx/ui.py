@@ -8,8 +8,10 @@ Kept free of heavy imports: ``fwx --help`` must start fast.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -49,6 +51,29 @@ def common_options(func: F) -> F:
     return func
 
 
+#: Framework log switches, read when each library loads (so set before any of them is imported):
+#: TensorFlow's C++ log (oneDNN notices, "failed call to cuInit"), absl/glog, gRPC's C++ core
+#: ("add_port.cc ... Failed to add port" on a busy port). The user's own settings win.
+QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3", "GRPC_VERBOSITY": "NONE"}
+
+
+def quiet_frameworks(debug: bool) -> None:
+    """Silence framework chatter on stderr unless ``--debug``; fwx's own messages are unaffected.
+
+    Child processes (the server's trial loads) inherit the environment, so they stay quiet too.
+    """
+    if debug:
+        return
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+        warnings.filterwarnings("ignore", category=category)
+    import logging
+
+    for name in ("absl", "tensorflow", "tf2onnx", "onnxscript", "torch.onnx"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def info(msg: str) -> None:
     if not state.quiet:
         click.echo(msg, err=True)
@@ -58,20 +83,88 @@ def warn(msg: str) -> None:
     click.echo(click.style("warning: ", fg="yellow", bold=True) + msg, err=True)
 
 
+def live() -> bool:
+    """Animated progress only for a person watching: stderr is a terminal, not --json, not TERM=dumb."""
+    if state.json or state.quiet or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Live:
+    """One rich Progress for the whole process: each running step is a row (spinner, name, elapsed)."""
+
+    progress: Any = None
+    depth = 0
+
+    @classmethod
+    def start(cls) -> Any:
+        if cls.progress is None:
+            from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn
+
+            cls.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                    TextColumn("[dim]{task.elapsed:>5.1f}s"), console=Console(stderr=True),
+                                    transient=True, refresh_per_second=8)
+            cls.progress.start()
+        cls.depth += 1
+        return cls.progress
+
+    @classmethod
+    def stop(cls) -> None:
+        cls.depth -= 1
+        if cls.depth == 0 and cls.progress is not None:
+            cls.progress.stop()
+            cls.progress = None
+
+
 @contextmanager
-def step(title: str) -> Iterator[None]:
-    """Print ``title ...`` then ``done (1.2s)``/``failed`` on stderr: progress for long steps."""
+def step(title: str, *, sub: bool = False) -> Iterator[None]:
+    """Progress for a step that may take a while, on stderr.
+
+    On a terminal: a live spinner row with the step's name and elapsed time (rich),
+    then ``✓ title (1.2s)``. Otherwise plain lines: ``• title …`` then ``✓ title (1.2s)``
+    (a ``sub`` step, such as one conversion hop, only says when it took over a second).
+    Nothing under ``--json``.
+    """
     t0 = time.perf_counter()
-    if not state.quiet:
+    if state.quiet or state.json:
+        yield
+        return
+    if live():
+        yield from _live_step(title, sub, t0)
+        return
+    if not sub:
         click.echo(f"• {title} …", err=True)
     try:
         yield
     except BaseException:
-        if not state.quiet:
-            click.echo(click.style(f"  ✗ {title} failed after {time.perf_counter() - t0:.1f}s", fg="red"), err=True)
+        click.echo(click.style(f"  ✗ {title} failed after {time.perf_counter() - t0:.1f}s", fg="red"), err=True)
         raise
-    if not state.quiet:
-        click.echo(click.style(f"  ✓ {title}", fg="green") + f" ({time.perf_counter() - t0:.1f}s)", err=True)
+    took = time.perf_counter() - t0
+    if not sub or took >= 1.0:
+        click.echo(("    " if sub else "  ") + click.style(f"✓ {title}", fg="green") + f" ({took:.1f}s)", err=True)
+
+
+def _live_step(title: str, sub: bool, t0: float) -> Iterator[None]:
+    from rich.markup import escape
+
+    progress = _Live.start()
+    task = progress.add_task(("  " if sub else "") + escape(title), total=None)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        took = time.perf_counter() - t0
+        progress.remove_task(task)
+        if not sub or took >= 1.0 or not ok:
+            mark = "[green]✓[/green]" if ok else "[red]✗[/red]"
+            progress.console.print(f"{'    ' if sub else '  '}{mark} {escape(title)} [dim]({took:.1f}s)[/dim]",
+                                   highlight=False, markup=True)
+        _Live.stop()
 
 
 def verdict(ok: bool) -> str:

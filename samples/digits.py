@@ -120,11 +120,15 @@ def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
 
 def export_onnx(model: Any, path: Path, *, opset: int = 17) -> Path:
     """Float32 ONNX with a dynamic batch axis and the pinned names."""
+    import warnings
+
     import torch
 
-    torch.onnx.export(model, (torch.zeros(1, 1, 8, 8),), str(path), input_names=[INPUT_NAME],
-                      output_names=[OUTPUT_NAME], opset_version=opset, dynamo=False,
-                      dynamic_axes={INPUT_NAME: {0: "N"}, OUTPUT_NAME: {0: "N"}})
+    with warnings.catch_warnings():  # the TorchScript-based exporter is chosen on purpose (as fwx's torch2onnx)
+        warnings.simplefilter("ignore", DeprecationWarning)  # "legacy exporter" and its internals' notices
+        torch.onnx.export(model, (torch.zeros(1, 1, 8, 8),), str(path), input_names=[INPUT_NAME],
+                          output_names=[OUTPUT_NAME], opset_version=opset, dynamo=False,
+                          dynamic_axes={INPUT_NAME: {0: "N"}, OUTPUT_NAME: {0: "N"}})
     return path
 
 

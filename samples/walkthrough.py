@@ -9,8 +9,8 @@ what you would type. ``--serve-seconds N`` stops the server after N seconds
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -22,23 +22,29 @@ BUILD = ROOT / "samples" / "build"
 ARTIFACTS = ROOT / "artifacts"
 
 
-def fwx(*args: str) -> dict[str, object]:
-    """Run ``fwx ARGS --json`` (progress on stderr as usual) and return its JSON document."""
-    cmd = [sys.executable, "-m", "fwx", *args, "--json"]
+def fwx(*args: str) -> str:
+    """Run ``fwx ARGS`` as you would type it: its tables on stdout, live progress on stderr.
+
+    Returns what it printed on stdout (also shown), so later steps can read e.g.
+    the ``published as NAME/VERSION`` line.
+    """
+    cmd = [sys.executable, "-m", "fwx", *args]
     print("$ fwx " + shlex.join(args), flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, check=False)
-    doc: dict[str, object] = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    print(proc.stdout, end="", flush=True)
     if proc.returncode != 0:
-        raise SystemExit(f"fwx {args[0]} failed (exit {proc.returncode}): {doc.get('error', '')}")
-    return doc
+        raise SystemExit(f"fwx {args[0]} failed (exit {proc.returncode}); its error is above")
+    return proc.stdout
 
 
 def build(folder: Path = BUILD) -> dict[str, Path]:
     """Write the sample sources: cnn.pt (state_dict), cnn_keras.keras, tfmodule.savedmodel/."""
     sys.path.insert(0, str(ROOT))
+    from fwx import ui
     from samples.models import save_all
 
-    paths = save_all(folder)
+    with ui.step("building the samples (PyTorch CNN, Keras model, tf.Module SavedModel)"):
+        paths = save_all(folder)
     for key, path in paths.items():
         print(f"built {key}: {path.relative_to(ROOT)}")
     return paths
@@ -46,36 +52,42 @@ def build(folder: Path = BUILD) -> dict[str, Path]:
 
 def export_all(sources: dict[str, Path], out: Path = ARTIFACTS) -> Path:
     """Export the PyTorch CNN to every reachable format; returns the published version folder."""
-    doc = fwx("export", str(sources["cnn"].relative_to(ROOT)), "--model-class", "samples.models:SmallCNN",
-              "--input", "image:float32[N,3,32,32]", "--output", "logits", "--to", "all",
-              "--out", str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out), "--name", "cnn")
-    for row in doc["targets"]:  # type: ignore[union-attr]
-        print(f"  {row['format']:<12} {row['path']:<24} {row['check']}")
-    version_dir = Path(str(doc["version_dir"]))
-    print(f"published {version_dir}")
-    return version_dir if version_dir.is_absolute() else ROOT / version_dir
+    text = fwx("export", str(sources["cnn"].relative_to(ROOT)), "--model-class", "samples.models:SmallCNN",
+               "--input", "image:float32[N,3,32,32]", "--output", "logits", "--to", "all",
+               "--out", str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out), "--name", "cnn")
+    found = re.search(r"^published as (\S+)/(\d+)$", text, re.M)
+    if found is None:
+        raise SystemExit("fwx export did not say where it published the model")
+    return out / found.group(1) / found.group(2)
 
 
 def validate(version_dir: Path) -> None:
     """Run every format on the same inputs and diff against the PyTorch source (exit 1 on mismatch)."""
     rel = version_dir.relative_to(ROOT) if version_dir.is_relative_to(ROOT) else version_dir
-    doc = fwx("validate", str(rel), "--model-class", "samples.models:SmallCNN",
-              "--report", str((BUILD / "validation.html").relative_to(ROOT)))
-    print(f"  all formats agree with the source: {doc.get('passed')}; report: samples/build/validation.html")
+    fwx("validate", str(rel), "--model-class", "samples.models:SmallCNN",
+        "--report", str((BUILD / "validation.html").relative_to(ROOT)))
 
 
-def serve(repo: Path = ARTIFACTS, seconds: float | None = None) -> int:
-    """`fwx serve artifacts` in the foreground; it prints curl and tritonclient examples once ready."""
-    args = ["serve", str(repo.relative_to(ROOT) if repo.is_relative_to(ROOT) else repo)]
+def serve(repo: Path = ARTIFACTS, seconds: float | None = None, extra: tuple[str, ...] = ()) -> int:
+    """`fwx serve artifacts` in the foreground; it prints curl and tritonclient examples once ready.
+
+    Ctrl-C in a terminal reaches the whole foreground process group, so the server
+    already has it: passing it on again would count as a second Ctrl-C (stop without
+    draining). Here we only wait for the drain; SIGTERM, which reaches this process
+    alone, is passed on.
+    """
+    args = ["serve", str(repo.relative_to(ROOT) if repo.is_relative_to(ROOT) else repo), *extra]
     print("$ fwx " + shlex.join(args) + "    (Ctrl-C to stop)", flush=True)
     proc = subprocess.Popen([sys.executable, "-m", "fwx", *args], cwd=ROOT)
+    signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))
     try:
         proc.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGTERM)
     except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-    return proc.wait()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C is the server's to handle
+    rc = proc.wait()
+    return 128 - rc if rc < 0 else rc  # killed by signal N: the shell's 128+N, not 256-N
 
 
 def main() -> None:

@@ -159,7 +159,7 @@ def test_missing_extra_names_the_pip_extra(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, proc.stderr
-    assert "pip install 'fwx[tf]'" in proc.stderr
+    assert "pip install 'fwx-toolkit[tf]'" in proc.stderr
     assert numbered_versions(tmp_path / "a") == []
 
 

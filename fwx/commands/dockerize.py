@@ -13,14 +13,17 @@ from fwx import ui
 @click.argument("repository", type=click.Path(path_type=Path), default="artifacts")
 @click.option("--gpu", is_flag=True, help="CUDA base image with onnxruntime-gpu (run with --gpus all).")
 @click.option("--prefer", default="onnx,torchscript,pt2,savedmodel,tflite", show_default=True,
-              help="Format order the server will load; decides which runtimes the image needs.")
+              help="Format preference of the server (others follow); decides which runtimes the image needs.")
 @click.option("--tag", default="fwx-models:latest", show_default=True, help="Image tag used in the printed commands.")
 @click.option("--force", is_flag=True, help="Overwrite an existing Dockerfile/.dockerignore.")
+@click.option("--wheel", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="fwx_toolkit wheel to bake in (default: build one from this fwx's source checkout).")
 @ui.common_options
-def dockerize(repository: Path, gpu: bool, prefer: str, tag: str, force: bool) -> None:
+def dockerize(repository: Path, gpu: bool, prefer: str, tag: str, force: bool, wheel: Path | None) -> None:
     """Write a Dockerfile and .dockerignore into REPOSITORY that bake its models into a serving image.
 
-    The image installs only the extras its models need (an ONNX-only repository
+    fwx goes into the image as a wheel built from this checkout (or --wheel),
+    copied into REPOSITORY/.fwx-wheels/; the image installs only the extras its models need (an ONNX-only repository
     gets an ONNX-only image), runs as uid 1000, exposes 8000 (HTTP) and 8001
     (gRPC) and has a HEALTHCHECK on /v2/health/ready. Publish the ports on
     127.0.0.1 unless you mean to expose them.
@@ -30,11 +33,12 @@ def dockerize(repository: Path, gpu: bool, prefer: str, tag: str, force: bool) -
       fwx dockerize artifacts && docker build -t my-models artifacts
     """
     from fwx.docker import plan_image, write_docker_files
-    from fwx.formats import parse_format
+    from fwx.serving.config import parse_prefer, preference_order
 
-    order = tuple(parse_format(p) for p in prefer.split(",") if p.strip())
+    order = tuple(preference_order(parse_prefer(prefer)))
     plan = plan_image(repository, prefer=order, gpu=gpu, tag=tag)
-    written = write_docker_files(plan, force=force)
+    with ui.step("building fwx's wheel for the image"):
+        written = write_docker_files(plan, force=force, wheel=wheel)
 
     def human() -> str:
         rows = [(k, v) for k, v in sorted(plan.served.items())]

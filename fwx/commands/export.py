@@ -41,6 +41,8 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
 @click.option("--out", "out", default="artifacts", show_default=True, type=click.Path(file_okay=False),
               help="Artifact repository root.")
 @click.option("--name", help="Model name in the repository (default: the source's stem).")
+@click.option("--allow-signature-change", is_flag=True,
+              help="Publish even if the inputs, outputs or layout differ from the model's previous version.")
 @click.option("--version", "version", type=click.IntRange(min=1), help="Version number (default: next free).")
 @click.option("--validate/--no-validate", default=True, show_default=True,
               help="Run every artifact against the source model and fail on a mismatch.")
@@ -81,9 +83,14 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
                        outputs=kw["outputs"], example_inputs=kw["example_inputs"], model_class=kw["model_class"],
                        model_kwargs=_kwargs(kw["model_kwargs"]), convert=opts, validate=kw["validate"],
                        keep_failed=kw["keep_failed"], keep_intermediate=kw["keep_intermediate"],
-                       device=kw["device"], command=_command_line())
+                       device=kw["device"], command=_command_line(),
+                       allow_signature_change=kw["allow_signature_change"])
     result = run_export(source, targets, eo)
     ui.emit(result.to_json(), lambda: _summary(result))
+    if result.manifest is not None:
+        from fwx.exporter.collision import published_line
+
+        click.echo(published_line(result.manifest), err=ui.state.json)  # its own line; stderr under --json
     if not result.ok:
         sys.exit(1)
 
@@ -140,7 +147,7 @@ def _summary(result: Any) -> str:
             from fwx.quantize.report import render
 
             text += "\n\n" + render(entry.quantization, title=f"{key} quantisation:")
-    return f"{text}\n\npublished {result.version_dir}"
+    return f"{text}\n\nwritten to {result.version_dir}"
 
 
 def _check(check: str) -> str:

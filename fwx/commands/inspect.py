@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from fwx import ui
+from fwx.signature import shape_text
 
 
 @click.command("inspect")
@@ -37,7 +38,7 @@ def render(info: dict[str, Any]) -> str:
         lines.append(f"command: {info['command']}")
     sig = info.get("signature")
     if sig:
-        rows = [(kind, s["name"], s["dtype"], "[" + ",".join(str(d) for d in s["shape"]) + "]")
+        rows = [(kind, s["name"], s["dtype"], shape_text(s["shape"], s["name"]))
                 for kind in ("inputs", "outputs") for s in sig.get(kind, [])]
         lines += ["", ui.table(["", "name", "dtype", "shape"], [(k[:-1], *r) for k, *r in rows])]
     if info["format"] == "version folder":

@@ -23,7 +23,10 @@ MiB = 2**20
 @click.option("--http-port", default=8000, show_default=True, help="KServe v2 + TF Serving REST port (0 any, -1 off).")
 @click.option("--grpc-port", default=8001, show_default=True, help="KServe v2 gRPC port (0 any, -1 off).")
 @click.option("--prefer", default="onnx,torchscript,pt2,savedmodel,tflite", show_default=True,
-              help="Format to serve when a version has several, first match wins.")
+              help="Preference order when a version has several formats; formats not named follow in the default "
+                   "order (a preference, not a filter: see --only-formats).")
+@click.option("--only-formats", default=None, metavar="FMT,FMT",
+              help="Load only these formats (a version with none of them is not served).")
 @click.option("--prefer-model", multiple=True, metavar="NAME=FMT,FMT",
               help="Per-model override of --prefer (repeatable).")
 @click.option("--max-batch-size", default=32, show_default=True, help="Rows merged into one model run.")
@@ -58,8 +61,10 @@ MiB = 2**20
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 @ui.common_options
-def serve(repository: Path, host: str, http_port: int, grpc_port: int, prefer: str, prefer_model: tuple[str, ...],
-          max_batch_size: int, max_queue_delay_ms: float, max_queue_size: int, workers: str, grpc_server: str, instances: int,
+def serve(repository: Path, host: str, http_port: int, grpc_port: int, prefer: str, only_formats: str | None,
+          prefer_model: tuple[str, ...],
+          max_batch_size: int, max_queue_delay_ms: float, max_queue_size: int, workers: str, grpc_server: str,
+          instances: int,
           request_timeout_s: float, max_body_mb: float, grpc_max_message_mb: float, device: str,
           version_policy: str, version_policy_model: tuple[str, ...], poll_seconds: float, enable_model_control: bool, admin_token: str | None,
           api_token: str | None, trust_model_code: bool, drain_seconds: float, model_name: str | None, shutdown_delay_seconds: float, no_warmup: bool,
@@ -78,6 +83,7 @@ def serve(repository: Path, host: str, http_port: int, grpc_port: int, prefer: s
     config = ServerConfig(
         repository=repository, host=host, http_port=http_port, grpc_port=grpc_port,
         prefer=parse_prefer(prefer), prefer_per_model=parse_prefer_model(prefer_model),
+        only_formats=parse_prefer(only_formats) if only_formats is not None else None,
         max_batch_size=max_batch_size, max_queue_delay_ms=max_queue_delay_ms, max_queue_size=max_queue_size,
         workers=instances, worker_processes=parse_workers(workers), grpc_server=grpc_server, request_timeout_s=request_timeout_s, max_body_bytes=int(max_body_mb * MiB),
         grpc_max_message_bytes=int(grpc_max_message_mb * MiB), device=device, version_policy=version_policy,

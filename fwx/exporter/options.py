@@ -34,6 +34,7 @@ class ExportOptions:
     keep_intermediate: bool = False
     device: str = "cpu"
     command: str = ""
+    allow_signature_change: bool = False  # publish a version whose interface differs from the previous one
 
     def __post_init__(self) -> None:
         specs = tuple(s if isinstance(s, TensorSpec) else parse_tensor_spec(s) for s in self.inputs)

@@ -20,6 +20,7 @@ from fwx import __version__, ui
 from fwx.converters.base import ConvertOptions
 from fwx.converters.plan import Plan
 from fwx.errors import ExportError, FwxError, ValidationError
+from fwx.exporter import collision
 from fwx.exporter import manifest_build as mb
 from fwx.exporter.options import ExportOptions
 from fwx.exporter.pinning import guess_layout, load_example_inputs
@@ -104,12 +105,14 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     repo = Repository(eo.out)
     model_name = eo.name or default_name(source)
     repo.model_dir(model_name)  # validates the name before any heavy work
+    repo.check_writable()
     with ui.step(f"load {source}"):
         src = load_source(source, model_class=eo.model_class, model_kwargs=eo.model_kwargs,
                           trust=eo.convert.trust_model_code, signature_name=eo.convert.saved_model_signature)
     with ui.step("pin signature"):
         sig = pin_signature(src, eo.specs, eo.outputs, examples)
     ui.info(f"  {sig}")
+    collision.check_pinned(repo, model_name, sig, allow=eo.allow_signature_change)
     layout = guess_layout(sig, src.framework)
     if decided is None or (decided[0].layout and layout is None):  # no 4-D input after all: --layout is dropped
         decided = decide(start, wanted, eo.convert, layout, known=True)
@@ -170,6 +173,7 @@ def _run(repo: Repository, name: str, src: LoadedSource, sig: Signature, sel: Se
         manifest = mb.build_manifest(name, src, sig, chosen, ctx, keep_intermediate=eo.keep_intermediate,
                                      command=eo.command, created=_now(), fwx_version=__version__, skipped=skipped)
         shutil.rmtree(st.path / WORK, ignore_errors=True)
+        collision.check_new_version(repo, manifest, allow=eo.allow_signature_change)
         with ui.step("publish"):
             final = st.publish(manifest)
     return ExportResult(manifest, final, _rows(manifest, chosen), sig, failures,

@@ -187,7 +187,7 @@ def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
             raise ctx.failed[key]  # the same hop already failed for another path or target
         if key not in ctx.cache:
             try:
-                with hop_errors(hop_label(entry)):
+                with hop_errors(hop_label(entry)), ui.step(hop_label(entry), sub=True):
                     ctx.cache[key] = _hop(ctx, entry, prev, last=last)
             except FwxError as exc:
                 ctx.failed[key] = exc
@@ -274,7 +274,7 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
                                        opset=expect_opset, precision=res.precision,
                                        layouts=(ctx.layout, res.layout))
         if ctx.validate:
-            with silence_stderr_fd():
+            with silence_stderr_fd(), ui.step(f"validate {target} against the source", sub=True):
                 attempt.report = _validate(ctx, target, rt, res)
     finally:
         rt.close()

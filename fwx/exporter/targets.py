@@ -35,13 +35,21 @@ class Selection:
     optional: frozenset[Format] = frozenset()  # asked for only through ``all``: a failure skips them
 
 
+def _target(text: str) -> Format:
+    try:
+        return parse_format(text)
+    except FwxError:  # the generic hint would list source-only formats, which --to then refuses
+        raise UsageError(f"unknown format {text!r} for --to",
+                         hint=f"use one of: {', '.join(t.value for t in TARGETS)}, all") from None
+
+
 def parse_targets(values: Sequence[str | Format]) -> list[str | Format]:
     """``--to`` values, repeated and/or comma separated; ``all`` stays a marker until the source is known."""
     out: list[str | Format] = []
     for value in values:
         parts = [value] if isinstance(value, Format) else [p for p in str(value).split(",") if p.strip()]
         for part in parts:
-            fmt = part if isinstance(part, Format) else ("all" if part.strip().lower() == "all" else parse_format(part))
+            fmt = part if isinstance(part, Format) else ("all" if part.strip().lower() == "all" else _target(part))
             if fmt not in out:
                 out.append(fmt)
     if not out:

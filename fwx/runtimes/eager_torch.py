@@ -36,7 +36,18 @@ class EagerTorchRuntime(TorchRuntimeBase):
         rt._finish(signature)
         return rt
 
+    def _weights_only(self) -> bool:
+        """True when the file is plain tensors (a state_dict/checkpoint): safe to read, but no model."""
+        try:
+            obj = torch.load(str(self.path), map_location="cpu", weights_only=True)
+        except Exception:  # noqa: BLE001 - anything unreadable this way is not a weights-only file
+            return False
+        return not isinstance(obj, torch.nn.Module)
+
     def _load(self) -> None:
+        if not self.trust_model_code and self._weights_only():
+            raise InputError(f"{self.path} holds only weights (a state_dict), not a model to run",
+                             hint="pass --model-class pkg.mod:Class that rebuilds it")
         if not self.trust_model_code:
             raise UnsafeModelError(f"loading {self.path} as a pickled PyTorch module would run code from it",
                                    hint="pass --trust-model-code if you trust it, or give the model class")

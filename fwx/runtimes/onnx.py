@@ -104,7 +104,7 @@ class OnnxRuntime(Runtime):
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         feed = gather(inputs, self._dtypes)
         for name in self._str_in:
-            feed[name] = _to_str(feed[name])
+            feed[name] = _to_str(name, feed[name])
         try:
             outs = self._session.run(self._out_names, feed)
         except self._invalid as exc:
@@ -129,8 +129,23 @@ class OnnxRuntime(Runtime):
         return f"onnxruntime {ort.__version__}"
 
 
-def _to_str(arr: np.ndarray) -> np.ndarray:
-    flat = [v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v) for v in arr.reshape(-1)]
+def _to_str(name: str, arr: np.ndarray) -> np.ndarray:
+    """bytes -> str for onnxruntime, whose Python API takes string tensors as UTF-8 text only.
+
+    (Its fixed-width ``S`` input path misreads elements and its outputs are decoded strictly,
+    so bytes that are not UTF-8 cannot cross it: say so as a 400, not a 500 about surrogates.)
+    """
+    flat = []
+    for i, v in enumerate(arr.reshape(-1)):
+        if not isinstance(v, bytes):
+            flat.append(str(v))
+            continue
+        try:
+            flat.append(v.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise InputError(f"input {name!r} element {i} is not UTF-8 text; onnxruntime string tensors "
+                             "take UTF-8 only", hint="serve a SavedModel or TFLite export of this model for "
+                             "arbitrary bytes, or base64-encode them") from None
     return np.array(flat, dtype=object).reshape(arr.shape)
 
 

@@ -169,6 +169,16 @@ def _as_bytes(item: Any) -> bytes:
     return str(item).encode("utf-8")
 
 
+def _utf8(name: str, index: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(
+            f"output {name!r} element {index} is not UTF-8 text, and JSON strings carry only UTF-8",
+            hint=f'ask for it in binary: "outputs": [{{"name": "{name}", "parameters": {{"binary_data": true}}}}] '
+                 '(or "parameters": {"binary_data_output": true}), or use gRPC') from None
+
+
 def encode_raw(arr: np.ndarray) -> bytes:
     """Array -> raw little-endian bytes (BYTES: 4-byte length prefix per element)."""
     if arr.dtype.kind in "OSU":
@@ -183,10 +193,15 @@ def encode_raw(arr: np.ndarray) -> bytes:
     return np.ascontiguousarray(arr).tobytes()
 
 
-def json_data(arr: np.ndarray) -> Any:
-    """A flat, JSON-serialisable form of an array (strings for BYTES)."""
+def json_data(arr: np.ndarray, name: str = "") -> Any:
+    """A flat, JSON-serialisable form of an array (strings for BYTES).
+
+    JSON strings are Unicode, so a BYTES element that is not UTF-8 cannot be
+    sent as JSON without changing it; rather than replace characters silently,
+    the answer is a 400 that says how to get the bytes (binary extension, gRPC).
+    """
     if arr.dtype.kind in "OSU":
-        return [_as_bytes(x).decode("utf-8", errors="replace") for x in arr.ravel()]
+        return [_utf8(name, i, _as_bytes(x)) for i, x in enumerate(arr.ravel())]
     if arr.dtype == np.float16:
         return arr.astype(np.float32).ravel()
     return np.ascontiguousarray(arr).ravel()

@@ -14,7 +14,7 @@ from pathlib import Path
 from fwx.errors import UsageError
 from fwx.formats import Format, parse_format
 
-#: Format chosen when a version holds several, first match wins.
+#: Format chosen when a version holds several: the first one that loads wins.
 DEFAULT_PREFER: tuple[Format, ...] = (Format.ONNX, Format.TORCHSCRIPT, Format.PT2, Format.SAVEDMODEL, Format.TFLITE)
 SERVABLE: frozenset[Format] = frozenset(DEFAULT_PREFER)
 MiB = 2**20
@@ -36,6 +36,15 @@ def parse_prefer(text: str | Iterable[str]) -> list[Format]:
     if not out:
         raise UsageError("--prefer needs at least one format", hint="e.g. --prefer onnx,torchscript")
     return out
+
+
+def preference_order(prefer: Iterable[Format], only: Iterable[Format] | None = None) -> list[Format]:
+    """``--prefer`` is an order, not a filter: the named formats first, then every other servable one
+    (default order); ``--only-formats`` is the filter."""
+    head = list(prefer)
+    order = head + [f for f in DEFAULT_PREFER if f not in head]
+    allowed = set(only) if only else SERVABLE
+    return [f for f in order if f in allowed]
 
 
 def parse_overrides(items: Iterable[str], flag: str) -> dict[str, str]:
@@ -70,6 +79,7 @@ class ServerConfig:
     request_timeout_s: float = 30.0
     prefer: list[Format] = field(default_factory=lambda: list(DEFAULT_PREFER))
     prefer_per_model: dict[str, list[Format]] = field(default_factory=dict)
+    only_formats: list[Format] | None = None  # None: every servable format may be loaded
     device: str = "cpu"
     version_policy: str = "latest"
     version_policy_per_model: dict[str, str] = field(default_factory=dict)
@@ -91,8 +101,11 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         self.repository = Path(self.repository)
-        self.prefer = parse_prefer([str(f) for f in self.prefer])
-        self.prefer_per_model = {k: parse_prefer([str(f) for f in v]) for k, v in self.prefer_per_model.items()}
+        only = parse_prefer([str(f) for f in self.only_formats]) if self.only_formats is not None else None
+        self.only_formats = only
+        self.prefer = preference_order(parse_prefer([str(f) for f in self.prefer]), only)
+        self.prefer_per_model = {k: preference_order(parse_prefer([str(f) for f in v]), only)
+                                 for k, v in self.prefer_per_model.items()}
         self._check_ranges()
         if self.model_name is not None:
             from fwx.repository import check_model_name

@@ -24,7 +24,6 @@ from fwx import __version__
 from fwx.errors import (
     DeadlineExceededError,
     FwxError,
-    InputError,
     ServingError,
     UnauthenticatedError,
     UnavailableError,
@@ -34,6 +33,7 @@ from fwx.serving.batching.batcher import QueueFullError
 from fwx.serving.batching.hooks import BatchingHooks, ModelSlot
 from fwx.serving.codecs import datatype_of
 from fwx.serving.control import bearer_token, check_admin, check_request_model_name
+from fwx.serving.deadlines import timeout_seconds
 from fwx.serving.metrics import Metrics
 from fwx.serving.types import InferRequest, InferResponse, InferTensor
 from fwx.signature import KSERVE_DTYPES, Signature, TensorSpec
@@ -171,10 +171,10 @@ class DataPlane:
         for batcher in list(self._hooks.batchers):
             batcher.close()
 
-    def metrics_text(self) -> bytes:
-        """The Prometheus exposition, with the readiness gauge refreshed first."""
+    def metrics_text(self, accept: str | None = None) -> tuple[bytes, str]:
+        """The Prometheus exposition (OpenMetrics if ``accept`` asks) and its content type, readiness refreshed."""
         self.ready()
-        return self.metrics.render()
+        return self.metrics.negotiate(accept)
 
     # ---------------------------------------------------------------- metadata
     def server_metadata(self) -> dict[str, Any]:
@@ -288,11 +288,9 @@ class DataPlane:
     def _deadline(self, request: InferRequest) -> float | None:
         now = time.monotonic()
         deadline = request.deadline
-        timeout_ms = request.parameters.get("timeout")
-        if timeout_ms is not None:
-            if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, float)) or timeout_ms < 0:
-                raise InputError(f"parameter 'timeout' must be a non-negative number of ms, got {timeout_ms!r}")
-            deadline = _earliest(deadline, now + timeout_ms / 1000.0)
+        timeout_s = timeout_seconds(request.parameters)  # "timeout" in µs (Triton), "timeout_ms" in ms
+        if timeout_s is not None:
+            deadline = _earliest(deadline, now + timeout_s)
         if self.config.request_timeout_s > 0:
             deadline = _earliest(deadline, now + self.config.request_timeout_s)
         if deadline is not None and deadline <= now:

@@ -37,14 +37,23 @@ def _recorded(manifest: Manifest, fmt: Format, package: str) -> str:
     return ""
 
 
-def version_drift(manifest: Manifest, fmt: Format, runtime_version: str) -> str | None:
-    """A one-line warning when the serving runtime's version differs from the recorded one, else None."""
+def drift_versions(manifest: Manifest, fmt: Format, runtime_version: str) -> tuple[str, str, str] | None:
+    """(package, recorded version, serving version), or None when fwx.json recorded none to compare."""
     parts = runtime_version.split()
     if len(parts) < 2:
         return None
     package, serving = parts[0], parts[-1]
     recorded = _recorded(manifest, fmt, package)
-    if not recorded or recorded == serving:
+    if not recorded:
         return None
+    return package, recorded, serving
+
+
+def version_drift(manifest: Manifest, fmt: Format, runtime_version: str) -> str | None:
+    """A one-line warning when the serving runtime's version differs from the recorded one, else None."""
+    found = drift_versions(manifest, fmt, runtime_version)
+    if found is None or found[1] == found[2]:
+        return None
+    package, recorded, serving = found
     return (f"model {manifest.name} v{manifest.version} ({fmt}) was recorded with {package} {recorded} "
             f"but is served by {package} {serving}; outputs may differ slightly (re-validate with fwx validate)")

@@ -140,8 +140,8 @@ def load_version(path: Path, settings: LoadSettings, probed: set[str]) -> Loaded
     if not options:
         have = ", ".join(sorted(e.format for e in manifest.artifacts.values())) or "none"
         want = ", ".join(f.value for f in settings.prefer)
-        raise InputError(f"no servable format (artifacts: {have}; preferred: {want})",
-                         hint="export a preferred format or change --prefer")
+        raise InputError(f"no servable format (artifacts: {have}; loadable here: {want})",
+                         hint="export one of those formats, or widen --only-formats")
     errors: list[str] = []
     for fmt, entry in options:
         try:
@@ -149,7 +149,7 @@ def load_version(path: Path, settings: LoadSettings, probed: set[str]) -> Loaded
         except FwxError as exc:
             errors.append(f"{fmt}: {exc.message}")
             log.warning("%s: cannot serve %s: %s", path, fmt, exc.message)
-    raise InputError("; ".join(errors), hint="re-export the model or choose another format with --prefer")
+    raise InputError("; ".join(errors), hint="re-export the model, or put another format first with --prefer")
 
 
 def _load_one(path: Path, manifest: Manifest, fmt: Format, entry: ArtifactEntry, settings: LoadSettings,

@@ -38,11 +38,14 @@ DEFAULT_MEMORY_MB = 8192
 
 #: Probe children now running, so a shutting-down server can kill them instead of waiting.
 _ACTIVE: set[subprocess.Popen[str]] = set()
+#: Probe children we killed (or that took the terminal's Ctrl-C): stopped, not crashed.
+_CANCELLED: set[int] = set()
 
 
 def kill_active_probes() -> None:
     """Kill every probe child still running (the server is stopping; their verdict no longer matters)."""
     for proc in list(_ACTIVE):
+        _CANCELLED.add(proc.pid)
         with contextlib.suppress(OSError):
             proc.kill()
 
@@ -97,6 +100,10 @@ def probe(fmt: Format, path: Path, *, signature: Signature | None = None, trust_
     finally:
         _ACTIVE.discard(proc)
     seconds = time.monotonic() - start
+    if proc.pid in _CANCELLED or proc.returncode in (-signal.SIGINT, -signal.SIGTERM):
+        _CANCELLED.discard(proc.pid)
+        raise InputError(f"trial load of {path.name} ({fmt}) stopped: the server is shutting down",
+                         hint="nothing is wrong with the artifact")
     if proc.returncode < 0:
         raise InputError(f"loader crashed ({_signal_name(proc.returncode)}) on {path.name} ({fmt})",
                          hint="the artifact is corrupt or hostile; re-export it")

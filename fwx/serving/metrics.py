@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from fwx.serving.metrics_models import model_families
 from fwx.serving.stats import Hist, ModelStats
 
 log = logging.getLogger("fwx.serving")
@@ -35,6 +36,7 @@ class Metrics:
         self.ready = False
         self.manager: Any = None  # the ModelManager, for load counters (set by build_dataplane)
         self.registry.register(_Collector(self))
+        register_process_metrics(self.registry)
 
     def add_model(self, stats: ModelStats) -> None:
         with self._lock:
@@ -54,9 +56,31 @@ class Metrics:
             self.server_failures[reason] = self.server_failures.get(reason, 0) + 1
 
     def render(self) -> bytes:
+        """The Prometheus text exposition (format 0.0.4)."""
         from prometheus_client import generate_latest
 
         return generate_latest(self.registry)
+
+    def negotiate(self, accept: str | None) -> tuple[bytes, str]:
+        """The exposition and its content type: OpenMetrics when ``accept`` asks for it, else text 0.0.4."""
+        return render_negotiated(self.registry, accept)
+
+
+def register_process_metrics(registry: Any) -> None:
+    """process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds, ... (Linux /proc)."""
+    from prometheus_client import ProcessCollector
+
+    ProcessCollector(registry=registry)
+
+
+def render_negotiated(registry: Any, accept: str | None) -> tuple[bytes, str]:
+    """Prometheus content negotiation: ``application/openmetrics-text`` in Accept picks OpenMetrics."""
+    from prometheus_client.exposition import choose_encoder
+
+    encoder, content_type = choose_encoder(accept or "")
+    if not content_type.startswith("application/openmetrics-text"):
+        content_type = CONTENT_TYPE
+    return encoder(registry), content_type
 
 
 def _hist_family(name: str, doc: str, labels: list[str]) -> Any:
@@ -85,13 +109,12 @@ class _Collector:
             "ok": CounterMetricFamily("fwx_request_success", "Successful inference requests.", labels=mv),
             "fail": CounterMetricFamily("fwx_request_failure", "Failed inference requests by reason.",
                                         labels=[*mv, "reason"]),
-            "inf": CounterMetricFamily("fwx_inference_count", "Samples (batch rows) inferred.", labels=mv),
-            "exec": CounterMetricFamily("fwx_execution_count", "Model executions (batches run).", labels=mv),
             "depth": GaugeMetricFamily("fwx_queue_depth", "Requests waiting in the batch queue.", labels=mv),
             "total": _hist_family("fwx_request_duration_seconds", "Request latency inside the server.", mv),
             "queue": _hist_family("fwx_queue_duration_seconds", "Time a request waited for its batch.", mv),
             "compute": _hist_family("fwx_compute_duration_seconds", "Compute time of the batch a request ran in.",
                                     mv),
+            # _count is the number of model executions, _sum the rows inferred (no separate counters)
             "batch": _hist_family("fwx_batch_size", "Rows per model execution.", mv),
         }
         data = {
@@ -99,6 +122,10 @@ class _Collector:
             "std": GaugeMetricFamily("fwx_input_std", "Running std of each input.", labels=[*mv, "input"]),
             "min": GaugeMetricFamily("fwx_input_min", "Smallest value seen in each input.", labels=[*mv, "input"]),
             "max": GaugeMetricFamily("fwx_input_max", "Largest value seen in each input.", labels=[*mv, "input"]),
+            "rmean": GaugeMetricFamily("fwx_input_recent_mean", "Mean of each input over the last window.",
+                                       labels=[*mv, "input"]),
+            "rstd": GaugeMetricFamily("fwx_input_recent_std", "Std of each input over the last window.",
+                                      labels=[*mv, "input"]),
             "score": _hist_family("fwx_output_top_score", "Max over the last axis of float outputs, per row.",
                                   [*mv, "output"]),
         }
@@ -116,8 +143,6 @@ class _Collector:
             fams["ok"].add_metric(lv, st.success.count)
             for reason, n in sorted(st.failures.items()):
                 fams["fail"].add_metric([*lv, reason], n)
-            fams["inf"].add_metric(lv, st.inference_count)
-            fams["exec"].add_metric(lv, st.execution_count)
             for key, hist in (("total", st.h_total), ("queue", st.h_queue), ("compute", st.h_compute),
                               ("batch", st.h_batch)):
                 _add_hist(fams[key], lv, hist)
@@ -127,6 +152,10 @@ class _Collector:
         for name, rs in sorted(st.inputs.items()):
             for key, value in (("mean", rs.mean), ("std", rs.std), ("min", rs.min), ("max", rs.max)):
                 data[key].add_metric([*lv, name], value)
+        for name, window in sorted(st.recent.items()):
+            recent = window.snapshot()
+            data["rmean"].add_metric([*lv, name], recent.mean)
+            data["rstd"].add_metric([*lv, name], recent.std)
 
     def _server_families(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -140,16 +169,8 @@ class _Collector:
         yield fail
         yield ready
         yield _info_family()
-        manager = self.metrics.manager
-        if manager is not None:
-            loads = CounterMetricFamily("fwx_model_loads", "Successful model version loads.", labels=["model"])
-            failed = CounterMetricFamily("fwx_model_load_failures", "Failed model version loads.", labels=["model"])
-            for name, n in sorted(dict(getattr(manager, "loads", {})).items()):
-                loads.add_metric([name], n)
-            for name, n in sorted(dict(getattr(manager, "load_failures", {})).items()):
-                failed.add_metric([name], n)
-            yield loads
-            yield failed
+        if self.metrics.manager is not None:
+            yield from model_families(self.metrics.manager)
 
 
 def replica_name() -> str:

@@ -10,8 +10,11 @@ the others' snapshots (at most a second old).
 
 Merge rules: counters and histograms add up (a dead worker's last snapshot
 still counts, so totals never drop when a worker is restarted); gauges add up
-(queue depth) except readiness and minima (min), maxima, GPU gauges and server info (max),
-and running input means/stds (the unweighted mean over live workers).
+(queue depth, process memory and open files) except readiness, minima and the
+process start time (min), maxima, GPU gauges, server info and the fd limit (max),
+and running input means/stds (the unweighted mean over live workers). The
+result is a registry, so it is encoded the way the scrape asked (text 0.0.4 or
+OpenMetrics).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-_MIN = {"fwx_server_ready", "fwx_input_min"}
-_MAX = {"fwx_input_max", "fwx_gpu_utilization_ratio", "fwx_gpu_memory_used_bytes", "fwx_server_info"}
+_MIN = {"fwx_server_ready", "fwx_input_min", "process_start_time_seconds"}
+_MAX = {"fwx_input_max", "fwx_gpu_utilization_ratio", "fwx_gpu_memory_used_bytes", "fwx_server_info",
+        "process_max_fds"}
 _MEAN = {"fwx_input_mean", "fwx_input_std"}
 
 
@@ -34,8 +38,15 @@ def _families(text: bytes) -> Iterator[Any]:
 
 
 def merge(snapshots: Iterable[tuple[bytes, bool]]) -> bytes:
-    """Merge ``(exposition text, alive)`` pairs into one exposition; gauges of dead workers are dropped."""
-    from prometheus_client import CollectorRegistry, generate_latest
+    """Merge ``(exposition text, alive)`` pairs into one text exposition (format 0.0.4)."""
+    from prometheus_client import generate_latest
+
+    return bytes(generate_latest(merged_registry(snapshots)))
+
+
+def merged_registry(snapshots: Iterable[tuple[bytes, bool]]) -> Any:
+    """A registry holding the merge of ``(exposition text, alive)`` pairs; gauges of dead workers are dropped."""
+    from prometheus_client import CollectorRegistry
     from prometheus_client.core import Metric
 
     order: list[str] = []
@@ -64,7 +75,7 @@ def merge(snapshots: Iterable[tuple[bytes, bool]]) -> bytes:
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Merged())
-    return bytes(generate_latest(registry))
+    return registry
 
 
 def _combine(name: str, kind: str, vals: list[float]) -> float:

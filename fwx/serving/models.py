@@ -122,7 +122,7 @@ class ModelManager:
         poll = float(getattr(self.config, "poll_seconds", 2.0) or 0.0)
         if poll > 0:
             self._poll_task = asyncio.create_task(self._poll(poll), name="fwx-model-poll")
-        log.info("models ready: %s", ", ".join(f"{n} v{sorted(v)}" for n, v in sorted(self._routes.items())) or "none")
+        log.info("models serving: %s", ", ".join(f"{n} v{sorted(v)}" for n, v in sorted(self._routes.items())) or "none")
 
     async def stop(self) -> None:
         """Stop polling, then drain and unload every model."""

@@ -24,6 +24,7 @@ from typing import Any
 from fwx.errors import UsageError
 from fwx.serving.config import ServerConfig
 from fwx.serving.dataplane import DataPlane, build_dataplane
+from fwx.serving.readiness import check_repository, readiness_blockers
 from fwx.serving.usage import print_usage_examples
 
 log = logging.getLogger("fwx.serving")
@@ -62,7 +63,8 @@ def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
         def capture_signals(self) -> Iterator[None]:  # fwx handles signals itself
             yield
 
-    ucfg = uvicorn.Config(app, log_level=config.log_level.lower(), access_log=False, lifespan="off",
+    # log_config=None: uvicorn's records go through fwx's handler and format (see _setup_logging)
+    ucfg = uvicorn.Config(app, log_level=_uvicorn_level(config), access_log=False, lifespan="off", log_config=None,
                           timeout_graceful_shutdown=max(1, int(config.drain_seconds)), server_header=False)
     return _Server(ucfg)
 
@@ -81,6 +83,7 @@ class Server:
         self._grpc: Any = None
         self._stopped = False
         self._force = asyncio.Event()
+        self._ready_watch: asyncio.Task[None] | None = None
 
     @property
     def ready(self) -> bool:
@@ -113,9 +116,22 @@ class Server:
         """Listeners, then load and warm every model; returns once ready."""
         await self.start_listeners()
         await self.dataplane.manager.start()
-        if not self.dataplane.manager.ready:  # not dataplane.ready(): a worker's also waits for its peers
-            log.warning("not every model loaded; see POST /v2/repository/index for the reasons")
-        log.info("fwx serve ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+        # the manager's own readiness: a supervised worker's dataplane.ready() also waits for its peers
+        if self.dataplane.manager.ready:
+            log.info("fwx serve ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+        else:
+            blockers = readiness_blockers(self.dataplane.manager) or ["see POST /v2/repository/index"]
+            log.error("fwx serve is NOT ready (/v2/health/ready answers 400; HTTP %s, gRPC %s): %s",
+                      self.http_port, self.grpc_port, "; ".join(blockers))
+            self._ready_watch = asyncio.create_task(self._announce_when_ready(), name="fwx-ready-watch")
+
+    async def _announce_when_ready(self) -> None:
+        """A fixed version published later (polling) makes the server ready: say so once."""
+        while not self.dataplane.closing:
+            await asyncio.sleep(0.5)
+            if self.dataplane.manager.ready:
+                log.info("fwx serve is now ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
+                return
 
     def force(self) -> None:
         """Cut a running drain short (a second SIGTERM/SIGINT)."""
@@ -136,6 +152,8 @@ class Server:
         if self._stopped:
             return
         self._stopped = True
+        if self._ready_watch is not None:
+            self._ready_watch.cancel()
         dp = self.dataplane
         if not drain:
             self._force.set()
@@ -211,6 +229,14 @@ async def run_server(config: ServerConfig, *, announce: bool = True,
     return 0
 
 
+def _uvicorn_level(config: ServerConfig) -> str:
+    """uvicorn logs only warnings (its start/stop lines repeat fwx's) unless --debug or --log-level debug."""
+    from fwx import ui
+
+    level = config.log_level.lower()
+    return "debug" if ui.state.debug or level == "debug" else ("warning" if level == "info" else level)
+
+
 def _setup_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
@@ -218,9 +244,18 @@ def _setup_logging(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+    # uvicorn's own lines ("Started server process") repeat fwx's: one format, and only its warnings unless --debug
+    from fwx import ui
+
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = [handler]
+        lg.setLevel(logging.DEBUG if ui.state.debug else max(logging.WARNING, root.level))  # uvicorn.Config resets it
+        lg.propagate = False
 
 
 def serve(config: ServerConfig) -> int:
     """Blocking entry point of ``fwx serve``; returns the process exit code."""
     _setup_logging(config.log_level)
+    check_repository(config.repository)
     return asyncio.run(run_server(config))

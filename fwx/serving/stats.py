@@ -23,6 +23,9 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0, 2.0, 5.0, 10.0)
 DATA_SAMPLE_S = 0.005
+#: Length of the tumbling window behind fwx_input_recent_{mean,std}: short enough that a dead
+#: upstream pipeline shows within ~2 windows, long enough to hold many sampled batches.
+RECENT_WINDOW_S = 10.0
 
 
 class Hist:
@@ -67,22 +70,59 @@ class RunningStats:
     max: float = float("-inf")
 
     def update(self, arr: np.ndarray) -> None:
+        self.merge(RunningStats.of(arr))
+
+    @staticmethod
+    def of(arr: np.ndarray) -> RunningStats:
+        """The statistics of one array (numpy reductions in float64)."""
         n = int(arr.size)
         if n == 0:
+            return RunningStats()
+        return RunningStats(n, float(arr.mean(dtype=np.float64)), float(arr.var(dtype=np.float64)) * n,
+                            float(arr.min()), float(arr.max()))
+
+    def merge(self, other: RunningStats) -> None:
+        n = other.count
+        if n == 0:
             return
-        b_mean = float(arr.mean(dtype=np.float64))
-        b_m2 = float(arr.var(dtype=np.float64)) * n
         total = self.count + n
-        delta = b_mean - self.mean
+        delta = other.mean - self.mean
         self.mean += delta * n / total
-        self.m2 += b_m2 + delta * delta * self.count * n / total
+        self.m2 += other.m2 + delta * delta * self.count * n / total
         self.count = total
-        self.min = min(self.min, float(arr.min()))
-        self.max = max(self.max, float(arr.max()))
+        self.min = min(self.min, other.min)
+        self.max = max(self.max, other.max)
 
     @property
     def std(self) -> float:
         return (self.m2 / self.count) ** 0.5 if self.count else 0.0
+
+
+class WindowStats:
+    """Input statistics over the last complete ``window_s`` of sampled batches (tumbling windows).
+
+    The running stats since start barely move when an upstream pipeline starts sending blank
+    images after hours of good ones; alerts need the recent value, and Prometheus keeps history.
+    """
+
+    def __init__(self, window_s: float = RECENT_WINDOW_S) -> None:
+        self.window_s = window_s
+        self.current = RunningStats()
+        self.last: RunningStats | None = None
+        self._start = time.monotonic()
+
+    def update(self, batch: RunningStats, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if now - self._start >= self.window_s:
+            if self.current.count:
+                self.last = self.current
+            self.current = RunningStats()
+            self._start = now
+        self.current.merge(batch)
+
+    def snapshot(self) -> RunningStats:
+        """The last complete window, or the current one before the first window closes."""
+        return self.last if self.last is not None else self.current
 
 
 @dataclass
@@ -128,6 +168,7 @@ class ModelStats:
         self.h_compute = Hist(LATENCY_BUCKETS)
         self.h_batch = Hist(BATCH_BUCKETS)
         self.inputs: dict[str, RunningStats] = {}
+        self.recent: dict[str, WindowStats] = {}
         self.scores: dict[str, Hist] = {}
         self.queue_depth: Callable[[], int] = lambda: 0
         self._next_sample = 0.0
@@ -173,8 +214,11 @@ class ModelStats:
         self._next_sample = now + DATA_SAMPLE_S
         for name, arr in inputs.items():
             if arr.dtype.kind in "biuf" and arr.size:
+                batch = RunningStats.of(arr)
                 stats = self.inputs.get(name) or self.inputs.setdefault(name, RunningStats())
-                stats.update(arr)
+                stats.merge(batch)
+                window = self.recent.get(name) or self.recent.setdefault(name, WindowStats())
+                window.update(batch, now)
         for name, arr in outputs.items():
             if arr.dtype.kind == "f" and arr.size:
                 top = arr.max(axis=-1).ravel() if arr.ndim >= 2 else arr.ravel()

@@ -114,14 +114,25 @@ def install(server: Any, state: RunState, slot: int, supervisor_pid: int) -> Non
         dp.metrics.ready = ok
         return ok
 
-    def render() -> bytes:
-        from fwx.serving.metrics_merge import merge
+    def merged() -> Any:
+        from fwx.serving.metrics_merge import merged_registry
 
         ready()  # refresh the gauge with the all-workers answer
-        return merge([(local_render(), True), *state.other_metrics(slot)])
+        return merged_registry([(local_render(), True), *state.other_metrics(slot)])
+
+    def render() -> bytes:
+        from prometheus_client import generate_latest
+
+        return bytes(generate_latest(merged()))
+
+    def negotiate(accept: str | None) -> tuple[bytes, str]:
+        from fwx.serving.metrics import render_negotiated
+
+        return render_negotiated(merged(), accept)
 
     dp.ready = ready  # type: ignore[method-assign]
     dp.metrics.render = render  # type: ignore[method-assign]
+    dp.metrics.negotiate = negotiate  # type: ignore[method-assign]
     loop = asyncio.get_running_loop()
     server._fwx_worker_task = loop.create_task(_tick(local_ready, local_render, state, slot, supervisor_pid),
                                                name="fwx-worker-tick")

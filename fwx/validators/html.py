@@ -35,6 +35,16 @@ def _verdict(ok: bool) -> str:
 
 def _plot(points: dict[str, np.ndarray], title: str) -> str | None:
     """PNG (base64) with the |error| histogram and the reference-vs-candidate scatter."""
+    fig = error_figure(points, title)
+    if fig is None:
+        return None
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def error_figure(points: dict[str, np.ndarray], title: str) -> Any:
+    """The matplotlib Figure behind one output's plots (None without matplotlib)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -45,10 +55,20 @@ def _plot(points: dict[str, np.ndarray], title: str) -> str | None:
     FigureCanvasAgg(fig)
     ax1, ax2 = fig.subplots(1, 2)
     err = np.abs(cand - ref)
-    ax1.hist(err, bins=50, color="#4063d8")
+    top = float(err.max()) if err.size else 0.0
+    if top > 0 and np.isfinite(top):  # bins from 0: an error is never negative
+        ax1.hist(err, bins=50, range=(0.0, top), color="#4063d8")
+        ax1.set_yscale("log")
+    else:  # matplotlib would centre a zero-width histogram on 0, with a negative axis
+        if top == 0:
+            ax1.bar([0.0], [err.size], width=0.02, align="edge", color="#4063d8")
+        ax1.text(0.5, 0.5, f"all {err.size} errors are exactly 0" if top == 0 else "errors are not finite",
+                 transform=ax1.transAxes, ha="center", va="center")
+        ax1.set_xlim(0.0, 1.0)
+    ax1.set_xlim(left=0.0)
     ax1.set_title("|candidate - reference|")
     ax1.set_xlabel("absolute error")
-    ax1.set_yscale("log")
+    ax1.set_ylabel("count")
     ax2.scatter(ref, cand, s=3, alpha=0.5, color="#389826")
     if ref.size:
         lo, hi = float(min(ref.min(), cand.min())), float(max(ref.max(), cand.max()))
@@ -57,9 +77,7 @@ def _plot(points: dict[str, np.ndarray], title: str) -> str | None:
     ax2.set_ylabel("candidate")
     ax2.set_title(title)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return fig
 
 
 def _output_row(a: ArtifactResult, o: OutputResult) -> str:
@@ -75,7 +93,7 @@ def _artifact(a: ArtifactResult, plots: bool) -> list[str]:
     parts = [f"<h2>{html.escape(a.key)} {_verdict(a.passed)}</h2>",
              f"<p>format <code>{html.escape(a.format)}</code>, precision <code>{html.escape(a.precision)}</code>, "
              f"layout <code>{html.escape(str(a.layout))}</code>, provider <code>{html.escape(a.provider)}</code>, "
-             f"{html.escape(a.runtime_version)}, mean {fmt(a.mean_ms)} ms/sample</p>"]
+             f"{html.escape(a.runtime_version)}, mean {fmt(a.mean_ms, 'ms')} ms/sample</p>"]
     parts += [f"<p class=fail>{html.escape(e)}</p>" for e in a.errors]
     parts += [f"<p>note: {html.escape(n)}</p>" for n in a.notes]
     head = "".join(f"<th>{h}</th>" for h, _, _ in _COLS)
@@ -97,6 +115,9 @@ def render_html(report: ValidationReport, *, plots: bool = True) -> str:
             f"<p>reference <code>{html.escape(str(ref.get('key')))}</code> ({html.escape(str(ref.get('format')))}, "
             f"{html.escape(str(ref.get('provider')))}), device <code>{html.escape(report.device)}</code>, "
             f"{len(report.inputs)} samples, seed {report.seed}</p>"]
+    if ref.get("instead_of_source"):
+        body.append(f"<p class=fail>the reference is NOT the source model (could not rebuild it: "
+                    f"{html.escape(str(ref['instead_of_source']))})</p>")
     shapes = "; ".join(", ".join(f"{k}{v['shape']}" for k, v in s.items()) for s in report.inputs)
     body.append(f"<p>inputs: {html.escape(shapes)}</p>")
     body += [f"<p>note: {html.escape(n)}</p>" for n in report.notes]

@@ -22,6 +22,9 @@ def fmt(value: Any, kind: str = "g") -> str:
         return f"{value:.6f}"
     if kind == "db":
         return f"{value:.1f}"
+    if kind == "ms":  # a duration: plain decimals, never 2.57e+02
+        v = float(value)
+        return f"{v:.0f}" if abs(v) >= 100 else (f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}")
     return f"{value:.2e}" if isinstance(value, float) else str(value)
 
 
@@ -29,6 +32,9 @@ def render_table(report: ValidationReport) -> str:
     ref = report.reference
     head = (f"reference: {ref.get('key')} ({ref.get('format')}, {ref.get('provider')})  "
             f"device: {report.device}  samples: {len(report.inputs)}  seed: {report.seed}")
+    if ref.get("instead_of_source"):
+        head = (f"reference: {ref.get('key')}, NOT the source model (could not rebuild it: {ref['instead_of_source']})\n"
+                + head)
     headers = ["artifact", "prec", "provider", "output", "max abs", "mean abs", "max rel", "cosine", "SNR dB",
                "top-1", "min atol", "tolerance", "verdict"]
     rows: list[list[str]] = []

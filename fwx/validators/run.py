@@ -208,6 +208,9 @@ def validate(paths: Sequence[str | Path], options: ValidateOptions | None = None
         if ref_rt is not None and not any(a.runtime is ref_rt for a in col.artifacts):
             ref_rt.close()
     report.device = device
+    fallback = [n for n in notes if n.startswith("could not rebuild the source")]
+    if fallback:  # said in the first line of the table too: a reference the user did not expect changes every verdict
+        report.reference["instead_of_source"] = fallback[0].removeprefix("could not rebuild the source (").rsplit(")", 1)[0]
     report.notes = notes + col.notes + report.notes
     return report
 

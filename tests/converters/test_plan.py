@@ -193,7 +193,7 @@ def test_a_missing_tool_names_the_extra_that_installs_it(add_edge: Add) -> None:
     assert exc.value.package == "fwx_no_such_module_xyz"
     assert exc.value.exit_code == 2
     assert "converting pytorch to tflite needs fwx_no_such_module_xyz" in exc.value.message
-    assert exc.value.hint == "run: pip install 'fwx[nothere]'"
+    assert exc.value.hint == "run: pip install 'fwx-toolkit[nothere]'"
 
 
 def test_registering_the_same_edge_twice_is_refused(add_edge: Add) -> None:

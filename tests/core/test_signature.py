@@ -46,3 +46,14 @@ def test_fits_and_concrete_shape() -> None:
     assert not spec.fits((5, 4))
     assert not spec.fits((5,))
     assert concrete_shape(spec, {"N": 7}) == (7, 3)
+
+
+def test_one_spelling_for_dynamic_dims_in_user_output() -> None:
+    """N for a dynamic first axis whatever its symbol; NAME_dI for made-up symbols elsewhere; user names kept."""
+    from fwx.signature import TensorSpec, shape_text
+
+    assert str(TensorSpec("x", "float32", (-1, 3, 32, 32))) == "x:float32[N,3,32,32]"
+    assert str(TensorSpec("x", "float32", ("s40", "s41", 4))) == "x:float32[N,x_d1,4]"
+    assert str(TensorSpec("ids", "int64", ("batch", "seq"))) == "ids:int64[N,seq]"
+    assert str(TensorSpec("ids", "int64", ("N", "unk__7", -1))) == "ids:int64[N,ids_d1,ids_d2]"
+    assert shape_text([-1, 10], "logits") == "[N,10]"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -76,10 +77,24 @@ def test_dockerize_picks_only_needed_extras(tmp_path: Path) -> None:
     assert plan.served == {"cnn/1": "onnx", "kw/1": "savedmodel"}
     assert plan.extras == ["onnx", "tf"]
     written = write_docker_files(plan)
-    assert [p.name for p in written] == ["Dockerfile", ".dockerignore"]
+    assert [p.name for p in written[:2]] == ["Dockerfile", ".dockerignore"]
     res = hadolint(written[0])
     assert res.returncode == 0, res.stdout
-    assert "fwx[serve,onnx,tf]==" in written[0].read_text()
+    text = written[0].read_text()
+    # fwx comes from the wheel in the build context, never from a name the index serves someone else under
+    wheel = written[2]
+    assert wheel.parent == root / ".fwx-wheels"
+    assert wheel.name.startswith("fwx_toolkit-")
+    assert f'/models/.fwx-wheels/{wheel.name}[serve,onnx,tf]"' in text
+    assert "fwx[" not in text
+    assert "pip install fwx" not in text
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        head = zf.read(meta).decode()
+        assert "Name: fwx-toolkit" in head
+        assert "License-Expression: Apache-2.0" in head
+        assert "fwx/cli.py" in zf.namelist()
+    assert Repository(root).models() == ["cnn", "kw"]  # the wheel folder is not a model
     with pytest.raises(InputError, match="already exists"):
         write_docker_files(plan)
 

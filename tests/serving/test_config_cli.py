@@ -40,13 +40,35 @@ def test_bad_settings_are_usage_errors(tmp_path: Path, kw: dict[str, Any], fragm
         ServerConfig(repository=tmp_path, **kw)
 
 
+def test_prefer_orders_and_only_formats_filters() -> None:
+    cfg = ServerConfig(repository=Path("."), prefer=[Format.TFLITE, Format.PT2])
+    assert cfg.prefer == [Format.TFLITE, Format.PT2, Format.ONNX, Format.TORCHSCRIPT, Format.SAVEDMODEL]
+    cfg = ServerConfig(repository=Path("."), prefer=[Format.TFLITE], only_formats=[Format.ONNX, Format.TFLITE],
+                       prefer_per_model={"m": [Format.ONNX]})
+    assert cfg.prefer == [Format.TFLITE, Format.ONNX]
+    assert cfg.prefer_for("m") == [Format.ONNX, Format.TFLITE]
+    with pytest.raises(UsageError, match="cannot serve keras"):
+        ServerConfig(repository=Path("."), only_formats=["keras"])  # type: ignore[list-item]
+
+
+def test_only_formats_flag_reaches_the_config(tmp_path: Path) -> None:
+    from fwx.cli import cli
+
+    runner = CliRunner()
+    res = runner.invoke(cli, ["serve", "--help"])
+    assert "--only-formats" in res.output
+    assert "not a filter" in res.output
+    bad = runner.invoke(cli, ["serve", str(tmp_path), "--only-formats", "pytorch"], standalone_mode=False)
+    assert isinstance(bad.exception, UsageError)
+
+
 def test_prefer_parsing() -> None:
     assert parse_prefer("tflite, ONNX,tflite") == [Format.TFLITE, Format.ONNX]
     assert parse_prefer_model(["m=ts,onnx"]) == {"m": [Format.TORCHSCRIPT, Format.ONNX]}
     with pytest.raises(UsageError, match="NAME=VALUE"):
         parse_prefer_model(["m"])
     cfg = ServerConfig(repository=Path("."), prefer_per_model={"m": [Format.TFLITE]})
-    assert cfg.prefer_for("m") == [Format.TFLITE]
+    assert cfg.prefer_for("m")[0] == Format.TFLITE
     assert cfg.prefer_for("other") == cfg.prefer
 
 

@@ -89,3 +89,45 @@ def test_metadata_signature_def(srv: Any) -> None:
     assert sig["inputs"]["b"]["dtype"] == "DT_INT64"
     assert sig["inputs"]["a"]["tensor_shape"]["dim"] == [{"size": "-1", "name": ""}, {"size": "3", "name": ""}]
     assert sig["outputs"]["idx"]["dtype"] == "DT_INT64"
+
+
+def test_metadata_tensor_names_are_tfs(srv: Any) -> None:
+    sig = srv.request("GET", "/v1/models/multi/metadata").json()["metadata"]["signature_def"]["signature_def"]
+    sd = sig["serving_default"]
+    assert {k: v["name"] for k, v in sd["inputs"].items()} == {"a": "serving_default_a:0", "b": "serving_default_b:0"}
+    outs = {k: v["name"] for k, v in sd["outputs"].items()}
+    assert sorted(outs.values()) == [f"StatefulPartitionedCall:{i}" for i in range(len(outs))]
+    assert [outs[k] for k in sorted(outs)] == sorted(outs.values())  # numbered in sorted key order
+
+
+@pytest.mark.slow
+def test_tensor_names_match_a_real_savedmodel(tmp_path: Path) -> None:
+    """What tf.saved_model.save writes into saved_model.pb is what fwx reports."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from fwx.serving.rest.tf_serving import tf_tensor_names
+    from fwx.signature import Signature, TensorSpec
+
+    class M(tf.Module):  # with a variable, like every trained model: a stateful call op
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = tf.Variable(2.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="image"),
+                                      tf.TensorSpec([None, 2], tf.float32, name="input-ids.0"),
+                                      tf.TensorSpec([None, 2], tf.float32, name="2nd")])
+        def serve(self, image: tf.Tensor, ids: tf.Tensor, second: tf.Tensor) -> dict[str, tf.Tensor]:
+            return {"probs": image + ids, "logits": image * self.w, "a_first": second}
+
+    m = M()
+    tf.saved_model.save(m, str(tmp_path / "sm"), signatures={"serving_default": m.serve})
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((tmp_path / "sm" / "saved_model.pb").read_bytes())
+    real = proto.meta_graphs[0].signature_def["serving_default"]
+    spec = ("N", 2)
+    sig = Signature(tuple(TensorSpec(n, "float32", spec) for n in ("image", "input-ids.0", "2nd")),
+                    tuple(TensorSpec(n, "float32", spec) for n in ("probs", "logits", "a_first")))
+    ins, outs = tf_tensor_names(sig)
+    assert ins == {k: t.name for k, t in real.inputs.items()}
+    assert outs == {k: t.name for k, t in real.outputs.items()}

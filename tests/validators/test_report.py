@@ -74,3 +74,19 @@ def test_table_rows_and_failures(mixed_report: ValidationReport) -> None:
 def test_unknown_report_suffix(mixed_report: ValidationReport, tmp_path: Path) -> None:
     with pytest.raises(UsageError):
         mixed_report.write(tmp_path / "r.txt")
+
+
+def test_first_line_names_a_reference_that_is_not_the_source(mixed_report: ValidationReport) -> None:
+    import copy
+
+    from fwx.validators.html import render_html
+    from fwx.validators.render import render_table
+
+    assert "NOT the source" not in render_table(mixed_report)
+    fell_back = copy.copy(mixed_report)
+    fell_back.reference = {**mixed_report.reference, "instead_of_source": "cnn.pt is a state_dict"}
+    first = render_table(fell_back).splitlines()[0]
+    assert first.startswith("reference: ")
+    assert "NOT the source model" in first
+    assert "state_dict" in first
+    assert "NOT the source model" in render_html(fell_back, plots=False)

@@ -22,7 +22,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from fwx.errors import FwxError
-from fwx.serving.metrics import CONTENT_TYPE
 from fwx.serving.rest import kserve, tf_serving
 from fwx.serving.rest.body import read_body
 from fwx.serving.types import InferRequest
@@ -124,7 +123,8 @@ class Routes:
         return Response(b"", 200)
 
     async def metrics(self, request: Request) -> Response:
-        return Response(self.dp.metrics_text(), media_type=CONTENT_TYPE)
+        body, content_type = self.dp.metrics_text(request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     # ------------------------------------------------------------ TF Serving
     async def tf_predict(self, request: Request) -> Response:

@@ -28,7 +28,9 @@ def load_json(data: bytes | memoryview) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise InputError(f"request body is not valid JSON: {str(exc)[:200]}") from None
+        hint = ("JSON strings must be valid Unicode; send bytes that are not UTF-8 with the binary tensor "
+                "extension (binary_data_size) or gRPC") if "surrogate" in str(exc) else None
+        raise InputError(f"request body is not valid JSON: {str(exc)[:200]}", hint=hint) from None
 
 
 def _field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -140,7 +142,7 @@ def encode_infer(resp: InferResponse, request: InferRequest, binary_default: boo
             entry["parameters"] = {"binary_data_size": len(raw)}
             blobs.append(raw)
         else:
-            entry["data"] = json_data(t.data)
+            entry["data"] = json_data(t.data, t.name)
         entries.append(entry)
     doc: dict[str, Any] = {"model_name": resp.model_name, "model_version": resp.model_version, "outputs": entries}
     if resp.id:

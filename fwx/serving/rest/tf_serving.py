@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -178,16 +179,34 @@ def model_status(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"model_version_status": status}
 
 
-def _tensor_info(spec: TensorSpec) -> dict[str, Any]:
+def _tensor_info(spec: TensorSpec, tensor_name: str) -> dict[str, Any]:
     dims = [{"size": str(d), "name": ""} for d in spec.kserve_shape()]
     return {"dtype": TF_DTYPES.get(spec.dtype, "DT_INVALID"), "tensor_shape": {"dim": dims, "unknown_rank": False},
-            "name": spec.name}
+            "name": tensor_name}
+
+
+def _op_name(name: str) -> str:
+    """``name`` with the characters TF refuses in op names replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.\-/]", "_", name)
+
+
+def tf_tensor_names(sig: Signature) -> tuple[dict[str, str], dict[str, str]]:
+    """The graph tensor names TF Serving shows for a ``tf.saved_model.save`` export of this signature.
+
+    Inputs are the signature's placeholders, ``serving_default_<name>:0``; outputs
+    are the outputs of the one call op, ``StatefulPartitionedCall:<i>``, numbered
+    in sorted key order (how TF flattens a dict of outputs).
+    """
+    inputs = {s.name: f"{SIGNATURE}_{_op_name(s.name)}:0" for s in sig.inputs}
+    outputs = {n: f"StatefulPartitionedCall:{i}" for i, n in enumerate(sorted(sig.output_names))}
+    return inputs, outputs
 
 
 def model_metadata(name: str, version: str, sig: Signature) -> dict[str, Any]:
-    """GET /v1/models/{m}/metadata in TF Serving's JSON shape."""
-    sig_def = {"inputs": {s.name: _tensor_info(s) for s in sig.inputs},
-               "outputs": {s.name: _tensor_info(s) for s in sig.outputs},
+    """GET /v1/models/{m}/metadata in TF Serving's JSON shape, with TF's tensor names."""
+    in_names, out_names = tf_tensor_names(sig)
+    sig_def = {"inputs": {s.name: _tensor_info(s, in_names[s.name]) for s in sig.inputs},
+               "outputs": {s.name: _tensor_info(s, out_names[s.name]) for s in sig.outputs},
                "method_name": "tensorflow/serving/predict"}
     return {"model_spec": {"name": name, "signature_name": "", "version": version},
             "metadata": {"signature_def": {"signature_def": {SIGNATURE: sig_def}}}}

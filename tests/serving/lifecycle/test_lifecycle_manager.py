@@ -116,9 +116,21 @@ def test_model_with_only_broken_versions_is_unavailable_and_not_ready(make_confi
     run_manager(cfg, body)
 
 
-def test_format_preference_and_fallback(make_config: Any, tmp_path: Path) -> None:
-    """A version without a preferred artifact is FAILED with a reason naming what it has."""
+def test_prefer_is_an_order_not_a_filter(make_config: Any, tmp_path: Path) -> None:
+    """--prefer tflite with an ONNX-only version still serves it (as ONNX): a preference picks, it never hides."""
     cfg = nocheck(make_config(prefer=[Format.TFLITE]))
+    publish(cfg.repository, "lin", 1)
+
+    def body(mm: ModelManager) -> None:
+        row = mm.index()[0]
+        assert row["state"] == "READY", row
+
+    run_manager(cfg, body)
+
+
+def test_format_preference_and_fallback(make_config: Any, tmp_path: Path) -> None:
+    """A version without an allowed artifact (--only-formats) is FAILED with a reason naming what it has."""
+    cfg = nocheck(make_config(only_formats=[Format.TFLITE]))
     publish(cfg.repository, "lin", 1)
 
     def body(mm: ModelManager) -> None:
