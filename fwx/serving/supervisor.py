@@ -132,7 +132,9 @@ class Supervisor:
     # ---------------------------------------------------------------- processes
     def _spawn(self, w: _Worker) -> None:
         cmd = [sys.executable, "-m", "fwx.serving.workers", str(self.state.root), str(w.slot), str(os.getpid())]
-        w.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=self._env)
+        # Own process group: a terminal's Ctrl-C reaches the supervisor only, which passes on one SIGTERM
+        # (a worker that also got the SIGINT would count the SIGTERM as a second signal: no drain).
+        w.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=self._env, process_group=0)
         w.started = time.monotonic()
         w.was_ready = False
         log.debug("worker %d started (pid %d)", w.slot, w.proc.pid)
@@ -262,7 +264,10 @@ def _setup_logging(level: str) -> None:
 
 def supervise(config: ServerConfig) -> int:
     """Blocking entry point of ``fwx serve``: reserve ports, run the workers, return the exit code."""
+    from fwx.serving.readiness import check_repository
+
     _setup_logging(config.log_level)
+    check_repository(config.repository)  # a wrong folder is a usage error here, before any worker starts
     if config.worker_processes > 1 and config.enable_model_control:
         raise UsageError("--enable-model-control needs --workers 1",
                          hint="a load/unload call would reach one worker only; use repository polling instead")

@@ -159,12 +159,14 @@ async def _tick(local_ready: Callable[[], bool], render: Callable[[], bytes], st
 
 
 def _setup_logging(level: str, slot: int) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s %(name)s[w{slot}]: %(message)s", "%H:%M:%S"))
-    root = logging.getLogger("fwx")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
+    """The lone server's logging (fwx and uvicorn), each line tagged with the worker's slot."""
+    from fwx.serving.server import _setup_logging as server_logging
+
+    server_logging(level)
+    fmt = logging.Formatter(f"%(asctime)s %(levelname)s %(name)s[w{slot}]: %(message)s", "%H:%M:%S")
+    for name in ("fwx", "uvicorn", "uvicorn.error", "uvicorn.access"):
+        for handler in logging.getLogger(name).handlers:
+            handler.setFormatter(fmt)
 
 
 def main(argv: Iterable[str] | None = None) -> int:
