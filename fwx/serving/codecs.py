@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from fwx.errors import InputError, first_line
+from fwx.serving.json_values import numeric_array
 from fwx.signature import FROM_KSERVE, KSERVE_DTYPES
 
 #: Largest rank and element count accepted in one tensor (numpy caps rank at 64).
@@ -44,7 +45,7 @@ def element_count(name: str, shape: Sequence[Any]) -> int:
         raise InputError(f"input {name!r}: shape must be a list of integers, got {type(shape).__name__}")
     if len(shape) > MAX_RANK:
         raise InputError(f"input {name!r}: rank {len(shape)} exceeds {MAX_RANK}")
-    count = 1
+    count = extent = 1
     for d in shape:
         if isinstance(d, bool) or not isinstance(d, int):
             raise InputError(f"input {name!r}: shape {list(shape)} holds a non-integer dimension {d!r}")
@@ -52,8 +53,11 @@ def element_count(name: str, shape: Sequence[Any]) -> int:
             raise InputError(f"input {name!r}: shape {list(shape)} has a negative dimension",
                              hint="send the concrete shape of this request's tensor")
         count *= d
+        extent *= max(d, 1)
     if count > MAX_ELEMENTS:
         raise InputError(f"input {name!r}: shape {list(shape)} has {count} elements, over the {MAX_ELEMENTS} limit")
+    if extent > MAX_ELEMENTS:  # also with a 0 somewhere: numpy cannot even shape an empty [0, 2**62]
+        raise InputError(f"input {name!r}: shape {list(shape)} spans more than the {MAX_ELEMENTS}-element limit")
     return count
 
 
@@ -105,7 +109,9 @@ def decode_json_data(name: str, datatype: str, shape: Sequence[int], data: Any) 
             return arr.reshape(shape)
         if datatype == "BOOL":
             _check_bools(name, data)
-        arr = np.asarray(data, dtype=dt)
+            arr = np.asarray(data, dtype=dt)
+        else:
+            arr = numeric_array(name, datatype, dt, data)
     except InputError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fwx.errors import UsageError
 from fwx.formats import Format, parse_format
+from fwx.serving.control import check_tokens
 
 #: Format chosen when a version holds several: the first one that loads wins.
 DEFAULT_PREFER: tuple[Format, ...] = (Format.ONNX, Format.TORCHSCRIPT, Format.PT2, Format.SAVEDMODEL, Format.TFLITE)
@@ -107,6 +108,7 @@ class ServerConfig:
         self.prefer_per_model = {k: preference_order(parse_prefer([str(f) for f in v]), only)
                                  for k, v in self.prefer_per_model.items()}
         self._check_ranges()
+        check_tokens(self)
         if self.model_name is not None:
             from fwx.repository import check_model_name
 

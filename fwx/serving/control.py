@@ -14,20 +14,40 @@ import os
 from pathlib import Path
 from typing import Any
 
-from fwx.errors import ForbiddenError, InputError, NotFoundError, UnauthenticatedError
+from fwx.errors import ForbiddenError, InputError, NotFoundError, UnauthenticatedError, UsageError
 from fwx.repository import check_model_name
 
 _ENABLE_HINT = "start fwx serve with --enable-model-control --admin-token TOKEN"
 
 
 def bearer_token(header: str | None) -> str | None:
-    """The token of an ``Authorization: Bearer X`` header (or a bare token), else None."""
+    """The token of an ``Authorization: Bearer X`` header, else None (a bare token or another scheme is no token).
+
+    RFC 6750: the scheme is case-insensitive; the token is everything after it.
+    """
     if not header:
         return None
     value = header.strip()
-    if value[:7].lower() == "bearer ":
-        value = value[7:].strip()
-    return value or None
+    if value[:7].lower() != "bearer ":
+        return None
+    return value[7:].strip() or None
+
+
+def check_tokens(config: Any) -> None:
+    """Start-up checks of the token flags: each mistake here used to mean silently no authentication."""
+    for flag, token in (("--admin-token", config.admin_token), ("--api-token", config.api_token)):
+        if token is None:
+            continue
+        if not token.strip():
+            raise UsageError(f"{flag} is empty", hint=f"pass a secret (e.g. openssl rand -hex 32), or leave {flag} out")
+        if not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
+            raise UsageError(f"{flag} holds whitespace, control or non-ASCII characters",
+                             hint="clients send it in an HTTP header as 'Authorization: Bearer TOKEN'; "
+                                  "use letters, digits and punctuation")
+    if config.enable_model_control and not config.admin_token:
+        raise UsageError("--enable-model-control needs a non-empty --admin-token",
+                         hint="pass --admin-token TOKEN (or FWX_ADMIN_TOKEN); load/unload then need "
+                              "'Authorization: Bearer TOKEN'")
 
 
 def check_admin(config: Any, token: str | None) -> None:
@@ -44,7 +64,8 @@ def check_admin(config: Any, token: str | None) -> None:
     given = bearer_token(token)
     if given is None:
         raise UnauthenticatedError("model control needs the admin token",
-                                   hint="send 'Authorization: Bearer TOKEN' (REST) or 'authorization' metadata (gRPC)")
+                                   hint="send 'Authorization: Bearer TOKEN' (REST) or 'authorization' metadata "
+                                        "'Bearer TOKEN' (gRPC)")
     if not hmac.compare_digest(given.encode(), str(expected).encode()):
         raise UnauthenticatedError("invalid admin token", hint="send the token given to --admin-token")
 

@@ -56,6 +56,7 @@ class Access(enum.Enum):
 #: The one access table: every data-plane operation a transport exposes, by name.
 ACCESS: dict[str, Access] = {
     "live": Access.PUBLIC, "ready": Access.PUBLIC, "server_metadata": Access.PUBLIC, "metrics": Access.PUBLIC,
+    "openapi": Access.PUBLIC,
     "model_ready": Access.API, "model_metadata": Access.API, "model_config": Access.API,
     "model_statistics": Access.API, "repository_index": Access.API, "infer": Access.API,
     "model_status": Access.API, "served_model": Access.API,

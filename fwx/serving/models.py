@@ -402,7 +402,7 @@ _LIBC = _load_libc()
 
 
 def _failed_same(rec: _Record | None, fp: Fingerprint) -> bool:
-    """A version that failed stays failed until its fwx.json changes (or an explicit load)."""
+    """A version that failed stays failed until one of its files changes (or an explicit load)."""
     return rec is not None and rec.state == FAILED and rec.fingerprint == fp
 
 

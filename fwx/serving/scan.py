@@ -16,11 +16,11 @@ from pathlib import Path
 from fwx.manifest import MANIFEST_NAME
 from fwx.repository import MODEL_NAME_RE, TMP_PREFIX
 from fwx.serving.control import inside
+from fwx.serving.fingerprint import Fingerprint, fingerprint
 
 log = logging.getLogger("fwx.serving")
 
-#: What identifies one published state of a version folder: (inode, mtime_ns, size) of its fwx.json.
-Fingerprint = tuple[int, int, int]
+__all__ = ["Fingerprint", "Scanner"]
 
 _VERSION_RE = re.compile(r"[1-9]\d*")
 
@@ -78,7 +78,7 @@ class Scanner:
         return names
 
     def versions(self, name: str) -> dict[int, Fingerprint]:
-        """Complete versions of one model with the fingerprint of their fwx.json."""
+        """Complete versions of one model with the fingerprint of their files (``fingerprint``)."""
         folder = self.model_dir(name)
         found: dict[int, Fingerprint] = {}
         if not folder.is_dir():
@@ -97,7 +97,7 @@ class Scanner:
             except OSError:
                 self._ignore(p, f"no {MANIFEST_NAME} yet (incomplete version)")
                 continue
-            found[int(p.name)] = (st.st_ino, st.st_mtime_ns, st.st_size)
+            found[int(p.name)] = fingerprint(p, st)
         return found
 
     def scan(self) -> dict[str, dict[int, Fingerprint]]:

@@ -58,6 +58,8 @@ def _bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
 def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
     import uvicorn
 
+    from fwx.serving.rest.chunk_guard import guarded_protocol
+
     class _Server(uvicorn.Server):  # type: ignore[misc]
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:  # fwx handles signals itself
@@ -65,7 +67,8 @@ def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
 
     # log_config=None: uvicorn's records go through fwx's handler and format (see _setup_logging)
     ucfg = uvicorn.Config(app, log_level=_uvicorn_level(config), access_log=False, lifespan="off", log_config=None,
-                          timeout_graceful_shutdown=max(1, int(config.drain_seconds)), server_header=False)
+                          timeout_graceful_shutdown=max(1, int(config.drain_seconds)), server_header=False,
+                          http=guarded_protocol(config.max_body_bytes) or "auto")
     return _Server(ucfg)
 
 

@@ -108,6 +108,15 @@ def build_brittle() -> tuple[bytes, Signature]:
     return _model(g), Signature((TensorSpec("x", "float32", ("N", 1)),), (TensorSpec("y", "float32", ("N", 1)),))
 
 
+def build_ints() -> tuple[bytes, Signature]:
+    """y = x + 1 on INT64 (strict integer JSON decoding)."""
+    _, h, T = _helper()
+    g = h.make_graph([h.make_node("Add", ["x", "one"], ["y"])], "ints",
+                     [h.make_tensor_value_info("x", T.INT64, ["N", 1])], [h.make_tensor_value_info("y", T.INT64, ["N", 1])],
+                     [_init("one", np.array(1, np.int64))])
+    return _model(g), Signature((TensorSpec("x", "int64", ("N", 1)),), (TensorSpec("y", "int64", ("N", 1)),))
+
+
 def build_seq() -> tuple[bytes, Signature]:
     _, h, T = _helper()
     g = h.make_graph([h.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)], "seq",
@@ -142,7 +151,7 @@ def build_sleepy(iterations: int = 150_000) -> tuple[bytes, Signature]:
 
 BUILDERS: dict[str, Callable[[], tuple[bytes, Signature]]] = {
     "linear": build_linear, "cnn": build_cnn, "multi": build_multi, "fixed": build_fixed, "seq": build_seq,
-    "text": build_text, "sleepy": build_sleepy, "brittle": build_brittle,
+    "text": build_text, "sleepy": build_sleepy, "brittle": build_brittle, "ints": build_ints,
 }
 
 

@@ -55,6 +55,7 @@ REST = [
     Rest("ready", "GET", "/v2/health/ready"),
     Rest("server_metadata", "GET", "/v2"),
     Rest("metrics", "GET", "/metrics"),
+    Rest("openapi", "GET", "/v2/openapi.json"),
     Rest("model_statistics", "GET", "/v2/models/stats"),
     Rest("repository_index", "POST", "/v2/repository/index", '{"ready": true}'),
     Rest("load_model", "POST", "/v2/repository/models/spare/load"),
@@ -154,3 +155,33 @@ def test_the_table_covers_every_route_rpc_and_operation(server: Any) -> None:
     rpcs = {name for name in dir(pb_grpc.GRPCInferenceServiceServicer) if name[0].isupper()}
     assert rpcs == {r.name for r in RPCS} - {"Check"}
     assert {r.op for r in REST} | {r.op for r in RPCS} == set(ACCESS)
+
+
+def test_refusals_are_counted_alike_on_both_protocols(server: Any, channel: grpc.Channel) -> None:
+    """A bad token and an undecodable request count once each, whichever transport carried them."""
+    failures = server.dataplane.metrics.server_failures
+    stub = pb_grpc.GRPCInferenceServiceStub(channel)
+    api = [("authorization", f"Bearer {API}")]
+    bad = pb.ModelInferRequest(model_name="linear")
+    bad.inputs.add(name="x", datatype="FP32", shape=[-1, 1])
+    cases = [
+        ("unauthenticated", lambda: server.request("POST", "/v2/models/linear/infer", content=INFER)),
+        ("unauthenticated", lambda: _raises(lambda: stub.ModelInfer(_infer_pb(), timeout=30))),
+        ("unauthenticated", lambda: server.request("GET", "/v2/models/linear")),
+        ("unauthenticated", lambda: _raises(lambda: stub.ModelMetadata(pb.ModelMetadataRequest(name="linear"),
+                                                                       timeout=30))),
+        ("invalid", lambda: server.request("POST", "/v2/models/linear/infer", content=b"{",
+                                           headers={"Authorization": f"Bearer {API}"})),
+        ("invalid", lambda: _raises(lambda: stub.ModelInfer(bad, metadata=api, timeout=30))),
+        ("invalid", lambda: _raises(lambda: channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")(
+            b"\xff\xff", metadata=api, timeout=30))),
+    ]
+    for reason, call in cases:
+        before = failures.get(reason, 0)
+        call()
+        assert failures.get(reason, 0) == before + 1, reason
+
+
+def _raises(call: Callable[[], Any]) -> None:
+    with pytest.raises(grpc.RpcError):
+        call()

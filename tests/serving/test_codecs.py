@@ -63,9 +63,9 @@ def test_json_flat_and_nested_agree() -> None:
 
 @pytest.mark.parametrize(("datatype", "data", "fragment"), [
     ("FP32", [1, 2, 3], "needs 4 elements"),
-    ("FP32", ["a", "b", "c", "d"], "not a valid FP32"),
+    ("FP32", ["a", "b", "c", "d"], "FP32 data holds a null, a string"),
     ("FP32", [[1, 2], [3]], "not a valid FP32"),    # ragged
-    ("INT8", [1, 2, 3, 1000], "not a valid INT8"),  # overflow
+    ("INT8", [1, 2, 3, 1000], "out of the INT8 range"),  # overflow
     ("BOOL", [1, 0, 1, 0], "BOOL data"),
     ("BYTES", [1, 2, 3, 4], "BYTES data holds int"),
 ])

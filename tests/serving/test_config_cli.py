@@ -34,6 +34,11 @@ def test_defaults_are_safe(tmp_path: Path) -> None:
     ({"version_policy": "newest"}, "invalid version policy"),
     ({"prefer": ["keras"]}, "cannot serve keras"),
     ({"log_level": "loud"}, "unknown log level"),
+    ({"enable_model_control": True}, "--enable-model-control needs a non-empty --admin-token"),
+    ({"enable_model_control": True, "admin_token": "  "}, "--admin-token is empty"),
+    ({"api_token": ""}, "--api-token is empty"),
+    ({"api_token": "two words"}, "--api-token holds whitespace"),
+    ({"admin_token": "t\u00f6ken"}, "--admin-token holds whitespace, control or non-ASCII"),
 ])
 def test_bad_settings_are_usage_errors(tmp_path: Path, kw: dict[str, Any], fragment: str) -> None:
     with pytest.raises(UsageError, match=fragment):
@@ -70,6 +75,25 @@ def test_prefer_parsing() -> None:
     cfg = ServerConfig(repository=Path("."), prefer_per_model={"m": [Format.TFLITE]})
     assert cfg.prefer_for("m")[0] == Format.TFLITE
     assert cfg.prefer_for("other") == cfg.prefer
+
+
+@pytest.mark.parametrize(("flags", "fragment"), [
+    (["--enable-model-control"], "--enable-model-control needs a non-empty --admin-token"),
+    (["--enable-model-control", "--admin-token", ""], "--admin-token is empty"),
+    (["--api-token", ""], "--api-token is empty"),
+])
+def test_serve_cli_token_mistakes_exit_2(tmp_path: Path, flags: list[str], fragment: str,
+                                        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from fwx.cli import main
+
+    monkeypatch.delenv("FWX_API_TOKEN", raising=False)
+    monkeypatch.delenv("FWX_ADMIN_TOKEN", raising=False)
+    with pytest.raises(SystemExit) as info:
+        main(["serve", str(tmp_path), *flags])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert fragment in err
+    assert "Traceback" not in err
 
 
 def test_serve_cli_rejects_bad_flags(tmp_path: Path) -> None:

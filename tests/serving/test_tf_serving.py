@@ -58,7 +58,7 @@ def test_b64_bytes(srv: Any) -> None:
 @pytest.mark.parametrize(("body", "fragment"), [
     ({"instances": [[4.0]], "inputs": [[4.0]]}, "exactly one"),
     ({}, "exactly one"),
-    ({"instances": []}, "non-empty"),
+    ({"instances": []}, "instances must have at least 1 item"),
     ({"instances": [["four"]]}, "float32"),
     ({"instances": [[1.0, 2.0]]}, "dimension 1 must be 1"),
     ({"inputs": {"z": [[1.0]]}}, "unknown input"),

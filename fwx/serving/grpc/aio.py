@@ -24,6 +24,7 @@ import grpc
 
 from fwx.errors import FwxError, NotFoundError, UsageError
 from fwx.serving.grpc import codecs
+from fwx.serving.grpc.safe_decode import INFERENCE_RPCS, BadMessage, _Capture
 from fwx.serving.grpc.servicer import (
     HEALTH_WATCH_PERIOD_S,
     MAX_HEALTH_WATCHERS,
@@ -204,6 +205,62 @@ class AioHealthServicer(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
             self._watchers -= 1
 
 
+def add_aio_servicer(server: Any, add_to_server: Callable[[Any, Any], None], servicer: Any) -> None:
+    """``safe_decode.add_servicer`` for grpc.aio: bytes that do not parse never become INTERNAL.
+
+    Inference RPCs get a ``BadMessage`` (the data plane refuses and counts it after
+    the token check); any other RPC answers INVALID_ARGUMENT naming itself.
+    """
+    capture = _Capture()
+    add_to_server(servicer, capture)
+    for service, handlers in capture.services.items():
+        safe = {name: _aio_safe(name, handler) for name, handler in handlers.items()}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, safe),))
+
+
+def _aio_safe(rpc: str, handler: Any) -> Any:
+    parse = handler.request_deserializer
+    if parse is None:
+        return handler
+
+    async def decode(raw: bytes, context: Any) -> Any:
+        try:
+            return parse(raw)
+        except Exception:  # noqa: BLE001 - any parse failure is the client's bytes
+            bad = BadMessage(rpc)
+            if rpc in INFERENCE_RPCS:
+                return bad
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.message)
+            raise  # not reached: abort raises
+
+    if handler.unary_unary is not None:
+        unary = handler.unary_unary
+
+        async def unary_unary(raw: bytes, context: Any) -> Any:
+            return await unary(await decode(raw, context), context)
+
+        return handler._replace(request_deserializer=None, unary_unary=unary_unary)
+    if handler.unary_stream is not None:
+        replies = handler.unary_stream
+
+        async def unary_stream(raw: bytes, context: Any) -> AsyncIterator[Any]:
+            async for reply in replies(await decode(raw, context), context):
+                yield reply
+
+        return handler._replace(request_deserializer=None, unary_stream=unary_stream)
+    streaming = handler.stream_stream
+
+    async def each(raws: AsyncIterator[bytes], context: Any) -> AsyncIterator[Any]:
+        async for raw in raws:
+            yield await decode(raw, context)
+
+    async def stream_stream(raws: AsyncIterator[bytes], context: Any) -> AsyncIterator[Any]:
+        async for reply in streaming(each(raws, context), context):
+            yield reply
+
+    return handler._replace(request_deserializer=None, stream_stream=stream_stream)
+
+
 class AioGrpcServer:
     """``grpc.aio.Server`` with the ``port`` attribute the process lifecycle reads."""
 
@@ -225,8 +282,8 @@ def create_aio_server(dataplane: Any, config: Any, address: str, options: list[t
                       max_rpcs: int) -> AioGrpcServer:
     """Build (not start) the grpc.aio server on the running loop; same options as the thread-pool one."""
     server = grpc.aio.server(options=options, maximum_concurrent_rpcs=max_rpcs)
-    pb_grpc.add_GRPCInferenceServiceServicer_to_server(AioInferenceServicer(dataplane), server)
-    health_pb2_grpc.add_HealthServicer_to_server(AioHealthServicer(dataplane), server)
+    add_aio_servicer(server, pb_grpc.add_GRPCInferenceServiceServicer_to_server, AioInferenceServicer(dataplane))
+    add_aio_servicer(server, health_pb2_grpc.add_HealthServicer_to_server, AioHealthServicer(dataplane))
     try:
         port = server.add_insecure_port(address)
     except RuntimeError:

@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 
 from fwx.errors import UsageError
+from fwx.serving.grpc.safe_decode import add_servicer
 from fwx.serving.grpc.servicer import HealthServicer, InferenceServicer, LoopBridge
 from fwx.serving.proto import grpc_service_pb2_grpc as pb_grpc
 from fwx.serving.proto import health_pb2_grpc
@@ -89,8 +90,8 @@ def create_grpc_server(dataplane: Any, config: Any) -> GrpcServer:
     bridge = LoopBridge(asyncio.get_running_loop())
     pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="fwx-grpc")
     server = grpc.server(pool, options=options, maximum_concurrent_rpcs=threads + int(config.max_queue_size))
-    pb_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(dataplane, config, bridge), server)
-    health_pb2_grpc.add_HealthServicer_to_server(HealthServicer(dataplane, bridge), server)
+    add_servicer(server, pb_grpc.add_GRPCInferenceServiceServicer_to_server, InferenceServicer(dataplane, config, bridge))
+    add_servicer(server, health_pb2_grpc.add_HealthServicer_to_server, HealthServicer(dataplane, bridge))
     address = _address(config.host, config.grpc_port)
     try:
         port = server.add_insecure_port(address)

@@ -21,8 +21,9 @@ from typing import Any, TypeVar
 
 import grpc
 
-from fwx.errors import FwxError, NotFoundError, UnavailableError
+from fwx.errors import FwxError, InputError, NotFoundError, UnavailableError
 from fwx.serving.grpc import codecs
+from fwx.serving.grpc.safe_decode import BadMessage
 from fwx.serving.proto import grpc_service_pb2 as pb
 from fwx.serving.proto import grpc_service_pb2_grpc as pb_grpc
 from fwx.serving.proto import health_pb2, health_pb2_grpc
@@ -123,6 +124,8 @@ def _decoded(request: Any, deadline: float | None) -> Callable[[], Any]:
     """Decode here, on the handler thread (keeps the loop free); the data plane sees the result,
     or the decode error, only after it has authorized the caller."""
     try:
+        if isinstance(request, BadMessage):
+            raise InputError(request.message, hint="send a serialized inference.ModelInferRequest")
         decoded = codecs.decode_infer_request(request, deadline)
     except FwxError as exc:
         error = exc

@@ -6,7 +6,9 @@ Thin by design: each route hands the ``Authorization`` header and a decoder
 may call a route is decided by the data plane, not here.
 ``FwxError`` becomes ``{"error": "..."}`` with the error's HTTP status in one
 handler. Routes are plain Starlette routes on the FastAPI app (no pydantic
-models or dependency solving per request); the OpenAPI pages are off.
+models or dependency solving per request); FastAPI's generated OpenAPI pages
+are off: ``GET /v2/openapi.json`` serves ours (``openapi``), built from the
+same route table and request schemas.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from fwx.errors import FwxError
-from fwx.serving.rest import kserve, tf_serving
+from fwx.serving.rest import kserve, openapi, tf_serving
 from fwx.serving.rest.body import read_body
+from fwx.serving.rest.schema import check_index_request
 from fwx.serving.types import InferRequest
 
 if TYPE_CHECKING:
@@ -55,6 +58,7 @@ class Routes:
     def __init__(self, dp: DataPlane, config: ServerConfig) -> None:
         self.dp = dp
         self.limit = config.max_body_bytes
+        self.openapi_doc = b"{}"  # set by create_app once the route table exists
 
     @staticmethod
     def _auth(request: Request) -> str | None:
@@ -109,7 +113,8 @@ class Routes:
         self.dp.authorize("repository_index", auth)  # before reading a body from an unknown caller
         body = await read_body(request, self.limit)
         doc = kserve.load_json(body) if body.strip() else {}
-        ready_only = isinstance(doc, dict) and doc.get("ready") is True
+        check_index_request(doc)
+        ready_only = doc.get("ready") is True
         return _json(self.dp.repository_index(ready_only=ready_only, auth=auth))
 
     async def load(self, request: Request) -> Response:
@@ -121,6 +126,9 @@ class Routes:
         await read_body(request, self.limit)
         await self.dp.unload_model(request.path_params["model"], auth=self._auth(request))
         return Response(b"", 200)
+
+    async def openapi(self, request: Request) -> Response:
+        return Response(self.openapi_doc, media_type=JSON)
 
     async def metrics(self, request: Request) -> Response:
         body, content_type = self.dp.metrics_text(request.headers.get("accept"))
@@ -158,6 +166,7 @@ def _routes(r: Routes) -> list[tuple[str, Endpoint, str]]:
         ("/v2/repository/models/{model}/load", r.load, "POST"),
         ("/v2/repository/models/{model}/unload", r.unload, "POST"),
         ("/metrics", r.metrics, "GET"),
+        ("/v2/openapi.json", r.openapi, "GET"),
     ]
     for base in mv:
         out += [(base, r.model_metadata, "GET"), (f"{base}/ready", r.model_ready, "GET"),
@@ -172,8 +181,11 @@ def _routes(r: Routes) -> list[tuple[str, Endpoint, str]]:
 def create_app(dp: DataPlane, config: ServerConfig) -> FastAPI:
     """The ASGI app serving ``dp`` (uvicorn runs it; tests drive it in-process)."""
     app = FastAPI(title="fwx", docs_url=None, redoc_url=None, openapi_url=None)
-    for path, endpoint, method in _routes(Routes(dp, config)):
+    routes = Routes(dp, config)
+    table = _routes(routes)
+    for path, endpoint, method in table:
         app.router.add_route(path, endpoint, methods=[method], include_in_schema=False)
+    routes.openapi_doc = orjson.dumps(openapi.document((p, m, e.__name__) for p, e, m in table))
 
     async def on_fwx_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, FwxError)
@@ -185,6 +197,10 @@ def create_app(dp: DataPlane, config: ServerConfig) -> FastAPI:
         assert isinstance(exc, StarletteHTTPException)
         return Response(orjson.dumps({"error": str(exc.detail)}), exc.status_code, media_type=JSON)
 
+    async def on_disconnect(request: Request, exc: Exception) -> Response:
+        log.debug("%s %s: the client went away before its body arrived", request.method, request.url.path)
+        return Response(b"", 400)  # nobody reads it
+
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         log.exception("%s %s failed", request.method, request.url.path)
         return Response(orjson.dumps({"error": f"internal error ({type(exc).__name__}); see the server log"}), 500,
@@ -192,5 +208,6 @@ def create_app(dp: DataPlane, config: ServerConfig) -> FastAPI:
 
     app.add_exception_handler(FwxError, on_fwx_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(ClientDisconnect, on_disconnect)
     app.add_exception_handler(Exception, on_unexpected)
     return app

@@ -16,6 +16,7 @@ import orjson
 
 from fwx.errors import InputError
 from fwx.serving.codecs import decode_json_data, decode_raw, encode_raw, json_data
+from fwx.serving.rest.schema import check_infer_request
 from fwx.serving.types import InferRequest, InferResponse, InferTensor, RequestedOutput
 from fwx.signature import KSERVE_DTYPES, Signature, is_dynamic
 
@@ -62,6 +63,7 @@ def parse_infer(body: bytes, header_len: str | None, model: str, version: str | 
         view = memoryview(body)
         json_part, binary = view[:n], view[n:]
     doc = load_json(json_part)
+    check_infer_request(doc)
     if not isinstance(doc, dict):
         raise InputError("the request body must be a JSON object with an 'inputs' list")
     raw_inputs = doc.get("inputs")
@@ -95,6 +97,9 @@ def _input(item: Any, i: int, binary: memoryview, offset: int) -> tuple[InferTen
         if "data" not in item:
             raise InputError(f"input {name!r} has neither 'data' nor a binary_data_size parameter")
         return InferTensor(name, datatype, shape, decode_json_data(name, datatype, shape, item["data"]), params), 0
+    if "data" in item:
+        raise InputError(f"input {name!r} has both 'data' and a binary_data_size parameter",
+                         hint="send the tensor either as JSON 'data' or as binary after the header, not both")
     if isinstance(size, bool) or not isinstance(size, int) or size < 0 or offset + size > len(binary):
         raise InputError(f"input {name!r}: binary_data_size {size!r} does not fit the {len(binary) - offset} "
                          "binary bytes left in the body")

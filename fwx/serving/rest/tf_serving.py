@@ -19,7 +19,9 @@ import orjson
 
 from fwx.errors import InputError, first_line
 from fwx.serving.codecs import MAX_ELEMENTS
+from fwx.serving.json_values import numeric_array
 from fwx.serving.rest.kserve import load_json
+from fwx.serving.rest.schema import check_tf_predict_request
 from fwx.serving.types import InferRequest, InferResponse, InferTensor
 from fwx.signature import KSERVE_DTYPES, Signature, TensorSpec
 
@@ -54,7 +56,9 @@ def _to_array(spec: TensorSpec, value: Any) -> np.ndarray:
         else:
             if spec.dtype == "bool":
                 _check_bools(spec.name, value)
-            arr = np.asarray(value, dtype=np.dtype(spec.dtype))
+                arr = np.asarray(value, dtype=np.dtype(spec.dtype))
+            else:
+                arr = numeric_array(spec.name, spec.dtype, np.dtype(spec.dtype), value)
     except InputError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
@@ -83,6 +87,7 @@ def parse_predict(body: bytes, model: str, version: str | None, sig: Signature,
                   deadline: float | None) -> tuple[InferRequest, str]:
     """A ``:predict`` body -> (request, "instances" or "inputs")."""
     doc = load_json(body)
+    check_tf_predict_request(doc)
     if not isinstance(doc, dict):
         raise InputError("the body must be a JSON object with 'instances' or 'inputs'")
     name = doc.get("signature_name", SIGNATURE)

@@ -22,7 +22,8 @@ def test_control_is_off_by_default(make_config: Any) -> None:
     assert info.value.grpc_code == "PERMISSION_DENIED"
 
 
-@pytest.mark.parametrize("token", [None, "", "Bearer ", "wrong", "Bearer wrong", "s3cre", "s3cretX", "Basic s3cret"])
+@pytest.mark.parametrize("token", [None, "", "Bearer ", "wrong", "Bearer wrong", "s3cre", "s3cretX", "Basic s3cret",
+                                   "s3cret", "Bearers3cret"])
 def test_missing_or_wrong_token_is_401(make_config: Any, token: str | None) -> None:
     cfg = make_config(enable_model_control=True, admin_token="s3cret")
     with pytest.raises(UnauthenticatedError) as info:
@@ -31,19 +32,20 @@ def test_missing_or_wrong_token_is_401(make_config: Any, token: str | None) -> N
     assert info.value.grpc_code == "UNAUTHENTICATED"
 
 
-@pytest.mark.parametrize("token", ["s3cret", "Bearer s3cret", "bearer  s3cret"])
+@pytest.mark.parametrize("token", ["Bearer s3cret", "bearer  s3cret", "BEARER s3cret "])
 def test_right_token_passes(make_config: Any, token: str) -> None:
     check_admin(make_config(enable_model_control=True, admin_token="s3cret"), token)
 
 
 def test_control_without_a_configured_token_is_refused(make_config: Any) -> None:
-    with pytest.raises(ForbiddenError, match="no admin token"):
-        check_admin(make_config(enable_model_control=True), "x")
+    with pytest.raises(UsageError, match="needs a non-empty --admin-token"):
+        make_config(enable_model_control=True)
 
 
 def test_bearer_token() -> None:
     assert bearer_token("Bearer abc") == "abc"
-    assert bearer_token("abc") == "abc"
+    assert bearer_token("abc") is None  # the scheme is required
+    assert bearer_token("Basic abc") is None
     assert bearer_token(None) is None
 
 

@@ -1,0 +1,92 @@
+"""Register the generated servicers with protobuf decoding that cannot end in INTERNAL.
+
+grpcio decodes a request before the servicer sees it and answers a message it
+cannot parse with ``INTERNAL: Exception deserializing request!``: a client
+error reported as a server fault. Here every generated handler is re-registered
+with the raw bytes passed through and decoded in a wrapper: bytes that are not
+the method's message become ``INVALID_ARGUMENT`` naming the RPC. For the
+inference RPCs the wrapper hands the servicer a ``BadMessage`` instead, so the
+data plane refuses (and counts) it like any other undecodable request, after
+checking the caller's token, exactly as REST does with a body that is not JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+
+#: RPCs whose servicer takes a ``BadMessage`` (the data plane answers it); the rest are refused here.
+INFERENCE_RPCS = frozenset({"ModelInfer", "ModelStreamInfer"})
+
+
+class BadMessage:
+    """Stands for a request message that did not parse (``id`` so a stream reply can echo it)."""
+
+    id = ""
+
+    def __init__(self, rpc: str) -> None:
+        self.rpc = rpc
+
+    @property
+    def message(self) -> str:
+        return f"the {self.rpc} request is not a valid protobuf message"
+
+
+class _Capture:
+    """Takes the place of a server for a generated ``add_*_to_server`` to see its handlers."""
+
+    def __init__(self) -> None:
+        self.services: dict[str, dict[str, Any]] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass  # rebuilt from the registered handlers below
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
+        self.services[service] = handlers
+
+
+def add_servicer(server: grpc.Server, add_to_server: Callable[[Any, Any], None], servicer: Any) -> None:
+    """``add_to_server(servicer, server)`` (a generated function), with safe request decoding."""
+    capture = _Capture()
+    add_to_server(servicer, capture)
+    for service, handlers in capture.services.items():
+        safe = {name: _safe(name, handler) for name, handler in handlers.items()}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, safe),))
+        server.add_registered_method_handlers(service, safe)
+
+
+def _safe(rpc: str, handler: Any) -> Any:
+    parse = handler.request_deserializer
+    if parse is None:
+        return handler
+
+    def decode(raw: bytes, context: grpc.ServicerContext) -> Any:
+        try:
+            return parse(raw)
+        except Exception:  # noqa: BLE001 - any parse failure is the client's bytes
+            bad = BadMessage(rpc)
+            if rpc in INFERENCE_RPCS:
+                return bad
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.message)
+            raise  # not reached: abort raises
+
+    if handler.unary_unary is not None:
+        unary = handler.unary_unary
+        return handler._replace(request_deserializer=None,
+                                unary_unary=lambda raw, context: unary(decode(raw, context), context))
+    if handler.unary_stream is not None:
+        unary_stream = handler.unary_stream
+        return handler._replace(request_deserializer=None,
+                                unary_stream=lambda raw, context: unary_stream(decode(raw, context), context))
+    streaming = handler.stream_stream or handler.stream_unary
+
+    def each(raws: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[Any]:
+        return (decode(raw, context) for raw in raws)
+
+    if handler.stream_stream is not None:
+        return handler._replace(request_deserializer=None,
+                                stream_stream=lambda raws, context: streaming(each(raws, context), context))
+    return handler._replace(request_deserializer=None,
+                            stream_unary=lambda raws, context: streaming(each(raws, context), context))
