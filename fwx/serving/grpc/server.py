@@ -7,7 +7,7 @@ thread pool whose handlers decode, hand the data-plane call to the loop and
 wait. Re-measured with fwx's handlers on raw ``raw_input_contents`` and the
 current data plane (README "Serving cost", benchmarks/grpc_ab.py), the hop
 costs ~250 us of server CPU per request at concurrency 32, so aio now uses
-~21% less CPU per request (an earlier measurement, docs/serve_grpc.md, had
+~17-21% less CPU per request (an earlier measurement, docs/serve_grpc.md, had
 favoured the thread pool).
 
 ``create_grpc_server`` returns a ``GrpcServer`` with the awaitable
