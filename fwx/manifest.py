@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fwx.errors import ChecksumError, InputError
+from fwx.errors import ChecksumError, FwxError, InputError
 from fwx.formats import Format, normalize_layout
 from fwx.signature import Signature
 
@@ -85,6 +85,8 @@ class Manifest:
     fwx_version: str = ""
     schema_version: int = SCHEMA_VERSION
     skipped: dict[str, str] = field(default_factory=dict)  # --to all: format -> why it was not exported
+    #: --to all: format -> {"error", "plan", "validation"} for an artifact made but not published (wrong numbers)
+    failed: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def sig(self) -> Signature:
         return Signature.from_json(self.signature)
@@ -95,8 +97,9 @@ class Manifest:
         for entry in data["artifacts"].values():  # fields added later are written only when used,
             if not entry["files"]:                 # so fwx versions that predate them still read the file
                 del entry["files"]
-        if not data["skipped"]:
-            del data["skipped"]
+        for key in ("skipped", "failed"):
+            if not data[key]:
+                del data[key]
         return data
 
     @classmethod
@@ -117,6 +120,7 @@ class Manifest:
             fwx_version=data.get("fwx_version", ""),
             schema_version=sv,
             skipped=dict(data.get("skipped") or {}),
+            failed=dict(data.get("failed") or {}),
         )
 
     def write(self, folder: Path) -> Path:
@@ -130,23 +134,75 @@ class Manifest:
 
     @classmethod
     def read(cls, folder: Path) -> Manifest:
+        """Read and check ``folder/fwx.json``: any malformed field is one ``InputError`` line naming it."""
         path = Path(folder) / MANIFEST_NAME
+        data = _load_json(path, Path(folder))
+        sv = data.get("schema_version", 0) if isinstance(data, dict) else 0
+        if isinstance(sv, int) and sv > SCHEMA_VERSION:
+            return cls.from_json(data)  # raises the "newer fwx.json" error
+        from fwx.safety.manifest_schema import check
+
+        check(data, str(path))
+        _check_location(data, Path(folder), path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"{folder} has no {MANIFEST_NAME}", hint="point at a version folder written by fwx export") from None
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{path} is not valid JSON: {exc}") from exc
-        try:
-            return cls.from_json(data)
-        except (KeyError, TypeError) as exc:
+            manifest = cls.from_json(data)
+        except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{path} is missing or has malformed field {exc}") from exc
+        # Build every signature now, so a bad dtype or duplicate name fails here with its field named.
+        for field_name, sig in [("signature", data["signature"]),
+                                *((f"artifacts/{k}/signature", a.signature) for k, a in manifest.artifacts.items())]:
+            try:
+                if sig:
+                    Signature.from_json(sig)
+            except (FwxError, KeyError, TypeError, ValueError) as exc:
+                why = exc.message if isinstance(exc, FwxError) else str(exc)
+                raise InputError(f"{path}: field {field_name} is invalid: {why}",
+                                 hint="the manifest is corrupt or was edited by hand; re-export the model") from exc
+        return manifest
 
     def verify(self, folder: Path) -> None:
         """Raise ``ChecksumError`` if any artifact differs from its recorded sha256."""
         for key, entry in self.artifacts.items():
             for rel, digest in [(entry.path, entry.sha256), *entry.files.items()]:
                 _verify_file(Path(folder), key, rel, digest)
+
+
+#: fwx.json is small; a bigger file is not one fwx wrote.
+MAX_MANIFEST_BYTES = 16 * 2**20
+
+
+def _load_json(path: Path, folder: Path) -> Any:
+    """The parsed JSON, refusing a symlinked manifest (it could point outside the repository)."""
+    if path.is_symlink():
+        raise InputError(f"{path} is a symbolic link; fwx reads only a real fwx.json file",
+                         hint="copy the file into the version folder instead of linking it")
+    try:
+        size = path.stat().st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise InputError(f"{path} is {size} bytes (a fwx.json is at most {MAX_MANIFEST_BYTES})",
+                             hint="the manifest is corrupt; re-export the model")
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{folder} has no {MANIFEST_NAME}", hint="point at a version folder written by fwx export") from None
+    except RecursionError:
+        raise InputError(f"{path} is nested too deeply to be a fwx.json", hint="the manifest is corrupt; re-export the model") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} is not valid JSON: {str(exc)[:200]}") from exc
+
+
+def _check_location(data: dict[str, Any], folder: Path, path: Path) -> None:
+    """Inside a repository (``<model>/<N>/``) the manifest must describe version N.
+
+    The model name is not compared: model folders may be renamed (the server
+    serves the folder's name), and the schema already keeps ``name`` to a safe
+    pattern. A version number that disagrees with its folder is a hand copy
+    that bypassed ``fwx export``'s atomic publish.
+    """
+    if not (folder.name.isdigit() and folder.name[0] != "0"):
+        return  # a loose copy of a version folder: nothing to compare with
+    if data["version"] != int(folder.name):
+        raise InputError(f"{path}: field version is {data['version']} but the folder is version {folder.name}",
+                         hint="the version folder was renamed or copied; re-export the model or fix the version")
 
 
 def _verify_file(folder: Path, key: str, rel: str, digest: str) -> None:

@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import shutil
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +24,27 @@ from fwx.manifest import MANIFEST_NAME, Manifest
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 TMP_PREFIX = ".fwx-tmp-"
 STALE_TMP_SECONDS = 3600
+
+
+_HOST = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
+_TMP_OWNER_RE = re.compile(re.escape(TMP_PREFIX) + r"([A-Za-z0-9]*)-(\d+)-[0-9a-f]{32}$")
+
+
+def _owner_alive(tmp_name: str) -> bool:
+    """False only when the temp folder names this host and a pid that no longer exists."""
+    m = _TMP_OWNER_RE.match(tmp_name)
+    if m is None or m.group(1) != _HOST:
+        return True  # an old-style name or another host's export: only its age can retire it
+    pid = int(m.group(2))
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by another user
+    return True
 
 
 def check_model_name(name: str) -> str:
@@ -102,14 +124,24 @@ class Repository:
         taken = [int(p.name) for p in d.iterdir() if p.is_dir() and p.name.isdigit()] if d.is_dir() else []
         return max(taken, default=0) + 1
 
-    def sweep_stale(self, name: str, older_than: float = STALE_TMP_SECONDS) -> None:
+    def sweep_stale(self, name: str, older_than: float = STALE_TMP_SECONDS) -> list[Path]:
+        """Remove temp folders of exports that died: owner pid gone (SIGKILL), or older than ``older_than``."""
         d = self.model_dir(name)
         if not d.is_dir():
-            return
+            return []
         now = time.time()
+        removed: list[Path] = []
         for p in d.iterdir():
-            if p.name.startswith(TMP_PREFIX) and now - p.stat().st_mtime > older_than:
+            if not p.name.startswith(TMP_PREFIX):
+                continue
+            try:
+                age = now - p.lstat().st_mtime
+            except FileNotFoundError:
+                continue  # another export swept it first
+            if not _owner_alive(p.name) or age > older_than:
                 shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+        return removed
 
     @contextlib.contextmanager
     def staging(self, name: str, version: int | None = None) -> Iterator[Staging]:
@@ -126,14 +158,18 @@ class Repository:
             if (d / str(version)).exists():
                 raise InputError(f"{d / str(version)} already exists",
                                  hint="versions are immutable; omit --version to publish the next one")
-        tmp = d / f"{TMP_PREFIX}{uuid.uuid4().hex}"
-        tmp.mkdir()
+        # The owner's host and pid are in the name, so the next export can tell a SIGKILLed one from a live one.
+        tmp = d / f"{TMP_PREFIX}{_HOST}-{os.getpid()}-{uuid.uuid4().hex}"
+        tmp.mkdir(parents=True)
         st = Staging(self, name, tmp, version)
         try:
             yield st
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+            if st.published is None:
+                with contextlib.suppress(OSError):
+                    d.rmdir()  # a failed first export leaves no empty model folder (non-empty: kept)
 
 
 class Staging:

@@ -24,10 +24,14 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
 @click.option("--output", "outputs", multiple=True, metavar="NAME", help="Name an output, in order. Repeatable.")
 @click.option("--example-inputs", type=click.Path(dir_okay=False), metavar="FILE.npz",
               help="Arrays keyed by input name; give dtype/shape (first axis dynamic) and feed tracing/validation.")
+@click.option("--input-range", "input_ranges", multiple=True, metavar="NAME:LO,HI",
+              help="Draw integer input NAME from [LO, HI) in samples (token ids: the vocabulary). Repeatable.")
+@click.option("--input-values", "input_values", multiple=True, metavar="NAME:V1,V2,...",
+              help="Draw every element of input NAME from these values (e.g. token_type_ids:0,1). Repeatable.")
 @click.option("--model-class", metavar="PKG.MOD:NAME", help="Class or factory that rebuilds a state_dict's model.")
 @click.option("--model-kwargs", metavar="JSON", help="Keyword arguments for --model-class (or a factory source).")
 @click.option("--trust-model-code", is_flag=True,
-              help="Allow loading files that run code (TorchScript, pickled classes, Keras Lambda layers).")
+              help="Allow loading files that run code or touch the host (TorchScript, pickles, Keras Lambda, SavedModel I/O ops, custom ops).")
 @click.option("--signature", "signature_name", default="serving_default", show_default=True,
               help="SavedModel signature to export from.")
 @click.option("--torchscript-mode", type=click.Choice(["auto", "script", "trace"]), default="auto", show_default=True,
@@ -73,6 +77,7 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
     """
     from fwx.exporter import ExportOptions, plan_only
     from fwx.exporter import export as run_export
+    from fwx.sources.samples import parse_input_range, parse_input_values
 
     opts = _options(kw)
     if plan:
@@ -84,6 +89,8 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
                        model_kwargs=_kwargs(kw["model_kwargs"]), convert=opts, validate=kw["validate"],
                        keep_failed=kw["keep_failed"], keep_intermediate=kw["keep_intermediate"],
                        device=kw["device"], command=_command_line(),
+                       input_ranges=dict(parse_input_range(t) for t in kw["input_ranges"]),
+                       input_values=dict(parse_input_values(t) for t in kw["input_values"]),
                        allow_signature_change=kw["allow_signature_change"])
     result = run_export(source, targets, eo)
     ui.emit(result.to_json(), lambda: _summary(result))
@@ -138,8 +145,7 @@ def _plan_text(plans: dict[str, list[str]]) -> str:
 
 def _summary(result: Any) -> str:
     rows = [(r.format.value, r.path or "-", ui.human_size(r.size_bytes) if r.size_bytes else "-", r.signature,
-             _check(r.check) if r.status != "skipped" else click.style("skipped", fg="yellow") + f": {r.error}")
-            for r in result.rows]
+             _row_check(r)) for r in result.rows]
     text = ui.table(["format", "path", "size", "signature", "check"], rows)
     arts = result.manifest.artifacts.items() if result.manifest is not None else []
     for key, entry in arts:
@@ -147,7 +153,19 @@ def _summary(result: Any) -> str:
             from fwx.quantize.report import render
 
             text += "\n\n" + render(entry.quantization, title=f"{key} quantisation:")
+    failed = [r for r in result.rows if r.status == "failed" and not r.path]
+    if failed:
+        text += "\n\nnot published (validated wrong; recorded under `failed` in fwx.json): " + \
+            "; ".join(str(r.error) for r in failed)
     return f"{text}\n\nwritten to {result.version_dir}"
+
+
+def _row_check(row: Any) -> str:
+    if row.status == "skipped":
+        return click.style("skipped", fg="yellow") + f": {row.error}"
+    if row.status == "failed" and not row.path:
+        return _check(row.check) + " - not published"
+    return _check(row.check)
 
 
 def _check(check: str) -> str:

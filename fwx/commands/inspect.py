@@ -13,7 +13,7 @@ from fwx.signature import shape_text
 
 @click.command("inspect")
 @click.argument("path", type=click.Path())
-@click.option("--trust-model-code", is_flag=True, help="Allow loading TorchScript and code-carrying pickles.")
+@click.option("--trust-model-code", is_flag=True, help="Allow loading TorchScript, code-carrying pickles and flagged files.")
 @click.option("--signature", "signature_name", default="serving_default", show_default=True,
               help="SavedModel signature to show.")
 @ui.common_options

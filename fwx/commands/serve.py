@@ -50,7 +50,7 @@ MiB = 2**20
 @click.option("--admin-token", envvar="FWX_ADMIN_TOKEN", default=None, help="Token for load/unload [env FWX_ADMIN_TOKEN].")
 @click.option("--api-token", envvar="FWX_API_TOKEN", default=None,
               help="Bearer token required on inference routes [env FWX_API_TOKEN].")
-@click.option("--trust-model-code", is_flag=True, help="Load artifacts whose checksums do not match fwx.json.")
+@click.option("--trust-model-code", is_flag=True, help="Skip checksum checks and the scans for code, I/O ops and custom ops.")
 @click.option("--drain-seconds", default=30.0, show_default=True, help="How long SIGTERM waits for in-flight work.")
 @click.option("--model-name", default=None, metavar="NAME",
               help="If REPOSITORY is one model's folder (1/, 2/ ... as KServe's storageUri gives), serve it as NAME.")

@@ -50,7 +50,7 @@ def _int_range(text: str | None) -> tuple[int, int] | None:
 @click.option("--model-class", help="Class/factory that rebuilds a state_dict source (pkg.mod:Class).")
 @click.option("--model-kwargs", help="JSON keyword arguments for --model-class.")
 @click.option("--trust-model-code", is_flag=True,
-              help="Allow loading files that run code (pickled modules, loose TorchScript, factories from fwx.json).")
+              help="Allow loading files that run code or touch the host (pickles, loose TorchScript, SavedModel I/O ops, custom ops, factories from fwx.json).")
 @ui.common_options
 def validate(paths: tuple[Path, ...], reference: str, device: str, data: Path | None,
              samples: int | None, seed: int, int_range: str | None, float_dist: str, atol: float | None,

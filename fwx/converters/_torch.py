@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from fwx.errors import first_line
 from fwx.frameworks import quiet, require, silence_stderr_fd
 from fwx.signature import Signature
+from fwx.sources.samples import make_feeds
 
 
 def wrap(module: Any, sig: Signature) -> Any:
@@ -130,3 +132,27 @@ def forward_arity(module: Any) -> tuple[int, int] | None:
     positional = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     required = [p for p in positional if p.default is inspect.Parameter.empty]
     return len(required), len(positional)
+
+
+def baked_sizes(traced: Any, eager: Any, sig: Signature, sample: Mapping[str, np.ndarray]) -> str | None:
+    """Why ``traced`` cannot run at sizes other than ``sample``'s (crash or other numbers), or None if it can."""
+    torch = require("torch", "exporting PyTorch models")
+    sizes: dict[str, int] = {}
+    for spec in sig.inputs:
+        for d, n in zip(spec.shape, np.shape(sample[spec.name]), strict=False):
+            if isinstance(d, str):
+                sizes.setdefault(d, int(n) + 3)
+    if not sizes:
+        return None
+    feeds = make_feeds(sig.inputs, sizes, seed=1)
+    at = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    with torch.no_grad():
+        want = [np.asarray(t) for t in eager(*tensors(feeds, sig))]
+        try:
+            got = [np.asarray(t) for t in traced(*tensors(feeds, sig))]
+        except Exception as exc:  # noqa: BLE001 - the TorchScript interpreter raises anything
+            return f"it fails at {at}: {first_line(exc, 160)}"
+    for name, w, g in zip(sig.output_names, want, got, strict=False):
+        if w.shape != g.shape or not np.allclose(w, g, rtol=1e-4, atol=1e-5):
+            return f"output {name!r} differs from the model at {at}"
+    return None

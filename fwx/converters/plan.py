@@ -109,6 +109,14 @@ def best_plans(source: Format, target: Format, opts: ConvertOptions | None = Non
                       hint="run `fwx export --plan` to see the reachable targets")
 
 
+def plans_or_none(source: Format, target: Format, opts: ConvertOptions | None = None) -> list[Plan]:
+    """``best_plans``, or no plan instead of an error (for a target that has another way, such as a copy)."""
+    try:
+        return best_plans(source, target, opts)
+    except (ExportError, MissingDependencyError):
+        return []
+
+
 def _asked(opts: ConvertOptions | None) -> str:
     """The options that narrowed the search, as the user typed them."""
     asked = [f"--quantize {opts.quantize}" if opts and opts.quantize else "",

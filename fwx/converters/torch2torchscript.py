@@ -1,8 +1,10 @@
 """PyTorch -> TorchScript: ``torch.jit.script`` first, ``torch.jit.trace`` as the fallback.
 
 ``--torchscript-mode auto`` scripts (keeps control flow) and falls back to
-tracing with a one-line note saying why; the validator then runs the traced
-module at two batch sizes, which catches a trace that baked in a shape.
+tracing with a one-line note saying why. A trace records sizes as constants
+(a ``.pt2`` program's ``x[: ids.shape[1]]`` becomes a fixed slice), so a traced
+module is run at other sizes of every dynamic symbol and refused (the planner
+tries the next path) unless it matches the eager model there.
 ``torch.jit.trace`` is deprecated in torch 2.13 (DeprecationWarning): the
 warning is suppressed and recorded in the artifact's notes instead.
 """
@@ -63,9 +65,17 @@ class TorchToTorchScript(Converter):
     def _trace(self, src: SourceModel, opts: ConvertOptions) -> Any:
         torch = require("torch", "exporting to TorchScript")
         args = tc.tensors(opts.sample_inputs, src.signature)
+        wrapped = tc.wrap(src.obj, src.signature)
         try:
             with tc.export_mode():
-                return torch.jit.trace(tc.wrap(src.obj, src.signature), args, check_trace=False, strict=False)
+                traced = torch.jit.trace(wrapped, args, check_trace=False, strict=False)
         except Exception as exc:  # noqa: BLE001
             raise ExportError(f"torch.jit.trace failed: {first_line(exc)}",
                               hint="check that the model runs on the pinned --input shapes") from exc
+        if not opts.static_shapes:
+            problem = tc.baked_sizes(traced, wrapped, src.signature, opts.sample_inputs)
+            if problem:
+                raise ExportError(f"the traced TorchScript does not hold the pinned dynamic axes: {problem}",
+                                  hint="a trace records sizes as constants; another path (through ONNX) may "
+                                       "keep them, or pin the axes as numbers with --input / --static-shapes")
+        return traced

@@ -14,6 +14,7 @@ from typing import Any
 
 from fwx.converters.base import ConvertOptions
 from fwx.signature import TensorSpec, parse_tensor_spec
+from fwx.sources.samples import InputConfig
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class ExportOptions:
     keep_intermediate: bool = False
     device: str = "cpu"
     command: str = ""
+    input_ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # --input-range NAME:LO,HI
+    input_values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # --input-values NAME:V1,V2
     allow_signature_change: bool = False  # publish a version whose interface differs from the previous one
 
     def __post_init__(self) -> None:
@@ -41,6 +44,11 @@ class ExportOptions:
         object.__setattr__(self, "inputs", specs)
         object.__setattr__(self, "outputs", tuple(self.outputs))
         object.__setattr__(self, "model_kwargs", dict(self.model_kwargs or {}))
+        InputConfig(ranges=self.input_ranges, values=self.input_values)  # an empty range fails here, before loading
+
+    def sample_config(self) -> InputConfig:
+        """The user's ``--input-range`` / ``--input-values`` as the sample generator takes them."""
+        return InputConfig(ranges=dict(self.input_ranges), values=dict(self.input_values))
 
     @property
     def specs(self) -> tuple[TensorSpec, ...]:

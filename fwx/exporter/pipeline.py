@@ -26,14 +26,15 @@ from fwx.exporter.options import ExportOptions
 from fwx.exporter.pinning import guess_layout, load_example_inputs
 from fwx.exporter.resolve import pin_signature
 from fwx.exporter.runner import WORK, Attempt, RunContext, place, run_target
-from fwx.exporter.targets import FORMAT_LAYOUT, Selection, decide, parse_targets, start_format
+from fwx.exporter.targets import FORMAT_LAYOUT, Selection, copied_formats, decide, parse_targets, start_format
 from fwx.formats import ARTIFACT_NAMES, TARGETS, Format
 from fwx.manifest import Manifest
 from fwx.quantize.options import check_options, check_target, validation_examples
 from fwx.repository import Repository
 from fwx.signature import Signature, static_signature
+from fwx.sources.id_ranges import id_ranges
 from fwx.sources.load import LoadedSource, is_factory_ref, load_source
-from fwx.sources.samples import make_feeds, probe_sizes
+from fwx.sources.samples import check_names, make_feeds, probe_sizes
 
 
 @dataclass
@@ -41,7 +42,7 @@ class TargetRow:
     """One line of the summary: what happened to one requested format."""
 
     format: Format
-    status: str  # ok | failed | skipped (--to all: not exported, ``error`` says why)
+    status: str  # ok | failed | skipped (--to all: failed = validated wrong, not published; skipped = no artifact)
     path: str | None = None  # relative to the version folder
     size_bytes: int = 0
     plan: str = ""
@@ -73,6 +74,7 @@ class ExportResult:
                 "version": self.manifest.version if self.manifest else None,
                 "signature": self.signature.to_json(), "targets": [r.to_json() for r in self.rows],
                 "failures": self.failures, "skipped": dict(self.manifest.skipped) if self.manifest else {},
+                "failed": dict(self.manifest.failed) if self.manifest else {},
                 "manifest": self.manifest.to_json() if self.manifest else None}
 
 
@@ -81,7 +83,7 @@ def plan_only(source: str | Path, targets: Sequence[str | Format], options: Conv
     """``--plan``: the paths each target would try, in order, without loading the model."""
     start = start_format(source)
     _, sel = decide(start, parse_targets(targets), options or ConvertOptions(), FORMAT_LAYOUT.get(start),
-                    known=start in FORMAT_LAYOUT)
+                    known=start in FORMAT_LAYOUT, copies=copied_formats(source))
     return {fmt.value: [p.describe() for p in found] for fmt, found in sel.plans.items()}
 
 
@@ -94,14 +96,15 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     eo = options or ExportOptions()
     examples = dict(eo.example_inputs) if isinstance(eo.example_inputs, Mapping) else \
         (load_example_inputs(eo.example_inputs) if eo.example_inputs else None)
-    start, wanted = start_format(source), parse_targets(targets)
+    start, wanted, copies = start_format(source), parse_targets(targets), copied_formats(source)
     if eo.convert.quantize:  # name the formats that can hold it, before the planner only says "no path"
         for fmt in wanted:
             if isinstance(fmt, Format):
                 check_target(fmt, eo.convert.quantize)
     # The layout of a PyTorch/Keras/SavedModel source is known from its format: plan before loading, so a
     # named target without a path fails fast. An ONNX source's layout is read from its graph, after loading.
-    decided = decide(start, wanted, eo.convert, FORMAT_LAYOUT[start], known=True) if start in FORMAT_LAYOUT else None
+    decided = decide(start, wanted, eo.convert, FORMAT_LAYOUT[start], known=True, copies=copies) \
+        if start in FORMAT_LAYOUT else None
     repo = Repository(eo.out)
     model_name = eo.name or default_name(source)
     repo.model_dir(model_name)  # validates the name before any heavy work
@@ -109,13 +112,15 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     with ui.step(f"load {source}"):
         src = load_source(source, model_class=eo.model_class, model_kwargs=eo.model_kwargs,
                           trust=eo.convert.trust_model_code, signature_name=eo.convert.saved_model_signature)
+    user = eo.sample_config()
     with ui.step("pin signature"):
-        sig = pin_signature(src, eo.specs, eo.outputs, examples)
+        sig = pin_signature(src, eo.specs, eo.outputs, examples, user)
+    check_names(user, sig)
     ui.info(f"  {sig}")
     collision.check_pinned(repo, model_name, sig, allow=eo.allow_signature_change)
     layout = guess_layout(sig, src.framework)
     if decided is None or (decided[0].layout and layout is None):  # no 4-D input after all: --layout is dropped
-        decided = decide(start, wanted, eo.convert, layout, known=True)
+        decided = decide(start, wanted, eo.convert, layout, known=True, copies=copies)
     opts, sel = decided
     _check_quantize(sel.plans, opts, sig)
     if examples is None and opts.quantize:  # validate int8 on real samples, not on noise it was never calibrated for
@@ -143,20 +148,35 @@ def _check_quantize(plans: Mapping[Format, list[Plan]], opts: ConvertOptions, si
 
 def _run(repo: Repository, name: str, src: LoadedSource, sig: Signature, sel: Selection, opts: ConvertOptions,
          examples: Mapping[str, Any] | None, eo: ExportOptions) -> ExportResult:
+    """Export every selected target; publish what passed.
+
+    A named target that fails raises (nothing is published). Under ``--to all`` a
+    target without a working path is skipped, and one that validates wrong is
+    left out, recorded in fwx.json's ``failed`` with its numbers, and makes the
+    result not ``ok`` (exit 1); the targets that validated are still published.
+    """
     skipped = {fmt.value: reason for fmt, reason in sel.skipped.items()}
     with repo.staging(name, eo.version) as st, _context(src, sig, opts, examples, st.path, eo) as ctx:
         chosen: dict[Format, Attempt] = {}
+        rejected: dict[Format, tuple[Attempt, list[str]]] = {}
         failures: list[str] = []
         errors: list[FwxError] = []
         for fmt, found in sel.plans.items():
             try:
                 with ui.step(f"export {fmt}"):
-                    pick, lines = _target(ctx, fmt, found, keep_failed=eo.keep_failed)
+                    pick, lines = _target(ctx, fmt, found)
             except FwxError as exc:
-                if fmt not in sel.optional or isinstance(exc, ValidationError):
+                if fmt not in sel.optional:
                     raise
                 skipped[fmt.value] = exc.message
                 errors.append(exc)
+                continue
+            if lines and not eo.keep_failed:
+                if fmt not in sel.optional:
+                    raise _validation_error(pick, lines)
+                rejected[fmt] = (pick, lines)
+                failures += [f"{fmt}: {line}" for line in lines]
+                _show_rejected(fmt, pick, lines)
                 continue
             chosen[fmt] = pick
             for warning in (w for hop in pick.hops for w in hop.result.extra.get("warnings", [])):
@@ -168,16 +188,33 @@ def _run(repo: Repository, name: str, src: LoadedSource, sig: Signature, sel: Se
             if chosen or not errors or reason != errors[0].message:
                 ui.warn(f"{key} skipped: {reason}")
         if not chosen:  # nothing to publish: fail with the first target's own error (type and exit code)
+            if rejected:
+                pick, lines = next(iter(rejected.values()))
+                raise _validation_error(pick, lines, shown=True)
             raise errors[0]
         skipped = {f.value: skipped[f.value] for f in TARGETS if f.value in skipped}
         manifest = mb.build_manifest(name, src, sig, chosen, ctx, keep_intermediate=eo.keep_intermediate,
                                      command=eo.command, created=_now(), fwx_version=__version__, skipped=skipped)
+        manifest.failed = {fmt.value: _failed_entry(fmt, pick, lines) for fmt, (pick, lines) in rejected.items()}
         shutil.rmtree(st.path / WORK, ignore_errors=True)
         collision.check_new_version(repo, manifest, allow=eo.allow_signature_change)
         with ui.step("publish"):
             final = st.publish(manifest)
     return ExportResult(manifest, final, _rows(manifest, chosen), sig, failures,
                         {fmt.value: a.report for fmt, a in chosen.items() if a.report is not None})
+
+
+def _failed_entry(fmt: Format, attempt: Attempt, lines: list[str]) -> dict[str, Any]:
+    """What fwx.json keeps of a target that validated wrong: the first failure, the path and every number."""
+    validation = attempt.report.for_artifact(fmt.value) if attempt.report is not None else {}
+    return {"error": f"validation failed: {lines[0]}", "plan": attempt.plan.describe(), "validation": validation}
+
+
+def _show_rejected(fmt: Format, attempt: Attempt, lines: list[str]) -> None:
+    if attempt.report is not None and not ui.state.json:
+        ui.info(attempt.report.table())
+    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+    ui.warn(f"{fmt} failed validation and is not published: {lines[0]}{more}")
 
 
 @contextlib.contextmanager
@@ -191,11 +228,14 @@ def _context(src: LoadedSource, sig: Signature, opts: ConvertOptions, examples: 
     if opts.static_shapes:
         batch = {s.shape[0] for s in sig.inputs if s.rank and isinstance(s.shape[0], str)}
         sizes = [{k: 1 if k in batch else n for k, n in sizes[0].items()}]
-    opts = replace(opts, sample_inputs=make_feeds(sig.inputs, sizes[0], examples))
-    val_inputs = [make_feeds(sig.inputs, s, examples, seed=i) for i, s in enumerate(sizes)] if examples else None
+    user = eo.sample_config()
+    # integer ids within the embedding's vocabulary where fwx can read it; the user's ranges win
+    cfg = replace(user, ranges={**id_ranges(src, sig), **user.ranges})
+    opts = replace(opts, sample_inputs=make_feeds(sig.inputs, sizes[0], examples, cfg=cfg))
+    val_inputs = [make_feeds(sig.inputs, s, examples, seed=i, cfg=cfg) for i, s in enumerate(sizes)] if examples else None
     expected = static_signature(sig, opts.sample_inputs) if opts.static_shapes else sig
     ctx = RunContext(src, sig, opts, staging, eo.validate, eo.device, guess_layout(sig, src.framework), val_inputs,
-                     expected=expected)
+                     expected=expected, input_config=cfg)
     try:
         yield ctx
     finally:
@@ -203,14 +243,12 @@ def _context(src: LoadedSource, sig: Signature, opts: ConvertOptions, examples: 
             ctx.reference.close()
 
 
-def _target(ctx: RunContext, fmt: Format, plans: list[Plan], *, keep_failed: bool) -> tuple[Attempt, list[str]]:
+def _target(ctx: RunContext, fmt: Format, plans: list[Plan]) -> tuple[Attempt, list[str]]:
     """The attempt to publish for ``fmt`` and its validation failures; raises when no path made an artifact."""
     attempts = run_target(ctx, fmt, plans)
     pick, lines = mb.choose(attempts)
     if pick is None:
         raise attempts[0].error or ExportError(f"{fmt}: no path produced an artifact")
-    if lines and not keep_failed:
-        raise _validation_error(pick, lines)
     return pick, lines
 
 
@@ -219,6 +257,11 @@ def _rows(manifest: Manifest, chosen: Mapping[Format, Attempt]) -> list[TargetRo
     for fmt in TARGETS:
         if fmt.value in manifest.skipped:
             rows.append(TargetRow(fmt, "skipped", error=manifest.skipped[fmt.value]))
+        if fmt.value in manifest.failed:
+            bad = manifest.failed[fmt.value]
+            worst = _worst_diff(bad.get("validation") or {})
+            rows.append(TargetRow(fmt, "failed", plan=bad.get("plan", ""), error=bad.get("error"),
+                                  check="FAIL" + (f" (max abs {worst:.1e})" if worst is not None else "")))
         if fmt not in chosen:
             continue
         attempt = chosen[fmt]
@@ -241,8 +284,8 @@ def _worst_diff(validation: Mapping[str, Any]) -> float | None:
     return max(nums) if nums else None
 
 
-def _validation_error(attempt: Attempt, lines: list[str]) -> ValidationError:
-    if attempt.report is not None and not ui.state.json:
+def _validation_error(attempt: Attempt, lines: list[str], *, shown: bool = False) -> ValidationError:
+    if attempt.report is not None and not ui.state.json and not shown:
         ui.info(attempt.report.table())
     more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
     return ValidationError(f"validation failed: {lines[0]}{more}",

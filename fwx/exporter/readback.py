@@ -57,6 +57,34 @@ def _compare(kind: str, p: TensorSpec, g: TensorSpec, *, strict: bool, check_dty
     return out
 
 
+def shared_dims(pinned: Signature, got: Signature) -> list[str]:
+    """Where the artifact's input symbols group axes differently from the pin (``.pt2`` programs guard them).
+
+    Two input axes pinned with one symbol (the batch of ``input_ids`` and
+    ``attention_mask``) must share one symbol in the artifact, and axes pinned
+    apart must stay apart; an artifact that reports no symbol for an axis is not judged.
+    """
+    if got.input_names != pinned.input_names:
+        return []
+    pin_axes: dict[str, tuple[str, int]] = {}
+    got_axes: dict[str, tuple[str, int]] = {}
+    problems: list[str] = []
+    for p, g in zip(pinned.inputs, got.inputs, strict=True):
+        if p.rank != g.rank:
+            continue
+        for axis, (pd, gd) in enumerate(zip(p.shape, g.shape, strict=True)):
+            if not (isinstance(pd, str) and isinstance(gd, str)):
+                continue
+            first_pin, first_got = pin_axes.setdefault(pd, (p.name, axis)), got_axes.setdefault(gd, (p.name, axis))
+            if first_pin != (p.name, axis) and first_got != first_pin:
+                problems.append(f"input {p.name!r} axis {axis} and input {first_pin[0]!r} axis {first_pin[1]} share "
+                                f"{pd} in the pin, but the artifact lets them differ")
+            elif first_got != (p.name, axis) and first_pin != first_got:
+                problems.append(f"input {p.name!r} axis {axis} must equal input {first_got[0]!r} axis "
+                                f"{first_got[1]} in the artifact, but the pin lets them differ")
+    return problems
+
+
 def _dims(spec: TensorSpec) -> str:
     return "[" + ",".join(str(d) for d in spec.shape) + "]"
 
@@ -85,6 +113,8 @@ def check_readback(fmt: Format, path: Path, pinned: Signature, got: Signature, *
     if problems and layouts[0] != layouts[1]:
         moved = differences(in_layout(pinned, *layouts, outputs=True), got, check_dtypes=check)
         problems = moved if len(moved) < len(problems) else problems
+    if fmt is Format.PT2:
+        problems += shared_dims(in_layout(pinned, *layouts), got)
     written = onnx_opset(load_onnx(path)) if fmt is Format.ONNX else None
     if fmt is Format.ONNX and opset is not None and written != opset:
         problems.append(f"the file declares opset {written}, pinned {opset}")

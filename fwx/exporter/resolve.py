@@ -14,26 +14,28 @@ import numpy as np
 from fwx.converters import _torch as tc
 from fwx.errors import FwxError, InputError, first_line
 from fwx.exporter import pinning
+from fwx.exporter.probe_outputs import resolve_outputs
 from fwx.formats import Format
 from fwx.frameworks import quiet
 from fwx.signature import Signature, TensorSpec, names_or_default
 from fwx.sources.load import LoadedSource
-from fwx.sources.samples import make_feeds, probe_sizes
+from fwx.sources.samples import InputConfig, make_feeds, probe_sizes
 
 _TORCH_NEEDS = ("a PyTorch model stores no input signature: fwx needs the inputs' names, dtypes and shapes")
 
 
 def pin_signature(src: LoadedSource, inputs: Sequence[TensorSpec] = (), outputs: Sequence[str] = (),
-                  examples: Mapping[str, np.ndarray] | None = None) -> Signature:
+                  examples: Mapping[str, np.ndarray] | None = None, cfg: InputConfig | None = None) -> Signature:
+    """The pinned signature; ``cfg`` carries ``--input-range``/``--input-values`` for the probing samples."""
     if src.plan_format is Format.PYTORCH:
-        return _pin_torch(src, inputs, outputs, examples)
+        return _pin_torch(src, inputs, outputs, examples, cfg)
     pinned_in = pinning.resolve_inputs(inputs, examples, src.inputs)
     model_in = src.inputs or ()
     if model_in:
         pinning.check_against_model(pinned_in, model_in, rename_ok=src.format is Format.KERAS)
     model_out = src.outputs or ()
     if src.format is Format.KERAS:
-        _probe_keras(src, pinned_in, examples)
+        _probe_keras(src, pinned_in, examples, cfg)
         names = names_or_default(outputs, len(model_out), "output") if outputs else [s.name for s in model_out]
         if len(names) != len(model_out):
             raise InputError(f"--output names {len(names)} output(s) but the model has {len(model_out)}",
@@ -42,11 +44,11 @@ def pin_signature(src: LoadedSource, inputs: Sequence[TensorSpec] = (), outputs:
     if outputs and sorted(outputs) != sorted(s.name for s in model_out):
         raise InputError(f"--output {', '.join(outputs)} does not match the model's outputs "
                          f"({', '.join(s.name for s in model_out)})", hint=f"{src.format} keeps its own output names")
-    return Signature(pinned_in, tuple(model_out))
+    return Signature(pinned_in, resolve_outputs(src, pinned_in, model_out, examples, cfg))
 
 
 def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequence[str],
-               examples: Mapping[str, np.ndarray] | None) -> Signature:
+               examples: Mapping[str, np.ndarray] | None, cfg: InputConfig | None = None) -> Signature:
     from fwx.runtimes._torch import flatten_outputs, to_numpy  # imports torch
 
     specs = pinning.resolve_inputs(inputs, examples, src.inputs, needs_flags=_TORCH_NEEDS)
@@ -59,7 +61,7 @@ def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequenc
     sizes = probe_sizes(specs, examples)
     runs, keys = [], None
     for i, size in enumerate(sizes):
-        feeds = make_feeds(specs, size, examples, seed=i)
+        feeds = make_feeds(specs, size, examples, seed=i, cfg=cfg)
         try:
             with quiet():
                 raw = tc.run(src.obj, feeds, sig_in)
@@ -76,8 +78,9 @@ def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequenc
     return Signature(specs, pinning.output_specs(names, runs, sizes))
 
 
-def _probe_keras(src: LoadedSource, specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None) -> None:
-    feeds = make_feeds(specs, probe_sizes(specs, examples)[0], examples)
+def _probe_keras(src: LoadedSource, specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None,
+                 cfg: InputConfig | None = None) -> None:
+    feeds = make_feeds(specs, probe_sizes(specs, examples)[0], examples, cfg=cfg)
     try:
         with quiet():
             src.obj([feeds[s.name] for s in specs] if len(specs) > 1 else feeds[specs[0].name], training=False)

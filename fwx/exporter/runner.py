@@ -30,6 +30,7 @@ from fwx.signature import Signature
 from fwx.sources.load import LoadedSource
 from fwx.sources.onnx_external import external_files, gather_external_data
 from fwx.sources.reference import source_runtime
+from fwx.sources.samples import InputConfig
 from fwx.validators import validate_runtimes
 
 WORK = ".work"
@@ -77,6 +78,7 @@ class RunContext:
     layout: str | None
     inputs: list[dict[str, Any]] | None  # validator inputs from --example-inputs, else generated
     expected: Signature | None = None  # what artifacts must read back as (the pin, fixed with --static-shapes)
+    input_config: InputConfig | None = None  # how generated validation samples are drawn (ranges, values)
     reference: Runtime | None = None
     cache: dict[tuple[tuple[EdgeEntry, ...], bool], HopRun] = field(default_factory=dict)  # (path prefix, quantised)
     failed: dict[tuple[tuple[EdgeEntry, ...], bool], FwxError] = field(default_factory=dict)
@@ -285,7 +287,7 @@ def _validate(ctx: RunContext, target: Format, rt: Runtime, res: ConvertResult) 
     with quiet():
         return validate_runtimes(reference(ctx), {key: rt}, signature=ctx.expected or ctx.signature,
                                  precisions={key: res.precision}, layouts={key: res.layout},
-                                 reference_layout=ctx.layout, inputs=ctx.inputs,
+                                 reference_layout=ctx.layout, inputs=ctx.inputs, input_config=ctx.input_config,
                                  reference_key=f"source ({ctx.src.format})")
 
 
@@ -294,5 +296,6 @@ def reference(ctx: RunContext) -> Runtime:
     if ctx.reference is None:
         with quiet():
             ctx.reference = source_runtime(ctx.src, ctx.signature, device=ctx.device,
-                                           signature_name=ctx.options.saved_model_signature)
+                                           signature_name=ctx.options.saved_model_signature,
+                                           trust_model_code=ctx.options.trust_model_code)
     return ctx.reference

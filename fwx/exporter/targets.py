@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fwx import ui
 from fwx.converters.base import ConvertOptions
-from fwx.converters.plan import Plan, best_plans
+from fwx.converters.plan import Plan, best_plans, plans_or_none
 from fwx.errors import FwxError, UsageError
 from fwx.formats import LAYOUTS, NCHW, NHWC, TARGETS, Format, detect_format, parse_format
 from fwx.sources.load import is_factory_ref
@@ -68,14 +68,31 @@ def start_format(source: str | Path) -> Format:
     return Format.PYTORCH if fmt in (Format.TORCHSCRIPT, Format.PT2) else fmt
 
 
-def select(start: Format, targets: Sequence[str | Format], opts: ConvertOptions) -> Selection:
-    """Plan every requested target; raises before any heavy work for a named target that has no path."""
+def copied_formats(source: str | Path) -> frozenset[Format]:
+    """Targets the source already is although the planner starts elsewhere: a ``.pt2`` is copied, not re-exported.
+
+    Re-exporting a program with fresh ``Dim``s fails on its own range constraints
+    ("Constraints violated"); the copy is read back and validated like any artifact.
+    """
+    if isinstance(source, str) and is_factory_ref(source):
+        return frozenset()
+    return frozenset({Format.PT2}) if detect_format(source) is Format.PT2 else frozenset()
+
+
+def select(start: Format, targets: Sequence[str | Format], opts: ConvertOptions,
+           copies: frozenset[Format] = frozenset()) -> Selection:
+    """Plan every requested target; raises before any heavy work for a named target that has no path.
+
+    A target in ``copies`` tries the copy first, then the planner's paths.
+    """
     named = [t for t in targets if isinstance(t, Format)]
     every = "all" in targets
     plans: dict[Format, list[Plan]] = {}
     skipped: dict[Format, str] = {}
     for fmt in TARGETS:
-        if fmt in named:
+        if fmt in copies and (fmt in named or every) and not (opts.layout or opts.static_shapes):
+            plans[fmt] = [Plan(()), *plans_or_none(start, fmt, opts)]
+        elif fmt in named:
             plans[fmt] = best_plans(start, fmt, opts)
         elif every:
             try:
@@ -90,10 +107,10 @@ def select(start: Format, targets: Sequence[str | Format], opts: ConvertOptions)
 
 
 def decide(start: Format, targets: Sequence[str | Format], opts: ConvertOptions, source_layout: str | None, *,
-           known: bool) -> tuple[ConvertOptions, Selection]:
+           known: bool, copies: frozenset[Format] = frozenset()) -> tuple[ConvertOptions, Selection]:
     """The convert options with ``--layout`` settled against the source's, and the targets' paths under them."""
     settled = settle_layout(replace(opts, layout=layout_option(opts.layout)), source_layout, known=known)
-    return settled, select(start, targets, settled)
+    return settled, select(start, targets, settled, copies)
 
 
 def layout_option(value: str | None) -> str | None:

@@ -45,6 +45,9 @@ class Runtime(ABC):
         ``signature_hint`` carries the pinned names when the format cannot store
         them (TorchScript keeps no input names, for example).
         """
+        from fwx.safety import check_model  # read the file as data first: refuse I/O ops, custom ops
+
+        check_model(cls.format, path, trust=trust_model_code)
         rt = cls(Path(path), device=device, trust_model_code=trust_model_code,
                  signature_hint=signature_hint, **options)
         rt._load()

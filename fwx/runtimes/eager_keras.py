@@ -24,10 +24,15 @@ from fwx.runtimes.base import Runtime
 from fwx.signature import Signature, TensorSpec
 
 
-def _model_output_names(model: Any) -> list[str]:
+def _named_outputs(model: Any) -> list[tuple[str, Any]]:
+    """(name, symbolic tensor) per output; a dict-output model pairs each key with its own tensor."""
     struct = getattr(model, "_outputs_struct", None)
-    if isinstance(struct, dict):
-        return [str(k) for k in struct]
+    if isinstance(struct, dict) and all(hasattr(v, "shape") for v in struct.values()):
+        return [(str(k), v) for k, v in struct.items()]
+    return list(zip(_model_output_names(model), model.outputs, strict=True))
+
+
+def _model_output_names(model: Any) -> list[str]:
     names = []
     for i, t in enumerate(model.outputs):
         hist = getattr(t, "_keras_history", None)
@@ -36,8 +41,8 @@ def _model_output_names(model: Any) -> list[str]:
 
 
 def _flatten(result: Any) -> list[Any]:
-    if isinstance(result, dict):
-        return [v for item in result.values() for v in _flatten(item)]
+    if isinstance(result, dict):  # in key order, as Keras orders ``model.outputs``
+        return [v for key in sorted(result) for v in _flatten(result[key])]
     if isinstance(result, (list, tuple)):
         return [v for item in result for v in _flatten(item)]
     return [result]
@@ -77,10 +82,11 @@ class KerasRuntime(Runtime):
         inputs = tuple(spec_from_tf(n, t) for n, t in zip(names, model_inputs, strict=True))
         if not inputs and hint is not None:
             inputs = hint.inputs  # subclassed model that was never called symbolically
-        out_names = _model_output_names(model) if model.inputs else []
-        outputs: tuple[TensorSpec, ...] = tuple(spec_from_tf(n, t) for n, t in zip(out_names, model.outputs, strict=True)) \
-            if out_names else ()
-        if hint is not None and len(hint.outputs) == len(outputs):
+        outputs = tuple(spec_from_tf(n, t) for n, t in _named_outputs(model)) if model.inputs else ()
+        by_name = {o.name: o for o in outputs}
+        if hint is not None and len(hint.outputs) == len(outputs) and set(hint.output_names) == set(by_name):
+            outputs = tuple(by_name[h.name] for h in hint.outputs)  # dict outputs: matched by name, never position
+        elif hint is not None and len(hint.outputs) == len(outputs):
             outputs = tuple(TensorSpec(h.name, o.dtype, o.shape) for h, o in zip(hint.outputs, outputs, strict=True))
         elif hint is not None and not outputs:
             outputs = hint.outputs
@@ -95,6 +101,9 @@ class KerasRuntime(Runtime):
         arrays = list(gather(inputs, self._dtypes).values())
         with tf.device(self._device):
             result = self._model(arrays[0] if len(arrays) == 1 else arrays, training=False)
+        names = self._sig.output_names
+        if isinstance(result, dict) and set(names) <= {str(k) for k in result}:
+            return {n: np.asarray(result[n]) for n in names}  # by name: a dict's order is not the model's
         values = _flatten(result)
         names = self._sig.output_names if len(self._sig.outputs) == len(values) else \
             [f"output_{i}" for i in range(len(values))]

@@ -8,12 +8,15 @@ program is moved with ``move_to_device_pass`` before ``.module()`` is built.
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from fwx.errors import InputError
+from fwx.errors import FwxError, InputError, first_line
 from fwx.formats import Format
+from fwx.frameworks import quiet
 from fwx.runtimes._common import dynamic_dim, hint_names
 from fwx.runtimes._torch import TorchRuntimeBase, torch_dtype_name
 from fwx.signature import Signature, TensorSpec
@@ -24,6 +27,25 @@ def _spec(name: str, val: Any) -> TensorSpec:
         return TensorSpec(name, "float32", ())
     dims = tuple(dynamic_dim(d if isinstance(d, int) else str(d)) for d in val.shape)
     return TensorSpec(name, torch_dtype_name(val.dtype), dims)
+
+
+def load_program(path: Path, *, trust: bool) -> Any:
+    """The one ``.pt2`` loader (runtime, export source, inspect): scan every member, then load those bytes.
+
+    ``torch.export.load`` retries failed safe loads with ``weights_only=False``,
+    so nothing reaches it before ``fwx.safety.pt2_bytes`` cleared the archive.
+    """
+    from fwx.safety import pt2_bytes
+
+    data = pt2_bytes(path, trust=trust)
+    try:
+        with quiet():
+            return torch.export.load(io.BytesIO(data))
+    except FwxError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - torch raises anything on a bad archive
+        raise InputError(f"cannot load {path} as a torch.export program: {first_line(exc)}",
+                         hint="the file is probably truncated, corrupt or from a newer torch") from exc
 
 
 def program_signature(ep: Any, hint: Signature | None) -> Signature:
@@ -50,9 +72,7 @@ class ExportedProgramRuntime(TorchRuntimeBase):
     def _load(self) -> None:
         self._setup_device()
         assert self.path is not None
-        if not self.path.is_file():
-            raise InputError(f"{self.path} is not a file", hint="pass a .pt2 file written by torch.export.save")
-        ep = torch.export.load(str(self.path))
+        ep = load_program(self.path, trust=self.trust_model_code)
         if self._torch_device.type == "cuda":
             from torch.export.passes import move_to_device_pass
 

@@ -17,14 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fwx.errors import InputError
+from fwx.errors import InputError, UnsafeModelError
 from fwx.formats import Format, detect_format
 from fwx.manifest import MANIFEST_NAME, Manifest, size_of
 from fwx.repository import Repository
+from fwx.safety import check_model
 from fwx.signature import Signature
 from fwx.sources import readers
 from fwx.sources import torch_source as ts
-from fwx.sources.load import pt2_inputs
+from fwx.sources.pt2 import pt2_inputs
 
 
 def inspect_path(path: str | Path, *, trust: bool = False, signature_name: str = "serving_default") -> dict[str, Any]:
@@ -37,6 +38,10 @@ def inspect_path(path: str | Path, *, trust: bool = False, signature_name: str =
     fmt = detect_format(p)
     info: dict[str, Any] = {"path": str(p), "format": fmt.value, "size_bytes": size_of(p), "signature": None,
                             "metadata": {}, "notes": []}
+    try:  # the handlers only read data; still say when loading the file would reach outside the tensor world
+        check_model(fmt, p, trust=trust)
+    except UnsafeModelError as exc:
+        info["notes"].append(f"{exc.message}; pass --trust-model-code to load it")
     _HANDLERS[fmt](p, info, trust=trust, signature_name=signature_name)
     return info
 

@@ -17,9 +17,11 @@ from fwx.errors import InputError, UsageError
 from fwx.formats import Format, detect_format
 from fwx.frameworks import require, version_of
 from fwx.manifest import sha256_path
-from fwx.signature import TensorSpec, spec_from_dims
+from fwx.safety import check_model
+from fwx.signature import TensorSpec
 from fwx.sources import torch_source as ts
 from fwx.sources.onnx_external import external_files
+from fwx.sources.pt2 import pt2_inputs
 from fwx.sources.readers import onnx_signature, savedmodel_signature
 from fwx.sources.tf_source import keras_io, load_keras
 
@@ -64,6 +66,7 @@ def load_source(source: str | Path, *, model_class: str | None = None, model_kwa
         return _torch(Format.PYTORCH, None, f"factory {source}", module)
     path = Path(source)
     fmt = detect_format(path)
+    check_model(fmt, path, trust=trust)  # SavedModel I/O ops, ONNX custom domains: refused before any load
     if fmt is Format.PYTORCH:
         return _torch_checkpoint(path, model_class, kwargs, trust)
     if fmt is Format.TORCHSCRIPT:
@@ -107,18 +110,6 @@ def _torch_checkpoint(path: Path, model_class: str | None, kwargs: dict[str, Any
     module = ts.build_module(model_class, kwargs)
     ts.apply_state_dict(module, state, path, model_class)
     return _torch(Format.PYTORCH, path, f"state_dict + {model_class}", module.eval())
-
-
-def pt2_inputs(ep: Any) -> tuple[TensorSpec, ...] | None:
-    """The user inputs of an ExportedProgram (its SymInt dims become dynamic), or None if unreadable."""
-    names = list(ep.graph_signature.user_inputs)
-    inputs = []
-    for node in ep.graph.nodes:
-        if node.op == "placeholder" and node.name in names and hasattr(node.meta.get("val"), "shape"):
-            val = node.meta["val"]
-            dims = [int(d) if str(d).lstrip("-").isdigit() else None for d in val.shape]
-            inputs.append(spec_from_dims(node.name, str(val.dtype), dims))
-    return tuple(inputs) if len(inputs) == len(names) else None
 
 
 def _pt2(path: Path, trust: bool) -> LoadedSource:

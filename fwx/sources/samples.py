@@ -5,6 +5,9 @@ size sets, all different, none 0 or 1); the validators draw
 ``generate_inputs`` (fixed seed, every dynamic dimension at two sizes: batch
 1 and 3, other dims 8 and 12 by default) so an artifact that silently pinned a
 dimension fails on the second size. Both draw each tensor through ``draw``,
+which samples integers by what they are: an input named like ``*mask*`` is 1s
+with padding at the end of rows, ``--input-range``/``--input-values`` (and the
+embedding's vocabulary where fwx can read it) bound the others;
 and no array is allocated before its size is checked against
 ``MAX_SAMPLE_BYTES``: a model declaring a 2**40 axis gets one line naming the
 input instead of a ``MemoryError``.
@@ -13,7 +16,7 @@ input instead of a ``MemoryError``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -40,12 +43,70 @@ class InputConfig:
     batch_sizes: tuple[int, ...] = BATCH_SIZES
     dim_sizes: tuple[int, ...] = DIM_SIZES
     sizes: Mapping[str, Sequence[int]] = field(default_factory=dict)  # per-symbol override
+    ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # per-input [lo, hi) (``--input-range``)
+    values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # per-input choices (``--input-values``)
 
     def __post_init__(self) -> None:
         if self.float_dist not in ("normal", "uniform"):
             raise UsageError(f"unknown float distribution {self.float_dist!r}", hint="use normal or uniform")
-        if self.int_range is not None and self.int_range[1] <= self.int_range[0]:
-            raise UsageError(f"integer range {self.int_range} is empty", hint="give LO,HI with HI > LO ([LO, HI))")
+        for lo, hi in [*([self.int_range] if self.int_range else []), *self.ranges.values()]:
+            if hi <= lo:
+                raise UsageError(f"integer range {lo},{hi} is empty", hint="give LO,HI with HI > LO ([LO, HI))")
+
+
+def is_mask(name: str) -> bool:
+    """An input that masks positions (``attention_mask``, ``padding_mask``): 1 = attend, 0 = padding."""
+    return "mask" in name.lower()
+
+
+def _mask(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """1s with padding (0s) at the end of each row along the last axis; the first row and every row keep
+    at least one 1, so no row attends to nothing (such rows legitimately differ between runtimes)."""
+    out = np.ones(shape, dtype=np.int64)
+    if not shape or shape[-1] < 2:
+        return out
+    rows = out.reshape(-1, shape[-1])
+    for r in range(1, rows.shape[0]):
+        pad = int(rng.integers(0, shape[-1] // 2 + 1))
+        if pad:
+            rows[r, -pad:] = 0
+    return out
+
+
+def parse_input_range(text: str) -> tuple[str, tuple[int, int]]:
+    """``NAME:LO,HI`` (``--input-range``) -> (name, (lo, hi)), integers drawn from [lo, hi)."""
+    name, _, rest = text.rpartition(":")
+    parts = rest.split(",")
+    try:
+        lo, hi = (int(p) for p in parts) if len(parts) == 2 else (0, -1)
+    except ValueError:
+        lo, hi = 0, -1
+    if not name or hi <= lo:
+        raise UsageError(f"--input-range {text!r} is not NAME:LO,HI with integers LO < HI",
+                         hint="e.g. --input-range input_ids:0,30522 (values drawn from [LO, HI))")
+    return name, (lo, hi)
+
+
+def parse_input_values(text: str) -> tuple[str, tuple[float, ...]]:
+    """``NAME:V1,V2,...`` (``--input-values``) -> (name, values), each sample element one of them."""
+    name, _, rest = text.rpartition(":")
+    try:
+        values = tuple(float(v) for v in rest.split(",") if v.strip())
+    except ValueError:
+        values = ()
+    if not name or not values:
+        raise UsageError(f"--input-values {text!r} is not NAME:V1,V2,...",
+                         hint="e.g. --input-values token_type_ids:0,1")
+    return name, values
+
+
+def check_names(cfg: InputConfig, sig: Signature) -> None:
+    """Refuse ``--input-range`` / ``--input-values`` for a name the signature does not have."""
+    for flag, names in (("--input-range", cfg.ranges), ("--input-values", cfg.values)):
+        unknown = [n for n in names if n not in sig.input_names]
+        if unknown:
+            raise UsageError(f"{flag} names {', '.join(unknown)}, not an input of the model",
+                             hint=f"inputs are: {', '.join(sig.input_names)}")
 
 
 def check_size(spec: TensorSpec, shape: Sequence[int]) -> None:
@@ -64,11 +125,16 @@ def draw(spec: TensorSpec, shape: tuple[int, ...], rng: np.random.Generator, cfg
     """One random array for ``spec`` at ``shape``, dtype-aware."""
     check_size(spec, shape)
     dt = np.dtype(object) if spec.dtype == "bytes" else np.dtype(spec.dtype)
+    if spec.name in cfg.values:
+        choices = np.asarray(cfg.values[spec.name])
+        return rng.choice(choices, size=shape).astype(np.float32 if spec.dtype == "bfloat16" else dt)
+    if is_mask(spec.name) and len(shape) >= 2 and dt.kind in "biuf":
+        return _mask(shape, rng).astype(np.float32 if spec.dtype == "bfloat16" else dt)
     if dt.kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
     if dt.kind in "iu":
         info = np.iinfo(dt.name)
-        lo, hi = cfg.int_range or ((0, 256) if dt.kind == "u" and info.bits == 8 else (0, 10))
+        lo, hi = cfg.ranges.get(spec.name) or cfg.int_range or ((0, 256) if dt.kind == "u" and info.bits == 8 else (0, 10))
         lo, hi = max(lo, int(info.min)), min(hi, int(info.max) + 1)
         return rng.integers(lo, hi, size=shape).astype(dt)
     if dt.kind == "f" or spec.dtype == "bfloat16":
@@ -148,10 +214,14 @@ def probe_sizes(specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] 
 
 
 def make_feeds(specs: Sequence[TensorSpec], sizes: Mapping[str, int],
-               examples: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
-    """Concrete arrays for ``specs``; example arrays are tiled along dynamic axes to reach ``sizes``."""
+               examples: Mapping[str, np.ndarray] | None = None, seed: int = 0,
+               cfg: InputConfig | None = None) -> dict[str, np.ndarray]:
+    """Concrete arrays for ``specs``; example arrays are tiled along dynamic axes to reach ``sizes``.
+
+    Integers default to [0, 2) (valid ids for any embedding); ``cfg`` brings per-input ranges and values.
+    """
     rng = np.random.default_rng(seed)
-    cfg = InputConfig(int_range=TRACE_INT_RANGE)
+    cfg = replace(cfg, int_range=TRACE_INT_RANGE) if cfg is not None else InputConfig(int_range=TRACE_INT_RANGE)
     feeds: dict[str, np.ndarray] = {}
     for s in specs:
         shape = tuple(sizes.get(d, 2) if isinstance(d, str) else (2 if d == -1 else int(d)) for d in s.shape)

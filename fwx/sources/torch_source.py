@@ -15,10 +15,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import io
 import re
 import sys
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -210,40 +208,17 @@ def load_torchscript(path: Path, *, trust: bool) -> Any:
 
 
 def pt2_pickled_payloads(path: Path) -> list[str]:
-    """Entries of a ``.pt2`` archive that ``torch.export.load`` would unpickle with code allowed."""
-    torch = require("torch", "loading .pt2 models")
-    risky: list[str] = []
-    with zipfile.ZipFile(path) as zf:
-        for name in zf.namelist():
-            base = name.rsplit("/", 1)[-1]
-            pickled = base.endswith("_config.json") and b'"use_pickle": true' in zf.read(name)
-            if pickled or base.startswith(("custom_obj", "opaque_obj")):
-                risky.append(name)
-            elif name.endswith(".pt") and "/data/" in name:
-                blob = io.BytesIO(zf.read(name))
-                try:
-                    if torch.serialization.get_unsafe_globals_in_checkpoint(blob):
-                        risky.append(name)
-                except Exception:  # noqa: BLE001 - not a zip checkpoint: treat as risky
-                    risky.append(name)
-    return risky
+    """Members of a ``.pt2`` archive that would run code on load (``fwx.safety`` reads them as data)."""
+    from fwx.safety import pt2_findings
+
+    return pt2_findings(path)
 
 
 def load_pt2(path: Path, *, trust: bool) -> Any:
-    torch = require("torch", "loading .pt2 models")
-    try:
-        risky = pt2_pickled_payloads(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise InputError(f"cannot read {path} as a .pt2 archive: {exc}", hint="the file is probably truncated") from exc
-    if risky and not trust:
-        raise UnsafeModelError(f"{path} contains pickled objects that would run code when loaded: {', '.join(risky[:5])}",
-                               hint=TRUST_HINT)
-    try:
-        with quiet():
-            return torch.export.load(str(path))
-    except Exception as exc:  # noqa: BLE001
-        raise InputError(f"cannot load {path} as a torch.export program: {first_line(exc)}",
-                         hint="the file is probably truncated, corrupt or from a newer torch") from exc
+    require("torch", "loading .pt2 models")
+    from fwx.runtimes.pt2 import load_program  # the one .pt2 loader: scans before torch sees the file
+
+    return load_program(path, trust=trust)
 
 
 def program_module(ep: Any) -> Any:

@@ -20,6 +20,7 @@ from fwx.signature import Signature, is_dynamic
 from fwx.sources.samples import InputConfig, generate_inputs
 from fwx.validators.compare import OutputAccumulator
 from fwx.validators.layout import inputs_to, output_back, shape_to
+from fwx.validators.masking import hide_padding
 from fwx.validators.policy import Policy
 from fwx.validators.report import ArtifactResult, OutputResult, ValidationReport
 
@@ -131,7 +132,7 @@ def _measure(key: str, rt: Runtime, *, signature: Signature, samples: Sequence[S
         lab = labels[i] if labels is not None and i < len(labels) else None
         for rname, cname in pairs.items():
             cand = output_back(np.asarray(out[cname]), ref[rname].shape, layout, ref_layout)
-            accs[rname].add(ref[rname], cand, i, lab)
+            accs[rname].add(*hide_padding(np.asarray(ref[rname]), cand, sample), i, lab)
     res.mean_ms = 1000 * float(np.mean(times)) if times else None
     for acc in accs.values():
         res.outputs.append(_judge(acc, precision, policy, measured=bool(acc.refs or acc.problems)))

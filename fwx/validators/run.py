@@ -128,7 +128,7 @@ def load_source_runtime(col: Collection, opts: ValidateOptions, sig: Signature, 
         raise InputError(f"the source {path} changed since the export (sha256 differs)")
     fmt = Format(src.format)
     if fmt in (Format.ONNX, Format.SAVEDMODEL, Format.TFLITE):
-        return source_runtime(file_source(fmt, path), sig, device=device)
+        return source_runtime(file_source(fmt, path), sig, device=device, trust_model_code=opts.trust_model_code)
     model_class = opts.model_class
     if model_class is None and opts.trust_model_code:
         model_class = _flag(manifest.command, "--model-class")  # importing it runs code: trusted only

@@ -45,7 +45,7 @@ def test_failure_inside_staging_leaves_nothing(tmp_path: Path) -> None:
 
     with pytest.raises(RuntimeError):
         half_written()
-    assert list((tmp_path / "m").iterdir()) == []
+    assert not (tmp_path / "m").exists()  # not even an empty model folder (issue 13, item 13)
     assert repo.versions("m") == []
 
 
@@ -88,9 +88,12 @@ def test_entry_escaping_folder_is_refused(tmp_path: Path) -> None:
     repo = Repository(tmp_path)
     (tmp_path / "secret").write_bytes(b"s")
     with repo.staging("m") as st:
-        final = st.publish(_manifest("m", ArtifactEntry("onnx", "../../secret", sha256_path(tmp_path / "secret"))))
-    with pytest.raises(ChecksumError, match="outside"):
-        Manifest.read(final).verify(final)
+        manifest = _manifest("m", ArtifactEntry("onnx", "../../secret", sha256_path(tmp_path / "secret")))
+        final = st.publish(manifest)
+    with pytest.raises(InputError, match="artifacts/onnx/path"):  # the schema refuses it when read
+        Manifest.read(final)
+    with pytest.raises(ChecksumError, match="outside"):  # and verify() still refuses it on its own
+        manifest.verify(final)
 
 
 def test_explicit_version_is_immutable(tmp_path: Path) -> None:

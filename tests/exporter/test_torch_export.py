@@ -209,7 +209,7 @@ def test_transformer_exports_without_the_mha_fast_path(tmp_path: Path, capfd: py
 
 
 def test_to_all_still_fails_on_wrong_numbers(tmp_path: Path) -> None:
-    """--to all skips targets it cannot make, never one that validated with wrong numbers."""
+    """--to all never publishes wrong numbers: when every target validated wrong, nothing is published."""
     from fwx.converters.base import ConvertOptions
     from fwx.errors import ValidationError
 

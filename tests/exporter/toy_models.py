@@ -67,3 +67,16 @@ class TinyEncoder(torch.nn.Module):
 def build_tiny_encoder() -> torch.nn.Module:
     torch.manual_seed(0)
     return TinyEncoder().eval()
+
+
+class SignBranch(torch.nn.Module):
+    """A Python branch on the data: scripting keeps it, every tracing exporter bakes the sample's branch."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if bool(x.sum() > 0):
+            return x * 2.0
+        return x * -3.0
+
+
+def build_sign_branch() -> torch.nn.Module:
+    return SignBranch().eval()

@@ -86,7 +86,7 @@ def test_result_metadata_signature_and_positional_outputs(dense: Path, tmp_path:
     result = OnnxToTorchScript().convert(_src(dense), tmp_path / "m.pt", ConvertOptions())
     assert result.tool == "fwx-onnx-torch"
     assert torch.__version__ in result.tool_version
-    assert str(result.signature) == "(x:float32[n,4]) -> (y:float32[n,3], s:float32[1,1])"
+    assert str(result.signature) == "(x:float32[N,4]) -> (y:float32[N,3], s:float32[1,1])"
     assert result.extra["torchscript_mode"] == "script"
     sizes = [c["sizes"]["n"] for c in result.extra["verification"] if "skipped" not in c]
     assert sorted(sizes) == [1, 2, 5]
