@@ -63,6 +63,10 @@ bench: $(STAMP)
 	$(PY) benchmarks/matrix.py
 	$(PY) benchmarks/quantize.py
 	$(PY) benchmarks/serve.py
+	$(PY) benchmarks/serve_workers.py
+	$(PY) benchmarks/grpc_ab.py
+	$(PY) benchmarks/grpc_floor.py
+	$(PY) benchmarks/cold_start.py
 	$(PY) benchmarks/lifecycle.py
 
 ## make gpu-check: GPU validation + GPU serving smoke (run on a machine with CUDA).

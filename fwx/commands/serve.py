@@ -33,7 +33,11 @@ MiB = 2**20
 @click.option("--max-queue-delay-ms", default=2.0, show_default=True,
               help="Longest wait for the clients of the last batch to send again (never at concurrency 1).")
 @click.option("--max-queue-size", default=100, show_default=True, help="Queued requests per model before 503.")
-@click.option("--workers", default=1, show_default=True, help="Concurrent batches (compute threads) per model version.")
+@click.option("--workers", default="1", show_default=True,
+              help="Serving processes sharing the ports, each with its own models (auto = one per CPU).")
+@click.option("--grpc-server", type=click.Choice(["aio", "sync"]), default="aio", show_default=True,
+              help="gRPC handlers as coroutines on the event loop (aio) or on a thread pool (sync).")
+@click.option("--instances", default=1, show_default=True, help="Concurrent batches (compute threads) per model version.")
 @click.option("--request-timeout-s", default=30.0, show_default=True, help="Default request deadline (0 = none).")
 @click.option("--max-body-mb", default=64.0, show_default=True, help="Largest HTTP body, after decompression.")
 @click.option("--grpc-max-message-mb", default=64.0, show_default=True, help="Largest gRPC message.")
@@ -59,7 +63,8 @@ MiB = 2**20
 @ui.common_options
 def serve(repository: Path, host: str, http_port: int, grpc_port: int, prefer: str, only_formats: str | None,
           prefer_model: tuple[str, ...],
-          max_batch_size: int, max_queue_delay_ms: float, max_queue_size: int, workers: int,
+          max_batch_size: int, max_queue_delay_ms: float, max_queue_size: int, workers: str, grpc_server: str,
+          instances: int,
           request_timeout_s: float, max_body_mb: float, grpc_max_message_mb: float, device: str,
           version_policy: str, version_policy_model: tuple[str, ...], poll_seconds: float, enable_model_control: bool, admin_token: str | None,
           api_token: str | None, trust_model_code: bool, drain_seconds: float, model_name: str | None, shutdown_delay_seconds: float, no_warmup: bool,
@@ -72,14 +77,15 @@ def serve(repository: Path, host: str, http_port: int, grpc_port: int, prefer: s
       curl localhost:8000/v2/health/ready
     """
     from fwx.serving.config import ServerConfig, parse_overrides, parse_prefer, parse_prefer_model
-    from fwx.serving.server import serve as run
+    from fwx.serving.supervisor import parse_workers
+    from fwx.serving.supervisor import supervise as run
 
     config = ServerConfig(
         repository=repository, host=host, http_port=http_port, grpc_port=grpc_port,
         prefer=parse_prefer(prefer), prefer_per_model=parse_prefer_model(prefer_model),
         only_formats=parse_prefer(only_formats) if only_formats is not None else None,
         max_batch_size=max_batch_size, max_queue_delay_ms=max_queue_delay_ms, max_queue_size=max_queue_size,
-        workers=workers, request_timeout_s=request_timeout_s, max_body_bytes=int(max_body_mb * MiB),
+        workers=instances, worker_processes=parse_workers(workers), grpc_server=grpc_server, request_timeout_s=request_timeout_s, max_body_bytes=int(max_body_mb * MiB),
         grpc_max_message_bytes=int(grpc_max_message_mb * MiB), device=device, version_policy=version_policy,
         version_policy_per_model=parse_overrides(version_policy_model, "--version-policy-model"),
         poll_seconds=poll_seconds, enable_model_control=enable_model_control, admin_token=admin_token,

@@ -11,6 +11,7 @@ and ``notes`` why it was picked. Input/output names are cached at load and
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any
 
 import numpy as np
@@ -65,8 +66,10 @@ class OnnxRuntime(Runtime):
         # CNN with spinning off, and the server's own threads need that CPU. ``spin=True`` restores it.
         if not self.options.get("spin"):
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if self.options.get("threads"):
-            so.intra_op_num_threads = int(self.options["threads"])
+        # FWX_THREADS: the per-process budget ``fwx serve --workers N`` gives each worker (cores / N).
+        threads = self.options.get("threads") or os.environ.get("FWX_THREADS")
+        if threads:
+            so.intra_op_num_threads = int(threads)
         providers = self._providers(ort.get_available_providers())
         self._session = ort.InferenceSession(str(self.path), sess_options=so, providers=providers)
         self._sig = Signature(tuple(_spec(a) for a in self._session.get_inputs()),

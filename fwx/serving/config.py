@@ -94,7 +94,10 @@ class ServerConfig:
     shutdown_delay_s: float = 0.0  # after SIGTERM: not ready but still serving, so load balancers catch up
     warmup: bool = True
     load_probe: bool = True  # load each new artifact once in a child process first (crash-safe)
-    workers: int = 1  # concurrent batches per model version (compute threads)
+    workers: int = 1  # concurrent batches per model version (compute threads; CLI --instances)
+    worker_processes: int = 1  # serving processes sharing the ports (CLI --workers; fwx.serving.supervisor)
+    reuse_port: bool = False  # SO_REUSEPORT on both listeners (set for supervised workers)
+    grpc_server: str = "aio"  # "aio": handlers on the data plane's loop; "sync": thread pool + loop hop
     log_level: str = "info"
 
     def __post_init__(self) -> None:
@@ -123,7 +126,7 @@ class ServerConfig:
                                  hint="use 1-65535, 0 for any free port, -1 to disable")
         positive = {"max_batch_size": self.max_batch_size, "max_queue_size": self.max_queue_size,
                     "max_body_bytes": self.max_body_bytes, "grpc_max_message_bytes": self.grpc_max_message_bytes,
-                    "workers": self.workers}
+                    "instances": self.workers, "workers": self.worker_processes}
         for name, value in positive.items():
             if value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
@@ -133,6 +136,8 @@ class ServerConfig:
         for name, fvalue in non_negative.items():
             if fvalue < 0:
                 raise UsageError(f"--{name.replace('_', '-')} must not be negative, got {fvalue}")
+        if self.grpc_server not in ("aio", "sync"):
+            raise UsageError(f"unknown --grpc-server {self.grpc_server!r}", hint="use aio or sync")
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise UsageError(f"unknown device {self.device!r}", hint="use cpu, cuda or cuda:N")
         if self.log_level.lower() not in ("critical", "error", "warning", "info", "debug"):

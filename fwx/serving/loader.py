@@ -7,9 +7,11 @@ version is only handed back once it has answered one inference.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +37,10 @@ PLATFORMS: dict[Format, str] = {
     Format.KERAS: "keras",
     Format.PYTORCH: "pytorch_eager",
 }
+
+#: Set in a supervised worker process (``fwx.serving.workers.LoadGuard``): wraps every in-process
+#: load + warm-up so the supervisor can blame a crash on the artifact. None in a lone server.
+load_guard: Callable[[Format, Path], AbstractContextManager[None]] | None = None
 
 
 @dataclass
@@ -159,13 +165,14 @@ def _load_one(path: Path, manifest: Manifest, fmt: Format, entry: ArtifactEntry,
         if key:
             probed.add(key)
     start = time.monotonic()
-    runtime = load_runtime(fmt, artifact, device=settings.device, trust_model_code=settings.trust_model_code,
-                           signature_hint=sig)
-    try:
-        served = _served_signature(manifest, runtime)
-        if settings.warmup:
-            warmup(runtime, served)
-    except BaseException:
-        runtime.close()
-        raise
+    with load_guard(fmt, artifact) if load_guard is not None else contextlib.nullcontext():
+        runtime = load_runtime(fmt, artifact, device=settings.device, trust_model_code=settings.trust_model_code,
+                               signature_hint=sig)
+        try:
+            served = _served_signature(manifest, runtime)
+            if settings.warmup:
+                warmup(runtime, served)
+        except BaseException:
+            runtime.close()
+            raise
     return Loaded(fmt, runtime, served, manifest, path, time.monotonic() - start, probe_s)

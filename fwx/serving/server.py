@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fwx.errors import UsageError
@@ -32,7 +32,7 @@ log = logging.getLogger("fwx.serving")
 __all__ = ["Server", "print_usage_examples", "serve"]
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """Bind the HTTP socket ourselves so port 0 works and a busy port is a clear error.
 
     ``proto=IPPROTO_TCP`` matters: asyncio only sets TCP_NODELAY on accepted
@@ -42,6 +42,8 @@ def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:  # a worker of fwx serve --workers N: the kernel spreads connections over the workers
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
@@ -96,7 +98,7 @@ class Server:
         if cfg.http_port >= 0:
             from fwx.serving.rest.app import create_app
 
-            sock = _bind(cfg.host, cfg.http_port)
+            sock = _bind(cfg.host, cfg.http_port, reuse_port=cfg.reuse_port)
             self.http_port = sock.getsockname()[1]
             self.app = create_app(self.dataplane, cfg)
             self._uvicorn = _uvicorn_server(self.app, cfg)
@@ -117,7 +119,8 @@ class Server:
         """Listeners, then load and warm every model; returns once ready."""
         await self.start_listeners()
         await self.dataplane.manager.start()
-        if self.dataplane.ready():
+        # the manager's own readiness: a supervised worker's dataplane.ready() also waits for its peers
+        if self.dataplane.manager.ready:
             log.info("fwx serve ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
         else:
             blockers = readiness_blockers(self.dataplane.manager) or ["see POST /v2/repository/index"]
@@ -129,7 +132,7 @@ class Server:
         """A fixed version published later (polling) makes the server ready: say so once."""
         while not self.dataplane.closing:
             await asyncio.sleep(0.5)
-            if self.dataplane.ready():
+            if self.dataplane.manager.ready:
                 log.info("fwx serve is now ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
                 return
 
@@ -177,10 +180,16 @@ class Server:
         await dp.manager.stop()
 
 
-async def run_server(config: ServerConfig, *, announce: bool = True) -> int:
-    """Serve until SIGTERM/SIGINT, then drain and return the exit code (0)."""
+async def run_server(config: ServerConfig, *, announce: bool = True,
+                     setup: Callable[[Server], object] | None = None) -> int:
+    """Serve until SIGTERM/SIGINT, then drain and return the exit code (0).
+
+    ``setup`` sees the server before it starts (a supervised worker's hooks, ``fwx.serving.workers``).
+    """
     loop = asyncio.get_running_loop()
     server = Server(config)
+    if setup is not None:
+        setup(server)
     stop = asyncio.Event()
     signals = {"count": 0}
 

@@ -1,12 +1,14 @@
 """The gRPC listener of ``fwx serve``: KServe v2 / Triton ``GRPCInferenceService`` + ``grpc.health.v1``.
 
-Why a thread-pool gRPC server and not grpc.aio on the shared event loop:
-measured on the same box, same client, full stack (docs/serve_grpc.md), the
-sync server whose handlers hand the data-plane call to the loop costs ~30%
-less server CPU per request and serves ~30-45% more requests/s at
-concurrency 8-32, and the same at concurrency 1. Handlers only decode,
-await the loop and encode, so a thread is held only while its request is in
-flight; the data plane, batcher and all state stay on the one event loop.
+Two servers, chosen by ``--grpc-server``. ``aio`` (the default, module
+``fwx.serving.grpc.aio``): grpc.aio on the data plane's own event loop, handlers
+are coroutines that await the data plane directly. ``sync`` (this module): a
+thread pool whose handlers decode, hand the data-plane call to the loop and
+wait. Re-measured with fwx's handlers on raw ``raw_input_contents`` and the
+current data plane (README "Serving cost", benchmarks/grpc_ab.py), the hop
+costs ~250 us of server CPU per request at concurrency 32, so aio now uses
+~17-21% less CPU per request (an earlier measurement, docs/serve_grpc.md, had
+favoured the thread pool).
 
 ``create_grpc_server`` returns a ``GrpcServer`` with the awaitable
 ``start()``/``stop(grace)`` of ``grpc.aio.Server``, so the process lifecycle
@@ -73,19 +75,21 @@ def create_grpc_server(dataplane: Any, config: Any) -> GrpcServer:
     """
     if config.grpc_port < 0:
         raise UsageError("gRPC is disabled (--grpc-port -1)", hint="pass a port, or 0 for any free port")
-    bridge = LoopBridge(asyncio.get_running_loop())
     limit = int(config.grpc_max_message_bytes)
     threads = thread_count(config)
+    options = [
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.max_send_message_length", limit),
+        ("grpc.so_reuseport", 1 if getattr(config, "reuse_port", False) else 0),  # on: --workers N
+    ]
+    if getattr(config, "grpc_server", "sync") == "aio":  # handlers as coroutines on this loop: no thread hop
+        from fwx.serving.grpc.aio import create_aio_server
+
+        return create_aio_server(dataplane, config, _address(config.host, config.grpc_port), options,  # type: ignore[return-value]
+                                 threads + int(config.max_queue_size))
+    bridge = LoopBridge(asyncio.get_running_loop())
     pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="fwx-grpc")
-    server = grpc.server(
-        pool,
-        options=[
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
-            ("grpc.so_reuseport", 0),
-        ],
-        maximum_concurrent_rpcs=threads + int(config.max_queue_size),
-    )
+    server = grpc.server(pool, options=options, maximum_concurrent_rpcs=threads + int(config.max_queue_size))
     add_servicer(server, pb_grpc.add_GRPCInferenceServiceServicer_to_server, InferenceServicer(dataplane, config, bridge))
     add_servicer(server, health_pb2_grpc.add_HealthServicer_to_server, HealthServicer(dataplane, bridge))
     address = _address(config.host, config.grpc_port)

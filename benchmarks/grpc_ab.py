@@ -1,0 +1,87 @@
+"""gRPC (``--grpc-server aio`` vs ``sync``) and REST, full stack, side by side: server CPU per request.
+
+Two ``fwx serve`` processes (one per gRPC server kind) over the same one-model
+repository; every repeat measures both back to back in alternating order (REST
+on the aio server), so machine load hurts each alike. Server CPU per request is
+read from the server's own counters over the measured window.
+
+Prints medians (with every run's CPU/request) and writes bench-results/grpc_ab.json.
+
+    .venv/bin/python benchmarks/grpc_ab.py --model small_cnn --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from serve import start_server  # noqa: E402
+from serve_grpc_client import run_load  # noqa: E402
+from serve_models import MODELS, publish  # noqa: E402
+from serve_rest_client import run_load_rest  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="small_cnn", choices=sorted(MODELS))
+    ap.add_argument("--concurrency", default="1,32")
+    ap.add_argument("--duration", type=float, default=4.0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=HERE.parent / "bench-results" / "grpc_ab.json")
+    args = ap.parse_args()
+    build, shape = MODELS[args.model]
+    work = Path(tempfile.mkdtemp(prefix="fwx-bench-grpc-ab-"))
+    publish(work / "repo", args.model, build()[0], shape)
+    x = {"x": np.random.default_rng(2).standard_normal((1, *shape)).astype(np.float32)}
+    cs = [int(c) for c in args.concurrency.split(",")]
+    servers = {kind: start_server(work / "repo", ["--grpc-server", kind]) for kind in ("aio", "sync")}
+    res: dict[str, list[dict[str, float]]] = {}
+
+    def record(key: str, r: dict[str, Any]) -> None:
+        res.setdefault(key, []).append({"req_per_s": r["req_per_s"], "cpu_us": r["server_cpu_us_per_req"],
+                                        "p50_ms": r["latency_ms"]["p50"]})
+
+    try:
+        for rep in range(args.repeats):
+            for kind in ("aio", "sync") if rep % 2 == 0 else ("sync", "aio"):
+                proc, http_url, grpc_url = servers[kind]
+                for c in cs:
+                    record(f"grpc-{kind}/c{c}", run_load(grpc_url, args.model, x, concurrency=c,
+                                                         duration_s=args.duration, server_pid=proc.pid))
+                    if kind == "aio":
+                        record(f"rest/c{c}", run_load_rest(http_url, args.model, x, concurrency=c,
+                                                           duration_s=args.duration, server_pid=proc.pid))
+            print(f"repeat {rep + 1} done", flush=True)
+    finally:
+        for proc, _, _ in servers.values():
+            proc.terminate()
+            proc.wait(30)
+    summary = {}
+    for key, runs in sorted(res.items()):
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        summary[key] = {"median": med, "cpu_us_runs": [round(r["cpu_us"]) for r in runs]}
+        print(f"{key:14s} {med['req_per_s']:7.0f} req/s  server CPU {med['cpu_us']:5.0f} us/req "
+              f"(runs {summary[key]['cpu_us_runs']})  p50 {med['p50_ms']:.2f} ms")
+    meta = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpus": os.cpu_count(), "model": args.model,
+            "duration_s": args.duration, "repeats": args.repeats, "load_avg_at_end": os.getloadavg()}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "summary": summary, "runs": res}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""``fwx serve``'s supervisor: N worker processes on shared ports, none of whose models it loads.
+
+The supervisor imports no framework and loads no model. It reserves the HTTP
+and gRPC ports (a bound, never-listening SO_REUSEPORT socket, so port 0
+resolves once and every worker joins the same port), pickles the ServerConfig
+into a private run directory (``fwx.serving.runstate``) and starts
+``python -m fwx.serving.workers`` N times. The kernel spreads incoming
+connections over the workers' listeners.
+
+Every ``TICK_S`` it:
+
+* writes board[0] = every worker alive and ready (workers AND this into
+  their own /v2/health/ready, so the probe answers for the whole pod);
+* reaps dead workers: a worker that died while loading an artifact gets that
+  artifact quarantined (its restart then marks the version FAILED with
+  "loader crashed (SIGSEGV) ..." and tries the next format, exactly like the
+  old probe child); its metrics snapshot is kept as ``dead-<pid>`` so counters
+  never drop; it is restarted after a back-off that doubles on quick deaths;
+* kills a worker stuck in one load longer than the probe timeout (a hostile
+  artifact that hangs), with the same quarantine.
+
+A worker that exits with a usage error before ever being ready (bad flag,
+port refused) stops the whole server with that exit code instead of looping.
+SIGTERM/SIGINT: readiness false at once, the signal is forwarded so every
+worker drains in parallel, and the supervisor exits 0 once all have; a
+second signal is forwarded too (workers then skip the drain).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+
+from fwx.errors import UsageError
+from fwx.serving.config import ServerConfig
+from fwx.serving.loader_probe import DEFAULT_TIMEOUT_S
+from fwx.serving.runstate import CONFIG, RunState
+
+log = logging.getLogger("fwx.serving")
+
+TICK_S = 0.02
+BACKOFF_MIN_S = 0.5
+BACKOFF_MAX_S = 30.0
+#: A worker that lived this long (or became ready) resets the back-off.
+STABLE_S = 30.0
+#: Extra time, beyond --drain-seconds, a worker gets to unload and exit after SIGTERM.
+EXIT_GRACE_S = 15.0
+
+
+def parse_workers(text: str | int) -> int:
+    """``"auto"`` = the CPUs this process may run on; otherwise a positive integer."""
+    if isinstance(text, int):
+        n = text
+    elif text.strip().lower() == "auto":
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    else:
+        try:
+            n = int(text)
+        except ValueError:
+            raise UsageError(f"--workers {text!r} is not a number", hint="use a positive integer or auto") from None
+    if n < 1:
+        raise UsageError(f"--workers must be at least 1, got {n}", hint="use a positive integer or auto")
+    return n
+
+
+def worker_env(n: int, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The workers' environment: with N > 1, each gets cores / N compute threads (unless the user set them).
+
+    Every runtime defaults to one intra-op thread per core; N workers doing that
+    would run N x cores threads on the cores. ``FWX_THREADS`` sizes onnxruntime's
+    pool; torch reads ``OMP_NUM_THREADS``, TensorFlow ``TF_NUM_INTRAOP_THREADS``.
+    """
+    env = dict(os.environ if environ is None else environ)
+    if n > 1:
+        threads = str(max(1, parse_workers("auto") // n))
+        for name in ("FWX_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
+            env.setdefault(name, threads)
+    return env
+
+
+def _reserve(host: str, port: int, what: str, flag: str) -> socket.socket:
+    """Bind (never listen) with SO_REUSEPORT: holds the port number for the workers, refuses a busy port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen for {what} on {host}:{port}: {exc.strerror}",
+                         hint=f"choose another {flag} (0 = any free port, -1 disables {what})") from None
+    return sock
+
+
+@dataclass
+class _Worker:
+    slot: int
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    was_ready: bool = False
+    backoff: float = BACKOFF_MIN_S
+    restart_at: float = 0.0
+    hung: str = ""  # why we killed it, when we did
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops the worker processes of one ``fwx serve``."""
+
+    def __init__(self, config: ServerConfig, root: Path) -> None:
+        self.config = config
+        self.n = int(config.worker_processes)
+        self.state = RunState.create(root, self.n)
+        self.workers = [_Worker(i) for i in range(self.n)]
+        self.signals = 0
+        self.exit_code = 0
+        self._announced = False
+        self._fatal: int | None = None
+        self._env = worker_env(self.n)
+
+    # ---------------------------------------------------------------- processes
+    def _spawn(self, w: _Worker) -> None:
+        cmd = [sys.executable, "-m", "fwx.serving.workers", str(self.state.root), str(w.slot), str(os.getpid())]
+        # Own process group: a terminal's Ctrl-C reaches the supervisor only, which passes on one SIGTERM
+        # (a worker that also got the SIGINT would count the SIGTERM as a second signal: no drain).
+        w.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=self._env, process_group=0)
+        w.started = time.monotonic()
+        w.was_ready = False
+        log.debug("worker %d started (pid %d)", w.slot, w.proc.pid)
+
+    def _reap(self, w: _Worker, now: float) -> None:
+        assert w.proc is not None
+        code = w.proc.returncode
+        pid = w.proc.pid
+        w.proc = None
+        self.state.set_worker_ready(w.slot, False)
+        self.state.retire_metrics(w.slot, pid)
+        loading = self.state.current_load(w.slot)
+        self.state.end_load(w.slot)
+        how = _how(code)
+        if loading is not None:
+            reason = w.hung or f"loader crashed ({how}) on {loading.get('what', 'an artifact')}"
+            w.hung = ""
+            self.state.quarantine(str(loading["key"]), reason)
+            log.error("worker %d (pid %d) died (%s) loading %s: quarantined; restarting it without that artifact",
+                      w.slot, pid, how, loading.get("what"))
+            w.restart_at = now  # the cause is gone: restart at once
+            return
+        if code > 0 and not w.was_ready:
+            log.error("worker %d exited with code %d before it was ready; stopping", w.slot, code)
+            self._fatal = code
+            return
+        stable = w.was_ready or now - w.started > STABLE_S
+        w.backoff = BACKOFF_MIN_S if stable else min(BACKOFF_MAX_S, w.backoff * 2)
+        w.restart_at = now + (0.0 if stable else w.backoff)
+        log.error("worker %d (pid %d) died (%s); restarting it in %.1fs", w.slot, pid, how, w.restart_at - now)
+
+    def _check_hung_load(self, w: _Worker) -> None:
+        loading = self.state.current_load(w.slot)
+        limit = float(getattr(self.config, "probe_timeout_s", DEFAULT_TIMEOUT_S))
+        if w.proc is not None and loading is not None and time.time() - float(loading.get("since", 0)) > limit:
+            log.error("worker %d stuck loading %s for over %gs: killing it", w.slot, loading.get("what"), limit)
+            w.hung = f"loader timed out after {limit:g}s on {loading.get('what', 'an artifact')}"
+            w.proc.kill()
+
+    # --------------------------------------------------------------------- loop
+    def tick(self) -> None:
+        now = time.monotonic()
+        for w in self.workers:
+            if w.proc is None:
+                if now >= w.restart_at:
+                    self._spawn(w)
+                continue
+            if w.proc.poll() is not None:
+                self._reap(w, now)
+                continue
+            if self.state.worker_ready(w.slot):
+                w.was_ready = True
+            else:
+                self._check_hung_load(w)
+        ready = all(w.proc is not None and self.state.worker_ready(w.slot) for w in self.workers)
+        self.state.set_all_ready(ready and self.signals == 0)
+        if ready and not self._announced:
+            self._announced = True
+            log.info("fwx serve ready: %d worker process(es) on HTTP %s, gRPC %s", self.n,
+                     self.config.http_port, self.config.grpc_port)
+            from fwx.serving.usage import print_usage_examples
+
+            print_usage_examples(self.config, http_port=self._port(self.config.http_port),
+                                 grpc_port=self._port(self.config.grpc_port))
+
+    @staticmethod
+    def _port(port: int) -> int | None:
+        return port if port >= 0 else None
+
+    def on_signal(self, signum: int, _frame: FrameType | None = None) -> None:
+        self.signals += 1
+        self.state.set_all_ready(False)
+        log.info("received %s: %s", signal.Signals(signum).name,
+                 "draining every worker" if self.signals == 1 else "stopping without waiting")
+        for w in self.workers:
+            if w.proc is not None and w.proc.poll() is None:
+                w.proc.send_signal(signal.SIGTERM)
+
+    def run(self) -> int:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self.on_signal)
+        for w in self.workers:
+            self._spawn(w)
+        while self.signals == 0 and self._fatal is None:
+            self.tick()
+            time.sleep(TICK_S)
+        if self._fatal is not None:
+            self.on_signal(signal.SIGTERM)
+        return self._stop(self._fatal or 0)
+
+    def _stop(self, code: int) -> int:
+        cfg = self.config
+        end = time.monotonic() + float(cfg.drain_seconds) + float(getattr(cfg, "shutdown_delay_s", 0.0)) + EXIT_GRACE_S
+        for w in self.workers:
+            if w.proc is None:
+                continue
+            try:
+                w.proc.wait(max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.error("worker %d did not stop in time: killing it", w.slot)
+                w.proc.kill()
+                w.proc.wait()
+                code = code or 1
+            if w.proc.returncode not in (0, -signal.SIGTERM) and not code:
+                code = 1
+        log.info("fwx serve stopped")
+        return code
+
+
+def _how(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit {code}"
+
+
+def _setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s[supervisor]: %(message)s", "%H:%M:%S"))
+    root = logging.getLogger("fwx")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+def supervise(config: ServerConfig) -> int:
+    """Blocking entry point of ``fwx serve``: reserve ports, run the workers, return the exit code."""
+    from fwx.serving.readiness import check_repository
+
+    _setup_logging(config.log_level)
+    check_repository(config.repository)  # a wrong folder is a usage error here, before any worker starts
+    if config.worker_processes > 1 and config.enable_model_control:
+        raise UsageError("--enable-model-control needs --workers 1",
+                         hint="a load/unload call would reach one worker only; use repository polling instead")
+    held: list[socket.socket] = []
+    http_port, grpc_port = config.http_port, config.grpc_port
+    if http_port >= 0:
+        held.append(_reserve(config.host, http_port, "HTTP", "--http-port"))
+        http_port = int(held[-1].getsockname()[1])
+    if grpc_port >= 0:
+        held.append(_reserve(config.host, grpc_port, "gRPC", "--grpc-port"))
+        grpc_port = int(held[-1].getsockname()[1])
+    root = Path(tempfile.mkdtemp(prefix="fwx-serve-"))
+    try:
+        worker_config = replace(config, reuse_port=True, http_port=http_port, grpc_port=grpc_port)
+        with (root / CONFIG).open("wb") as fh:
+            pickle.dump(worker_config, fh)
+        sup = Supervisor(worker_config, root)
+        try:
+            return sup.run()
+        finally:
+            sup.state.close()
+    finally:
+        for sock in held:
+            sock.close()
+        shutil.rmtree(root, ignore_errors=True)

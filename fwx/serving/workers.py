@@ -1,0 +1,198 @@
+"""One worker process of ``fwx serve --workers N``: a full server that shares its ports.
+
+``python -m fwx.serving.workers RUNDIR SLOT SUPERVISOR_PID`` runs the ordinary
+single-process server (``fwx.serving.server.run_server``) on the ServerConfig
+the supervisor pickled, with SO_REUSEPORT on both ports, plus four hooks:
+
+* readiness: ``/v2/health/ready`` (and gRPC ServerReady, the health service and
+  the ``fwx_server_ready`` gauge) says ready only when this worker is ready AND
+  the supervisor's board says every worker is. The load balancer's probe lands
+  on any one worker, so each must answer for all of them.
+* crash-safe loading without a probe child: the first load of every model runs
+  in-process (no second framework import, no second load), inside a guard that
+  records the artifact being loaded in ``loading-<slot>``. If the native loader
+  kills the worker, the supervisor reads that file, quarantines the artifact and
+  restarts the worker, which then refuses it ("loader crashed (SIGSEGV) ...") and
+  falls back to the next format, as the probe did. Guarded loads run one at a time
+  so a crash is blamed on exactly one artifact.
+* hot reloads after ready still probe in a child (a crash there would cut off
+  serving), and the verdict is shared: a probe passed in one worker counts for all.
+* metrics: a snapshot of this worker's registry every second, and /metrics
+  answers with every worker's figures merged (``fwx.serving.metrics_merge``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pickle
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from fwx.errors import InputError
+from fwx.formats import Format
+from fwx.serving.runstate import CONFIG, RunState, artifact_key
+
+log = logging.getLogger("fwx.serving")
+
+#: How often a worker publishes its readiness and checks its supervisor is alive.
+TICK_S = 0.02
+#: How often a worker writes its metrics snapshot for the others to merge.
+METRICS_EVERY_S = 1.0
+
+
+class LoadGuard:
+    """Wraps each in-process load + warm-up (``fwx.serving.loader.load_guard``) for the supervisor."""
+
+    def __init__(self, state: RunState, slot: int) -> None:
+        self.state = state
+        self.slot = slot
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def __call__(self, fmt: Format, path: Path) -> Iterator[None]:
+        key = artifact_key(fmt, path)
+        reason = self.state.quarantined(key)
+        if reason:
+            raise InputError(reason, hint="the artifact is corrupt or hostile; re-export it")
+        with self._lock:
+            self.state.begin_load(self.slot, key, _describe(fmt, path))
+            try:
+                yield
+            finally:
+                self.state.end_load(self.slot)
+
+
+def _describe(fmt: Format, path: Path) -> str:
+    """``resnet v3 model.onnx (onnx)``: the artifact's place in the repository, for the quarantine reason."""
+    version = path.parent
+    return f"{version.parent.name} v{version.name} {path.name} ({fmt})"
+
+
+class SharedProbes(set[str]):
+    """The manager's "already probed" set, shared by every worker through the run directory:
+    a hot reload's artifact is probed once, by whichever worker gets to it first."""
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__()
+        self._state = state
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._state.probed(key)
+
+    def add(self, key: str) -> None:
+        self._state.mark_probed(key)
+
+
+def install(server: Any, state: RunState, slot: int, supervisor_pid: int) -> None:
+    """Hook one ``fwx.serving.server.Server`` into the supervisor's run (called before it starts)."""
+    dp = server.dataplane
+    manager = dp.manager
+    manager._probed = SharedProbes(state)
+    base_settings = manager._settings
+
+    def settings(name: str) -> Any:
+        """No probe child for the first loads: ``LoadGuard`` and the supervisor make them crash-safe."""
+        chosen = base_settings(name)
+        if not getattr(manager, "_started", False):
+            chosen.probe = False
+        return chosen
+
+    manager._settings = settings
+    local_ready = dp.ready
+    local_render = dp.metrics.render
+
+    def ready() -> bool:
+        mine = bool(local_ready())
+        ok = mine and state.all_ready()
+        dp.metrics.ready = ok
+        return ok
+
+    def merged() -> Any:
+        from fwx.serving.metrics_merge import merged_registry
+
+        ready()  # refresh the gauge with the all-workers answer
+        return merged_registry([(local_render(), True), *state.other_metrics(slot)])
+
+    def render() -> bytes:
+        from prometheus_client import generate_latest
+
+        return bytes(generate_latest(merged()))
+
+    def negotiate(accept: str | None) -> tuple[bytes, str]:
+        from fwx.serving.metrics import render_negotiated
+
+        return render_negotiated(merged(), accept)
+
+    dp.ready = ready  # type: ignore[method-assign]
+    dp.metrics.render = render  # type: ignore[method-assign]
+    dp.metrics.negotiate = negotiate  # type: ignore[method-assign]
+    loop = asyncio.get_running_loop()
+    server._fwx_worker_task = loop.create_task(_tick(local_ready, local_render, state, slot, supervisor_pid),
+                                               name="fwx-worker-tick")
+
+
+async def _tick(local_ready: Callable[[], bool], render: Callable[[], bytes], state: RunState, slot: int,
+                supervisor_pid: int) -> None:
+    """Publish readiness and metrics; stop (SIGTERM to self) if the supervisor is gone."""
+    loop = asyncio.get_running_loop()
+    next_metrics = 0.0
+    while True:
+        state.set_worker_ready(slot, bool(local_ready()))
+        if os.getppid() != supervisor_pid:
+            log.error("worker %d: supervisor %d is gone; stopping", slot, supervisor_pid)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        if loop.time() >= next_metrics:
+            next_metrics = loop.time() + METRICS_EVERY_S
+            try:
+                state.write_metrics(slot, render())
+            except Exception:  # noqa: BLE001 - metrics must never stop a worker
+                log.exception("worker %d: metrics snapshot failed", slot)
+        await asyncio.sleep(TICK_S)
+
+
+def _setup_logging(level: str, slot: int) -> None:
+    """The lone server's logging (fwx and uvicorn), each line tagged with the worker's slot."""
+    from fwx.serving.server import _setup_logging as server_logging
+
+    server_logging(level)
+    fmt = logging.Formatter(f"%(asctime)s %(levelname)s %(name)s[w{slot}]: %(message)s", "%H:%M:%S")
+    for name in ("fwx", "uvicorn", "uvicorn.error", "uvicorn.access"):
+        for handler in logging.getLogger(name).handlers:
+            handler.setFormatter(fmt)
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    root, slot, supervisor_pid = Path(args[0]), int(args[1]), int(args[2])
+    with (root / CONFIG).open("rb") as fh:
+        config = pickle.load(fh)  # written by our own supervisor, in a 0700 run directory
+    _setup_logging(config.log_level, slot)
+    state = RunState(root, int(config.worker_processes))
+    from fwx.serving import loader
+    from fwx.serving.server import run_server
+
+    loader.load_guard = LoadGuard(state, slot)
+    try:
+        return asyncio.run(run_server(config, announce=False,
+                                      setup=lambda server: install(server, state, slot, supervisor_pid)))
+    finally:
+        state.set_worker_ready(slot, False)
+        state.close()
+
+
+if __name__ == "__main__":
+    from fwx.errors import FwxError
+
+    try:
+        sys.exit(main())
+    except FwxError as exc:
+        print(f"fwx serve worker: {exc.message}", file=sys.stderr)
+        sys.exit(exc.exit_code)

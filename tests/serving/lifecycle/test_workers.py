@@ -1,0 +1,182 @@
+"""``fwx serve --workers N``: N processes on shared ports under one supervisor that loads no model."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from lifecycle_helpers import Client, ServerProcess, publish, y_of
+
+from fwx.errors import UsageError
+from fwx.serving.metrics_merge import merge
+from fwx.serving.supervisor import parse_workers
+
+LIN = 'fwx_request_success_total{model="lin",version="1"}'
+
+
+def _children(pid: int) -> list[int]:
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return sorted(int(p) for p in text.split())
+
+
+def _wait(cond: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what or cond}")
+
+
+def _ready(port: int) -> int | None:
+    try:
+        return Client(port, timeout=2).get("/v2/health/ready")[0]
+    except OSError:
+        return None
+
+
+def _metric(text: str, name: str) -> float | None:
+    m = re.search(re.escape(name) + r" ([0-9.e+]+)", text)
+    return float(m.group(1)) if m else None
+
+
+def _grpc_ready_and_infer(port: int) -> tuple[bool, float]:
+    import grpc
+    import numpy as np
+
+    from fwx.serving.proto import grpc_service_pb2 as pb
+    from fwx.serving.proto import grpc_service_pb2_grpc as pb_grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        ready = stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
+        req = pb.ModelInferRequest(model_name="lin")
+        req.inputs.add(name="x", datatype="FP32", shape=[1, 1])
+        req.raw_input_contents.append(np.array([[4.0]], np.float32).tobytes())
+        out = stub.ModelInfer(req, timeout=10)
+    return bool(ready), float(np.frombuffer(out.raw_output_contents[0], np.float32)[0])
+
+
+def _rundir(tmp: Path) -> Path:
+    found = list(tmp.glob("fwx-serve-*"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.fixture
+def run_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The supervisor's run directory lands here (it uses TMPDIR), so a test can look inside."""
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setenv("TMPDIR", str(run))
+    return run
+
+
+def test_parse_workers() -> None:
+    assert parse_workers("3") == 3
+    assert parse_workers("auto") == len(os.sched_getaffinity(0))
+    for bad in ("0", "-2", "many"):
+        with pytest.raises(UsageError):
+            parse_workers(bad)
+
+
+def test_merge_adds_counters_keeps_dead_counters_and_drops_dead_gauges() -> None:
+    a = (b'# TYPE fwx_request_success counter\nfwx_request_success_total{model="m"} 3.0\n'
+         b"# TYPE fwx_server_ready gauge\nfwx_server_ready 1.0\n"
+         b'# TYPE fwx_queue_depth gauge\nfwx_queue_depth{model="m"} 2.0\n')
+    b = a.replace(b"3.0", b"4.0").replace(b"ready 1.0", b"ready 0.0")
+    text = merge([(a, True), (b, True), (a, False)]).decode()
+    assert 'fwx_request_success_total{model="m"} 10.0' in text
+    assert "fwx_server_ready 0.0" in text  # min: ready only if every worker is
+    assert 'fwx_queue_depth{model="m"} 4.0' in text  # the dead worker's gauge is gone
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_two_workers_serve_restart_aggregate_and_drain(tmp_path: Path, run_tmp: Path) -> None:
+    repo = tmp_path / "repo"
+    publish(repo, "lin", 1)
+    publish(repo, "slow", 1, slow_ops=40, per_row=True, slow_dim=4096)
+    server = ServerProcess(repo, tmp_path / "serve.log", "--workers", "2", "--poll-seconds", "0",
+                           "--drain-seconds", "20", "--max-batch-size", "1", grpc=True)
+    try:
+        server.wait_ready(120)
+        workers = _children(server.pid)
+        assert len(workers) == 2
+        assert _grpc_ready_and_infer(server.grpc_port) == (True, 9.0)  # gRPC shares its port the same way
+        for i in range(40):  # a fresh connection each: the kernel spreads them over both workers
+            status, body = Client(server.http_port).infer(float(i))
+            assert status == 200
+            assert y_of(body) == 2 * i + 1
+        # every worker served some, and any worker's /metrics counts all 41 (snapshots are <= 1 s old)
+        metrics = _rundir(run_tmp) / "metrics"
+        _wait(lambda: all((_metric((metrics / f"worker-{i}.prom").read_text(), LIN) or 0) > 0 for i in (0, 1)),
+              10, "both workers to have served")
+        _wait(lambda: all(_metric(Client(server.http_port).get("/metrics")[1].decode(), LIN) == 41
+                          for _ in range(6)), 10, "aggregated metrics")
+        assert "probe" not in "".join(ln for ln in server.log().splitlines() if "loaded as" in ln)
+
+        # a dead worker is restarted; readiness drops meanwhile and comes back; counters do not drop
+        os.kill(workers[0], signal.SIGKILL)
+        _wait(lambda: _ready(server.http_port) == 400, 10, "the surviving worker to say not ready")
+        _wait(lambda: _ready(server.http_port) == 200, 120, "readiness to come back")
+        after = _children(server.pid)
+        assert len(after) == 2
+        assert workers[0] not in after
+        assert workers[1] in after
+        assert _metric(Client(server.http_port).get("/metrics")[1].decode(), LIN) == 41
+
+        # SIGTERM drains both workers: requests in flight on either are answered, then exit 0
+        results: list[int] = []
+
+        def call() -> None:
+            results.append(Client(server.http_port).infer(1.0, model="slow")[0])
+
+        threads = [threading.Thread(target=call) for _ in range(6)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        os.kill(server.pid, signal.SIGTERM)
+        for t in threads:
+            t.join(60)
+        code = server.proc.wait(60)
+    finally:
+        server.stop()
+    assert results == [200] * 6, server.log()[-3000:]
+    assert code == 0
+    assert not any(Path(f"/proc/{pid}").exists() for pid in after)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_a_worker_killed_while_loading_quarantines_that_artifact(tmp_path: Path, run_tmp: Path) -> None:
+    """A loader crash costs a worker restart, not the server: the version is FAILED, the rest serves."""
+    repo = tmp_path / "repo"
+    publish(repo, "lin", 1)
+    publish(repo, "lin", 2, slow_ops=60, slow_dim=512)  # a slow warm-up: time to "crash" it mid-load
+    # --trust-model-code: checksums are not verified, so no probe verdict can be cached; first loads still skip it
+    server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0", "--version-policy", "all",
+                           "--trust-model-code")
+    try:
+        _wait(lambda: bool(list(run_tmp.glob("fwx-serve-*/loading-0")))
+              and "lin v2" in next(run_tmp.glob("fwx-serve-*/loading-0")).read_text(errors="replace"),
+              120, "the worker to load v2")
+        (victim,) = _children(server.pid)
+        os.kill(victim, signal.SIGSEGV)  # what a native parser bug does to the loading process
+        server.wait_ready(120)
+        client = Client(server.http_port)
+        assert y_of(client.infer(4.0, version="1")[1]) == 9.0
+        rows = {r["version"]: r for r in client.post("/v2/repository/index", {})[1]}
+    finally:
+        code = server.stop()
+    assert "probe" not in "".join(ln for ln in server.log().splitlines() if "loaded as" in ln)
+    assert rows["1"]["state"] == "READY"
+    assert rows["2"]["state"] == "FAILED"
+    assert rows["2"]["reason"].startswith("onnx: loader crashed (SIGSEGV) on lin v2 model.onnx (onnx)")
+    assert code == 0
