@@ -41,7 +41,7 @@ from pathlib import Path
 from fwx.formats import Format
 from fwx.manifest import Manifest
 from fwx.runtimes import load_runtime
-from fwx.serving.loader import warmup
+from fwx.runtimes.base import warmup
 version = Path(sys.argv[2])
 manifest = Manifest.read(version)
 entry = manifest.artifacts[sys.argv[1]]

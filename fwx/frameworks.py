@@ -51,11 +51,19 @@ def require(module: str, purpose: str) -> ModuleType:
     dist, extra = EXTRAS.get(module.split(".")[0], (module, "all"))
     if importlib.util.find_spec(module.split(".")[0]) is None:
         raise MissingDependencyError(dist, extra, purpose)
-    if module in sys.modules:
-        return sys.modules[module]
-    with quiet(), silence_stderr_fd(module.split(".")[0] in ("tensorflow", "keras", "tf2onnx")):
+    mod = sys.modules.get(module)
+    # A module another thread is still importing sits in sys.modules half-initialised (the server
+    # loads two models at once); only a finished one may skip the import lock.
+    if mod is not None and not getattr(getattr(mod, "__spec__", None), "_initializing", False):
+        return mod
+    with _IMPORT_LOCK, quiet(), silence_stderr_fd(module.split(".")[0] in ("tensorflow", "keras", "tf2onnx")):
         mod = importlib.import_module(module)
     return mod
+
+
+# One framework import at a time: two threads importing onnx and onnxruntime (which imports onnx)
+# can trip the import system's deadlock detection and get a partially initialised module.
+_IMPORT_LOCK = threading.RLock()
 
 
 _FD_LOCK = threading.Lock()

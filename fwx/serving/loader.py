@@ -15,15 +15,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from fwx.errors import FwxError, InputError, first_line
+from fwx.errors import FwxError, InputError
 from fwx.formats import Format
 from fwx.manifest import ArtifactEntry, Manifest
-from fwx.runtimes.base import Runtime, available_runtimes, load_runtime
+from fwx.runtimes.base import Runtime, available_runtimes, load_runtime, warmup
 from fwx.serving.config import DEFAULT_PREFER
 from fwx.serving.loader_probe import ProbeLimits, probe
-from fwx.signature import Signature, concrete_shape, is_dynamic
+from fwx.signature import Signature, is_dynamic
 
 log = logging.getLogger("fwx.serving")
 
@@ -66,35 +64,6 @@ class Loaded:
     path: Path
     seconds: float
     probe_seconds: float | None
-
-
-def warmup_inputs(sig: Signature, batch: int = 1) -> dict[str, np.ndarray]:
-    """Zeros shaped like the signature with every dynamic dim = ``batch`` (zeros are valid ids too)."""
-    out: dict[str, np.ndarray] = {}
-    for spec in sig.inputs:
-        shape = concrete_shape(spec, default=batch)
-        if spec.dtype == "bytes":
-            out[spec.name] = np.full(shape, b"", dtype=object)
-        elif spec.dtype == "bfloat16":
-            out[spec.name] = np.zeros(shape, dtype=np.float32)
-        else:
-            out[spec.name] = np.zeros(shape, dtype=np.dtype(spec.dtype))
-    return out
-
-
-def warmup(runtime: Runtime, sig: Signature) -> None:
-    """Run one batch-1 inference and check every declared output came back."""
-    try:
-        outputs = runtime.infer(warmup_inputs(sig))
-    except FwxError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - native runtimes raise anything
-        raise InputError(f"warm-up inference failed: {first_line(exc)}",
-                         hint="the artifact does not run on the inputs its signature declares; re-export it") from exc
-    missing = [n for n in sig.output_names if n not in outputs]
-    if missing:
-        raise InputError(f"warm-up inference did not return output(s) {', '.join(missing)}",
-                         hint="the artifact's outputs differ from fwx.json; re-export it")
 
 
 def is_batchable(sig: Signature, runtime: Runtime) -> bool:

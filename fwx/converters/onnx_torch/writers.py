@@ -6,6 +6,7 @@ an extra file, because neither format keeps the ONNX input/output names.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ def _dims(sig: Signature, static: Sequence[str]) -> tuple[dict[int, Any], ...]:
 
 def write_pt2(gm: torch.fx.GraphModule, args: tuple[torch.Tensor, ...], sig: Signature, out: Path,
               opts: ConvertOptions, extra: dict[str, str], notes: list[str], fixed: Sequence[str]) -> Signature:
-    """torch.export with named Dims; ``Dim.AUTO`` when torch proves a named dim is not free.
+    """torch.export with named Dims, refined by torch's suggested fixes when it proves a bound; ``Dim.AUTO`` last.
 
     ``fixed`` are dims the ONNX graph itself pins (onnxruntime rejects other sizes); they are exported static
     rather than spending an export attempt to find out.
@@ -65,15 +66,57 @@ def write_pt2(gm: torch.fx.GraphModule, args: tuple[torch.Tensor, ...], sig: Sig
     if opts.static_shapes:
         torch.export.save(torch.export.export(gm, args), str(out), extra_files=extra)
         return sig
+    named = _dims(sig, fixed)
     try:
-        ep = torch.export.export(gm, args, dynamic_shapes=_dims(sig, fixed))
-    except Exception as e:  # noqa: BLE001 - any export failure: retry with Dim.AUTO
-        notes.append(f"named Dims rejected by torch.export ({first_line(e, 160)}); used Dim.AUTO")
+        ep = torch.export.export(gm, args, dynamic_shapes=named)
+    except Exception as e:  # noqa: BLE001 - any export failure: refine the named Dims, else Dim.AUTO
+        ep = _refined(gm, args, named, e, notes)
+    if ep is None:
         auto = tuple({i: Dim.AUTO for i, d in enumerate(s.shape) if isinstance(d, str) and d not in fixed}
                      for s in sig.inputs)
         ep = torch.export.export(gm, args, dynamic_shapes=auto)
     torch.export.save(ep, str(out), extra_files=extra)
     return exported_signature(ep, sig, notes)
+
+
+def _refined(gm: torch.fx.GraphModule, args: tuple[torch.Tensor, ...], named: tuple[dict[int, Any], ...],
+             error: Exception, notes: list[str]) -> Any:
+    """Named Dims with the bounds torch suggests (BERT's ``seq`` <= its position table), or None.
+
+    Dim.AUTO would also export, but it loses what the names say: two inputs whose batch only meets
+    through broadcasting (a mask) come out as unrelated dims, so the shared batch would be gone.
+    torch's own ``refine_dynamic_shapes_from_suggested_fixes`` trips over the message's trailing text
+    (torch 2.13), so the ``name = Dim('name', min=.., max=..)`` lines are read here.
+    """
+    from torch.export import Dim
+
+    text = str(error)
+    fixes = {m["name"]: m for m in _FIX.finditer(text.partition("Suggested fixes:")[2])}
+    if not fixes:
+        notes.append(f"named Dims rejected by torch.export ({first_line(error, 160)}); used Dim.AUTO")
+        return None
+    made: dict[str, Any] = {}
+
+    def bounded(d: Any) -> Any:
+        fix = fixes.get(d.__name__)
+        if fix is None:
+            return d
+        lo, hi = fix["min"], fix["max"]
+        return made.setdefault(d.__name__, Dim(d.__name__, min=int(lo) if lo else 0,
+                                               **({"max": int(hi)} if hi else {})))
+
+    shapes = tuple({i: bounded(d) for i, d in spec.items()} for spec in named)
+    try:
+        ep = torch.export.export(gm, args, dynamic_shapes=shapes)
+    except Exception as e:  # noqa: BLE001 - the caller falls back to Dim.AUTO
+        notes.append(f"named Dims rejected by torch.export ({first_line(error, 160)}; with its suggested bounds: "
+                     f"{first_line(e, 80)}); used Dim.AUTO")
+        return None
+    notes.append("named Dims bounded as torch.export suggested: " + ", ".join(sorted(fixes)))
+    return ep
+
+
+_FIX = re.compile(r"^\s*(?P<name>\w+) = Dim\('(?P=name)'(?:, min=(?P<min>\d+))?(?:, max=(?P<max>\d+))?\)\s*$", re.M)
 
 
 def exported_signature(ep: Any, sig: Signature, notes: list[str]) -> Signature:
