@@ -51,18 +51,43 @@ def bench_help(repeats: int) -> dict[str, Any]:
             walls.append(wall)
             cpus.append(cpu)
         key = "help" if label.startswith("fwx") else "python_baseline"
-        out[key] = {"median_s": round(statistics.median(walls), 3), "min_s": round(min(walls), 3),
-                    "median_cpu_s": round(statistics.median(cpus), 3)}
+        out[key] = {
+            "median_s": round(statistics.median(walls), 3),
+            "min_s": round(min(walls), 3),
+            "median_cpu_s": round(statistics.median(cpus), 3),
+        }
     out["meets_goal"] = out["help"]["median_s"] <= HELP_GOAL_S
     return out
 
 
 def bench_export(fmt: str, source: Path, out: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "fwx", "export", str(source), "--model-class", "samples.models:SmallCNN",
-           "--input", "image:float32[N,3,32,32]", "--output", "logits", "--to", fmt, "--out", str(out),
-           "--name", fmt, "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fwx",
+        "export",
+        str(source),
+        "--model-class",
+        "samples.models:SmallCNN",
+        "--input",
+        "image:float32[N,3,32,32]",
+        "--output",
+        "logits",
+        "--to",
+        fmt,
+        "--out",
+        str(out),
+        "--name",
+        fmt,
+        "--json",
+    ]
     seconds, cpu, proc = timed(cmd, ROOT)
-    row: dict[str, Any] = {"format": fmt, "wall_s": round(seconds, 2), "cpu_s": round(cpu, 2), "ok": proc.returncode == 0}
+    row: dict[str, Any] = {
+        "format": fmt,
+        "wall_s": round(seconds, 2),
+        "cpu_s": round(cpu, 2),
+        "ok": proc.returncode == 0,
+    }
     try:
         doc = json.loads(proc.stdout)
     except ValueError:
@@ -72,10 +97,15 @@ def bench_export(fmt: str, source: Path, out: Path) -> dict[str, Any]:
         row["error"] = doc.get("error")
         return row
     entry = doc["manifest"]["artifacts"][fmt]
-    row.update({"convert_s": round(sum(h["seconds"] for h in entry["hops"]), 3),
-                "path": " -> ".join([entry["hops"][0]["source"], *(h["target"] for h in entry["hops"])]),
-                "size_bytes": entry["size_bytes"], "validated": entry["validation"].get("passed"),
-                "max_abs": max((o.get("max_abs") or 0) for o in entry["validation"]["outputs"].values())})
+    row.update(
+        {
+            "convert_s": round(sum(h["seconds"] for h in entry["hops"]), 3),
+            "path": " -> ".join([entry["hops"][0]["source"], *(h["target"] for h in entry["hops"])]),
+            "size_bytes": entry["size_bytes"],
+            "validated": entry["validation"].get("passed"),
+            "max_abs": max((o.get("max_abs") or 0) for o in entry["validation"]["outputs"].values()),
+        }
+    )
     return row
 
 
@@ -97,18 +127,28 @@ def main() -> None:
         torch.save(build_torch_cnn().state_dict(), source)
         for fmt in [f.strip() for f in args.formats.split(",") if f.strip()]:
             rows.append(bench_export(fmt, source, Path(tmp) / "repo"))
-    result = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                          "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None},
-              "help": help_row, "export": rows}
+    result = {
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        },
+        "help": help_row,
+        "export": rows,
+    }
     h, base = help_row["help"], help_row["python_baseline"]
-    print(f"fwx --help: median {h['median_s']:.3f} s wall, {h['median_cpu_s']:.3f} s CPU over {help_row['runs']} runs "
-          f"(goal <= {HELP_GOAL_S} s: {'met' if help_row['meets_goal'] else 'MISSED'}); "
-          f"bare `python -c pass`: {base['median_s']:.3f} s")
+    print(
+        f"fwx --help: median {h['median_s']:.3f} s wall, {h['median_cpu_s']:.3f} s CPU over {help_row['runs']} runs "
+        f"(goal <= {HELP_GOAL_S} s: {'met' if help_row['meets_goal'] else 'MISSED'}); "
+        f"bare `python -c pass`: {base['median_s']:.3f} s"
+    )
     print(f"{'format':<12} {'wall s':>7} {'cpu s':>6} {'convert s':>9} {'size':>9}  {'check':<6} path")
     for r in rows:
         check = "PASS" if r.get("validated") else ("FAIL" if r["ok"] else "ERROR")
-        print(f"{r['format']:<12} {r['wall_s']:>7.2f} {r['cpu_s']:>6.2f} {r.get('convert_s', float('nan')):>9.3f} "
-              f"{r.get('size_bytes', 0):>9}  {check:<6} {r.get('path', r.get('error', ''))}")
+        print(
+            f"{r['format']:<12} {r['wall_s']:>7.2f} {r['cpu_s']:>6.2f} {r.get('convert_s', float('nan')):>9.3f} "
+            f"{r.get('size_bytes', 0):>9}  {check:<6} {r.get('path', r.get('error', ''))}"
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

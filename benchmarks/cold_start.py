@@ -61,9 +61,30 @@ def build_repo(repo: Path) -> Path:
     from samples.models import save_all
 
     paths = save_all(src)
-    subprocess.run([sys.executable, "-m", "fwx", "export", str(paths["cnn"]), "--model-class", "samples.models:SmallCNN",
-                    "--input", "image:float32[N,3,32,32]", "--output", "logits", "--to", "all", "--out", str(repo),
-                    "--name", "cnn"], check=True, cwd=ROOT, env=_env(ROOT))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fwx",
+            "export",
+            str(paths["cnn"]),
+            "--model-class",
+            "samples.models:SmallCNN",
+            "--input",
+            "image:float32[N,3,32,32]",
+            "--output",
+            "logits",
+            "--to",
+            "all",
+            "--out",
+            str(repo),
+            "--name",
+            "cnn",
+        ],
+        check=True,
+        cwd=ROOT,
+        env=_env(ROOT),
+    )
     return version
 
 
@@ -79,8 +100,14 @@ def _free_port() -> int:
 
 def floor(fmt: str, version: Path) -> float:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", FLOOR, fmt, str(version)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=_env(ROOT), cwd=ROOT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FLOOR, fmt, str(version)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=_env(ROOT),
+        cwd=ROOT,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     dt = time.perf_counter() - t0
@@ -94,8 +121,24 @@ def serve(fmt: str, repo: Path, root: Path, extra: list[str]) -> float:
     import http.client
 
     port = _free_port()
-    cmd = [sys.executable, "-m", "fwx", "serve", str(repo), "--prefer", fmt, "--http-port", str(port),
-           "--grpc-port", "0", "--poll-seconds", "0", "--log-level", "warning", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fwx",
+        "serve",
+        str(repo),
+        "--prefer",
+        fmt,
+        "--http-port",
+        str(port),
+        "--grpc-port",
+        "0",
+        "--poll-seconds",
+        "0",
+        "--log-level",
+        "warning",
+        *extra,
+    ]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(root), cwd=root)
     try:
@@ -138,7 +181,8 @@ def main() -> int:
     empty.mkdir(parents=True, exist_ok=True)
     for _ in range(args.repeats):  # the server's own start: interpreters, web stack, listeners, no model
         raw.setdefault("(no model)", {"floor": [0.0], "serve": []})["serve"].append(
-            serve("onnx", empty, ROOT, args.serve_arg))
+            serve("onnx", empty, ROOT, args.serve_arg)
+        )
     print("(no model)", round(raw["(no model)"]["serve"][-1], 2), flush=True)
     for fmt in args.formats.split(","):
         runs = raw.setdefault(fmt, {"floor": [], "serve": []})
@@ -151,18 +195,28 @@ def main() -> int:
     summary = {fmt: {k: _stats(v) for k, v in runs.items()} for fmt, runs in raw.items()}
     table = []
     for fmt, s in summary.items():
+
         def cell(k: str, s: dict[str, Any] = s) -> str:
             return f"{s[k]['median']:.2f} ({s[k]['min']:.2f}-{s[k]['max']:.2f})" if k in s else "-"
 
         ratio = s["serve"]["median"] / s["floor"]["median"] if s["floor"]["median"] else float("nan")
         table.append([fmt, cell("floor"), cell("serve"), f"{ratio:.2f}", cell("before")])
     print()
-    print(ui.table(["format", "floor s (import+load+warm-up)", "fwx serve to ready s", "serve / floor",
-                    "before s"], table))
-    meta = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpus": os.cpu_count(),
-            "machine": platform.machine(), "python": platform.python_version(), "repeats": args.repeats,
-            "before_root": str(args.before_root) if args.before_root else None, "serve_args": args.serve_arg,
-            "load_avg_at_end": os.getloadavg()}
+    print(
+        ui.table(
+            ["format", "floor s (import+load+warm-up)", "fwx serve to ready s", "serve / floor", "before s"], table
+        )
+    )
+    meta = {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "repeats": args.repeats,
+        "before_root": str(args.before_root) if args.before_root else None,
+        "serve_args": args.serve_arg,
+        "load_avg_at_end": os.getloadavg(),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "summary": summary, "runs": raw}, indent=2) + "\n")
     print(f"\nwrote {args.out}")

@@ -51,19 +51,26 @@ def main() -> int:
     res: dict[str, list[dict[str, float]]] = {}
 
     def record(key: str, r: dict[str, Any]) -> None:
-        res.setdefault(key, []).append({"req_per_s": r["req_per_s"], "cpu_us": r["server_cpu_us_per_req"],
-                                        "p50_ms": r["latency_ms"]["p50"]})
+        res.setdefault(key, []).append(
+            {"req_per_s": r["req_per_s"], "cpu_us": r["server_cpu_us_per_req"], "p50_ms": r["latency_ms"]["p50"]}
+        )
 
     try:
         for rep in range(args.repeats):
             for kind in ("aio", "sync") if rep % 2 == 0 else ("sync", "aio"):
                 proc, http_url, grpc_url = servers[kind]
                 for c in cs:
-                    record(f"grpc-{kind}/c{c}", run_load(grpc_url, args.model, x, concurrency=c,
-                                                         duration_s=args.duration, server_pid=proc.pid))
+                    record(
+                        f"grpc-{kind}/c{c}",
+                        run_load(grpc_url, args.model, x, concurrency=c, duration_s=args.duration, server_pid=proc.pid),
+                    )
                     if kind == "aio":
-                        record(f"rest/c{c}", run_load_rest(http_url, args.model, x, concurrency=c,
-                                                           duration_s=args.duration, server_pid=proc.pid))
+                        record(
+                            f"rest/c{c}",
+                            run_load_rest(
+                                http_url, args.model, x, concurrency=c, duration_s=args.duration, server_pid=proc.pid
+                            ),
+                        )
             print(f"repeat {rep + 1} done", flush=True)
     finally:
         for proc, _, _ in servers.values():
@@ -73,10 +80,18 @@ def main() -> int:
     for key, runs in sorted(res.items()):
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         summary[key] = {"median": med, "cpu_us_runs": [round(r["cpu_us"]) for r in runs]}
-        print(f"{key:14s} {med['req_per_s']:7.0f} req/s  server CPU {med['cpu_us']:5.0f} us/req "
-              f"(runs {summary[key]['cpu_us_runs']})  p50 {med['p50_ms']:.2f} ms")
-    meta = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpus": os.cpu_count(), "model": args.model,
-            "duration_s": args.duration, "repeats": args.repeats, "load_avg_at_end": os.getloadavg()}
+        print(
+            f"{key:14s} {med['req_per_s']:7.0f} req/s  server CPU {med['cpu_us']:5.0f} us/req "
+            f"(runs {summary[key]['cpu_us_runs']})  p50 {med['p50_ms']:.2f} ms"
+        )
+    meta = {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "model": args.model,
+        "duration_s": args.duration,
+        "repeats": args.repeats,
+        "load_avg_at_end": os.getloadavg(),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "summary": summary, "runs": res}, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -61,8 +61,10 @@ def _decode_encode(raw: bytes) -> bytes:
     from fwx.serving.proto import grpc_service_pb2 as pb
 
     req = pb.ModelInferRequest.FromString(raw)
-    arrays = [np.frombuffer(b, np.float32).reshape(list(t.shape))
-              for t, b in zip(req.inputs, req.raw_input_contents, strict=True)]
+    arrays = [
+        np.frombuffer(b, np.float32).reshape(list(t.shape))
+        for t, b in zip(req.inputs, req.raw_input_contents, strict=True)
+    ]
     resp = pb.ModelInferResponse(model_name=req.model_name, model_version="1", id=req.id)
     resp.outputs.add(name="y", datatype="FP32", shape=[1, 10])
     resp.raw_output_contents.append(arrays[0].reshape(-1)[:10].tobytes())
@@ -138,8 +140,10 @@ async def _serve(mode: str, port_file: Path) -> None:
 
 def _start(mode: str) -> tuple[subprocess.Popen[bytes], str]:
     port_file = Path(tempfile.mkdtemp(prefix="fwx-grpc-floor-")) / "port"
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", mode, "--port-file", str(port_file)],
-                            env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", mode, "--port-file", str(port_file)],
+        env={**os.environ, "PYTHONPATH": str(HERE.parent)},
+    )
     end = time.time() + 60
     while time.time() < end and not (port_file.exists() and port_file.read_text()):
         time.sleep(0.05)
@@ -172,10 +176,18 @@ def main() -> int:
                 for c in (int(v) for v in args.concurrency.split(",")):
                     r = run_load(url, "small_cnn", x, concurrency=c, duration_s=args.duration, server_pid=proc.pid)
                     raw.setdefault(f"{mode}/{c}", []).append(
-                        {"req_per_s": r["req_per_s"], "cpu_us": r.get("server_cpu_us_per_req"),
-                         "p50_ms": r["latency_ms"]["p50"], "errors": r["errors"]})
-                    print(f"run {rep + 1} {mode} c={c}: {r['req_per_s']:.0f} req/s, "
-                          f"{r.get('server_cpu_us_per_req') or 0:.0f} us CPU/req, errors {r['errors']}", flush=True)
+                        {
+                            "req_per_s": r["req_per_s"],
+                            "cpu_us": r.get("server_cpu_us_per_req"),
+                            "p50_ms": r["latency_ms"]["p50"],
+                            "errors": r["errors"],
+                        }
+                    )
+                    print(
+                        f"run {rep + 1} {mode} c={c}: {r['req_per_s']:.0f} req/s, "
+                        f"{r.get('server_cpu_us_per_req') or 0:.0f} us CPU/req, errors {r['errors']}",
+                        flush=True,
+                    )
     finally:
         for proc, _ in servers.values():
             proc.terminate()
@@ -183,16 +195,29 @@ def main() -> int:
     summary: dict[str, Any] = {}
     table = []
     for key, runs in raw.items():
-        s = {k: {"median": statistics.median(v), "min": min(v), "max": max(v)}
-             for k in ("req_per_s", "cpu_us", "p50_ms") if (v := [float(r[k]) for r in runs if r[k] is not None])}
+        s = {
+            k: {"median": statistics.median(v), "min": min(v), "max": max(v)}
+            for k in ("req_per_s", "cpu_us", "p50_ms")
+            if (v := [float(r[k]) for r in runs if r[k] is not None])
+        }
         summary[key] = s
         mode, c = key.split("/")
-        table.append([mode, c] + [f"{s[k]['median']:.{d}f} ({s[k]['min']:.{d}f}-{s[k]['max']:.{d}f})"
-                                  for k, d in (("cpu_us", 0), ("req_per_s", 0), ("p50_ms", 2))])
+        table.append(
+            [mode, c]
+            + [
+                f"{s[k]['median']:.{d}f} ({s[k]['min']:.{d}f}-{s[k]['max']:.{d}f})"
+                for k, d in (("cpu_us", 0), ("req_per_s", 0), ("p50_ms", 2))
+            ]
+        )
     print()
     print(ui.table(["mode", "c", "server CPU us/req", "req/s", "p50 ms"], table))
-    meta = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpus": os.cpu_count(),
-            "duration_s": args.duration, "repeats": args.repeats, "load_avg_at_end": os.getloadavg()}
+    meta = {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "duration_s": args.duration,
+        "repeats": args.repeats,
+        "load_avg_at_end": os.getloadavg(),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "summary": summary, "runs": raw}, indent=2) + "\n")
     print(f"\nwrote {args.out}")

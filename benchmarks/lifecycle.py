@@ -71,11 +71,17 @@ class Phase:
         ok = np.array(self.ok_ms) if self.ok_ms else np.array([np.nan])
         rej = np.array(self.rejected_ms) if self.rejected_ms else np.array([np.nan])
         return {
-            "seconds": round(self.seconds, 1), "sent": self.sent, "answered": len(self.ok_ms),
-            "rejected_503": len(self.rejected_ms), "failed": self.failed, "wrong_answers": self.wrong,
+            "seconds": round(self.seconds, 1),
+            "sent": self.sent,
+            "answered": len(self.ok_ms),
+            "rejected_503": len(self.rejected_ms),
+            "failed": self.failed,
+            "wrong_answers": self.wrong,
             "answered_per_s": round(len(self.ok_ms) / self.seconds, 1) if self.seconds else 0.0,
-            "p50_ms": _r(np.percentile(ok, 50)), "p99_ms": _r(np.percentile(ok, 99)),
-            "p50_503_ms": _r(np.percentile(rej, 50)), "p99_503_ms": _r(np.percentile(rej, 99)),
+            "p50_ms": _r(np.percentile(ok, 50)),
+            "p99_ms": _r(np.percentile(ok, 99)),
+            "p50_503_ms": _r(np.percentile(rej, 50)),
+            "p99_503_ms": _r(np.percentile(rej, 99)),
             "max_503_ms": _r(np.max(rej)),
             "versions_seen": sorted(self.versions, key=lambda v: int(v) if v.isdigit() else -1),
         }
@@ -159,8 +165,9 @@ class Swapper(threading.Thread):
             n += 1
             kind = "checksum" if n == self.corrupt_at else "ok"
             path = publish(self.repo, "lin", kind=kind, **self.kw)
-            self.published.append({"version": int(path.name), "kind": kind, "t": time.monotonic(),
-                                   "rss_mb_before": self.rss.now_mb()})
+            self.published.append(
+                {"version": int(path.name), "kind": kind, "t": time.monotonic(), "rss_mb_before": self.rss.now_mb()}
+            )
 
 
 class RssSampler(threading.Thread):
@@ -194,8 +201,12 @@ def main() -> int:
     ap.add_argument("--baseline-seconds", type=float, default=10.0)
     ap.add_argument("--overload-seconds", type=float, default=15.0)
     ap.add_argument("--after-seconds", type=float, default=25.0)
-    ap.add_argument("--warm-swaps", type=int, default=2,
-                    help="versions published before measuring (the first loads allocate one-time state)")
+    ap.add_argument(
+        "--warm-swaps",
+        type=int,
+        default=2,
+        help="versions published before measuring (the first loads allocate one-time state)",
+    )
     ap.add_argument("--clients", type=int, default=2, help="closed-loop clients of the steady phases")
     ap.add_argument("--capacity-clients", type=int, default=16)
     ap.add_argument("--overload", type=float, default=3.0, help="overload factor over measured capacity")
@@ -211,9 +222,16 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fwx-lifecycle-") as tmp:
         repo = Path(tmp) / "repo"
         publish(repo, "lin", 1, **model_kw)
-        server = ServerProcess(repo, Path(tmp) / "serve.log", "--poll-seconds", "1",
-                               "--max-batch-size", str(args.max_batch_size),
-                               "--max-queue-size", str(args.max_queue_size))
+        server = ServerProcess(
+            repo,
+            Path(tmp) / "serve.log",
+            "--poll-seconds",
+            "1",
+            "--max-batch-size",
+            str(args.max_batch_size),
+            "--max-queue-size",
+            str(args.max_queue_size),
+        )
         try:
             server.wait_ready()
             result = run_phases(args, server, repo, model_kw)
@@ -258,13 +276,23 @@ def run_phases(args: argparse.Namespace, server: ServerProcess, repo: Path, mode
     phases = {p.name: p.summary() for p in (base, cap, steady, over, after)}
     ok_swaps = [s for s in swaps if s["kind"] == "ok"]
     return {
-        "machine": {"python": platform.python_version(), "cpus": _cpus(), "platform": platform.platform(),
-                    "loadavg_1m_at_end": round(os.getloadavg()[0], 2)},
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": _cpus(),
+            "platform": platform.platform(),
+            "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
+        },
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "capacity_per_s": round(capacity, 1), "overload_rate_per_s": round(rate, 1),
-        "phases": phases, "swaps": swaps, "index": index,
-        "rss_mb": {"peak": max(mb for _, mb in rss.samples), "first_swap_after": ok_swaps[0]["rss_mb_after"] if ok_swaps else None,
-                   "last_swap_after": ok_swaps[-1]["rss_mb_after"] if ok_swaps else None},
+        "capacity_per_s": round(capacity, 1),
+        "overload_rate_per_s": round(rate, 1),
+        "phases": phases,
+        "swaps": swaps,
+        "index": index,
+        "rss_mb": {
+            "peak": max(mb for _, mb in rss.samples),
+            "first_swap_after": ok_swaps[0]["rss_mb_after"] if ok_swaps else None,
+            "last_swap_after": ok_swaps[-1]["rss_mb_after"] if ok_swaps else None,
+        },
         "goals": _goals(phases, base, ok_swaps),
     }
 
@@ -298,14 +326,28 @@ def _goals(phases: dict[str, Any], base: Phase, ok_swaps: list[dict[str, Any]]) 
 
 
 def report(result: dict[str, Any], out: Path) -> None:
-    cols = ("sent", "answered", "rejected_503", "failed", "wrong_answers", "answered_per_s", "p50_ms", "p99_ms",
-            "p50_503_ms", "p99_503_ms")
+    cols = (
+        "sent",
+        "answered",
+        "rejected_503",
+        "failed",
+        "wrong_answers",
+        "answered_per_s",
+        "p50_ms",
+        "p99_ms",
+        "p50_503_ms",
+        "p99_503_ms",
+    )
     print(f"capacity {result['capacity_per_s']}/s, overload offered {result['overload_rate_per_s']}/s")
     print(f"{'phase':<14}" + "".join(f"{c:>14}" for c in cols))
     for name, p in result["phases"].items():
         print(f"{name:<14}" + "".join(f"{'-' if p[c] is None else p[c]!s:>14}" for c in cols))
-    print("swaps:", ", ".join(f"v{s['version']}{'(corrupt)' if s['kind'] != 'ok' else ''} {s['rss_mb_after']} MB"
-                              for s in result["swaps"]))
+    print(
+        "swaps:",
+        ", ".join(
+            f"v{s['version']}{'(corrupt)' if s['kind'] != 'ok' else ''} {s['rss_mb_after']} MB" for s in result["swaps"]
+        ),
+    )
     print("RSS peak", result["rss_mb"]["peak"], "MB; goals:", json.dumps(result["goals"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

@@ -89,14 +89,18 @@ def markdown(results: list[dict[str, Any]]) -> str:
         cells = {c["target"]: c for c in r["cells"]}
         dyn = all(c["dynamic_kept"] for c in r["cells"] if c["status"] != "error")
         marks = [_mark(cells[t.value]) if t.value in cells else "-" for t in TARGETS]
-        lines.append(f"| {r['kind']} | {r['arch']} | " + " | ".join(marks) + f" | {'yes' if dyn else 'NO'} | "
-                     f"{r['wall_s']:.1f} |")
+        lines.append(
+            f"| {r['kind']} | {r['arch']} | " + " | ".join(marks) + f" | {'yes' if dyn else 'NO'} | {r['wall_s']:.1f} |"
+        )
     total = sum(len(r["cells"]) for r in results)
     ok = sum(Cell(**c).passed for r in results for c in r["cells"])
-    lines += ["", f"{ok}/{total} cells pass. Each cell: exported with `fwx export --to all`, read back, and validated "
-              "against the source model (fp32 policy: atol 1e-4, rtol 1e-3) on 4 samples that exercise every dynamic "
-              "dim at two sizes; the number is the worst max abs error over all outputs. Seconds: the whole row "
-              "(loading, every conversion, read-back and validation)."]
+    lines += [
+        "",
+        f"{ok}/{total} cells pass. Each cell: exported with `fwx export --to all`, read back, and validated "
+        "against the source model (fp32 policy: atol 1e-4, rtol 1e-3) on 4 samples that exercise every dynamic "
+        "dim at two sizes; the number is the worst max abs error over all outputs. Seconds: the whole row "
+        "(loading, every conversion, read-back and validation).",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -112,12 +116,19 @@ def zoo(which: str, out: Path) -> int:
         for name, kind in wanted:
             r = run_zoo_row(name, kind, Path(tmp) / f"{name}_{kind}")
             ok = sum(c.passed for c in r.cells.values())
-            print(f"{name:>22} {kind:<12} {ok}/5 pass  export {r.export_s:6.1f}s  slowest hop {r.slowest_hop[1]:5.1f}s "
-                  f"({r.slowest_hop[0]})", flush=True)
+            print(
+                f"{name:>22} {kind:<12} {ok}/5 pass  export {r.export_s:6.1f}s  slowest hop {r.slowest_hop[1]:5.1f}s "
+                f"({r.slowest_hop[0]})",
+                flush=True,
+            )
             rows.append(r.to_json())
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"python": platform.python_version(), "cpus": os.cpu_count(), "total_s": round(time.perf_counter() - t0, 1),
-            "versions": _versions()}
+    meta = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "total_s": round(time.perf_counter() - t0, 1),
+        "versions": _versions(),
+    }
     (out / "zoo.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n", encoding="utf-8")
     table = zoo_markdown(rows)
     (out / "zoo.md").write_text(table, encoding="utf-8")
@@ -132,8 +143,11 @@ def zoo_markdown(rows: list[dict[str, Any]]) -> str:
         cells = {c["target"]: c for c in r["cells"]}
         marks = [_mark(cells[t.value]) if t.value in cells else "-" for t in TARGETS]
         hop, secs = r["slowest_hop"]
-        lines.append(f"| {r['model']} | {r['kind']} | " + " | ".join(marks) +
-                     f" | {r['export_s']:.1f} | {secs:.1f} ({hop}) | {r['ratio'] or '-'} |")
+        lines.append(
+            f"| {r['model']} | {r['kind']} | "
+            + " | ".join(marks)
+            + f" | {r['export_s']:.1f} | {secs:.1f} ({hop}) | {r['ratio'] or '-'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -153,8 +167,13 @@ def main(argv: list[str] | None = None) -> int:
         results = run(kinds, archs, Path(tmp))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "total_s": round(time.perf_counter() - t0, 1), "versions": _versions()}
+    meta = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "total_s": round(time.perf_counter() - t0, 1),
+        "versions": _versions(),
+    }
     (out / "matrix.json").write_text(json.dumps({"meta": meta, "rows": results}, indent=2) + "\n", encoding="utf-8")
     table = markdown(results)
     (out / "matrix.md").write_text(table, encoding="utf-8")
@@ -167,8 +186,17 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for dist in ("torch", "tensorflow", "keras", "onnx", "onnxruntime", "tf2onnx", "ai-edge-litert", "transformers",
-                 "torchvision"):
+    for dist in (
+        "torch",
+        "tensorflow",
+        "keras",
+        "onnx",
+        "onnxruntime",
+        "tf2onnx",
+        "ai-edge-litert",
+        "transformers",
+        "torchvision",
+    ):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:

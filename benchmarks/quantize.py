@@ -54,8 +54,12 @@ ACCURACY: list[tuple[str, str, str, str | None, int, str, bool]] = [
 #: Memory table, wide CNN (large activations): calibration peak vs number of samples.
 MEMORY: list[tuple[str, str, str, str | None, int, str, bool]] = [
     (f"{fmt} int8 {method}{'' if strided else ', ORT default (no stride)'}", fmt, "int8", method, n, "calib", strided)
-    for fmt, method, strided in (("onnx", "minmax", True), ("onnx", "entropy", True), ("onnx", "entropy", False),
-                                 ("tflite", "minmax", True))
+    for fmt, method, strided in (
+        ("onnx", "minmax", True),
+        ("onnx", "entropy", True),
+        ("onnx", "entropy", False),
+        ("tflite", "minmax", True),
+    )
     for n in (100, 1000)
 ]
 
@@ -81,11 +85,19 @@ def prepare_digits(work: Path, with_tflite: bool) -> dict[str, Any]:
     calib, ev = digits.write_data(work, x_tr, x_te, y_te)
     onnx_path = digits.export_onnx(model, work / "digits.onnx")
     sm = digits.export_savedmodel(digits.to_keras(model), work / "digits.savedmodel") if with_tflite else None
-    return {"train_seconds": round(train_s, 2), "train_samples": len(y_tr), "eval_samples": len(y_te),
-            "params": int(sum(p.numel() for p in model.parameters())), "onnx": str(onnx_path),
-            "savedmodel": str(sm) if sm else None, "calib": str(calib), "eval": str(ev),
-            "onnx_input": "image:float32[N,1,8,8]", "tflite_input": "image:float32[N,1,8,8]",
-            "float_accuracy": digits.accuracy(digits.predict_torch(model, x_te), y_te)}
+    return {
+        "train_seconds": round(train_s, 2),
+        "train_samples": len(y_tr),
+        "eval_samples": len(y_te),
+        "params": int(sum(p.numel() for p in model.parameters())),
+        "onnx": str(onnx_path),
+        "savedmodel": str(sm) if sm else None,
+        "calib": str(calib),
+        "eval": str(ev),
+        "onnx_input": "image:float32[N,1,8,8]",
+        "tflite_input": "image:float32[N,1,8,8]",
+        "float_accuracy": digits.accuracy(digits.predict_torch(model, x_te), y_te),
+    }
 
 
 def prepare_wide(work: Path, with_tflite: bool, n: int = 1000) -> dict[str, Any]:
@@ -100,16 +112,29 @@ def prepare_wide(work: Path, with_tflite: bool, n: int = 1000) -> dict[str, Any]
         layers += [torch.nn.Conv2d(c_in, 32, 3, padding=1), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10))
     onnx_path = work / "wide.onnx"
-    torch.onnx.export(model.eval(), (torch.zeros(1, 3, 32, 32),), str(onnx_path), input_names=["image"],
-                      output_names=["logits"], opset_version=17, dynamo=False,
-                      dynamic_axes={"image": {0: "N"}, "logits": {0: "N"}})
+    torch.onnx.export(
+        model.eval(),
+        (torch.zeros(1, 3, 32, 32),),
+        str(onnx_path),
+        input_names=["image"],
+        output_names=["logits"],
+        opset_version=17,
+        dynamo=False,
+        dynamic_axes={"image": {0: "N"}, "logits": {0: "N"}},
+    )
     x = np.random.default_rng(0).standard_normal((n, 3, 32, 32)).astype(np.float32)
     np.savez(work / "wide_nchw.npz", image=x)
     np.savez(work / "wide_nhwc.npz", image=x.transpose(0, 2, 3, 1))
     sm = _wide_savedmodel(work / "wide.savedmodel") if with_tflite else None
-    return {"onnx": str(onnx_path), "savedmodel": str(sm) if sm else None, "eval": None,
-            "calib_onnx": str(work / "wide_nchw.npz"), "calib_tflite": str(work / "wide_nhwc.npz"),
-            "onnx_input": "image:float32[N,3,32,32]", "tflite_input": "image:float32[N,32,32,3]"}
+    return {
+        "onnx": str(onnx_path),
+        "savedmodel": str(sm) if sm else None,
+        "eval": None,
+        "calib_onnx": str(work / "wide_nchw.npz"),
+        "calib_tflite": str(work / "wide_nhwc.npz"),
+        "onnx_input": "image:float32[N,3,32,32]",
+        "tflite_input": "image:float32[N,32,32,3]",
+    }
 
 
 def _wide_savedmodel(path: Path) -> Path:
@@ -125,8 +150,11 @@ def _wide_savedmodel(path: Path) -> Path:
     model = keras.Model(inp, out)
     archive = keras.export.ExportArchive()
     archive.track(model)
-    archive.add_endpoint("serving_default", lambda image: {"logits": model(image)},
-                         input_signature=[tf.TensorSpec([None, 32, 32, 3], tf.float32, name="image")])
+    archive.add_endpoint(
+        "serving_default",
+        lambda image: {"logits": model(image)},
+        input_signature=[tf.TensorSpec([None, 32, 32, 3], tf.float32, name="image")],
+    )
     archive.write_out(str(path), verbose=False)
     return path
 
@@ -173,22 +201,36 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     sig = Signature((parse_tensor_spec(spec[f"{spec['format']}_input"]),), (parse_tensor_spec("logits:float32[N,10]"),))
     quant: dict[str, Any] = {"eval_data": spec["eval"]} if spec["eval"] else {}
     if spec["kind"] == "int8":
-        quant.update(calibration_data=spec["calib"] if spec["data"] == "calib" else "random",
-                     method=spec["method"], samples=spec["samples"])
+        quant.update(
+            calibration_data=spec["calib"] if spec["data"] == "calib" else "random",
+            method=spec["method"],
+            samples=spec["samples"],
+        )
     run, src = _warm_up(spec)
     before = peak_rss_mb()
     t0 = time.perf_counter()
     info = run(src, Path(spec["out"]), sig, ConvertOptions(quantize=spec["kind"], quant=quant))
     wall = time.perf_counter() - t0
     peak = peak_rss_mb()
-    return {"info": info.to_json(), "rss_baseline_mb": round(before, 1), "rss_peak_mb": round(peak, 1),
-            "rss_growth_mb": round(peak - before, 1), "wall_seconds": round(wall, 2)}
+    return {
+        "info": info.to_json(),
+        "rss_baseline_mb": round(before, 1),
+        "rss_peak_mb": round(peak, 1),
+        "rss_growth_mb": round(peak - before, 1),
+        "wall_seconds": round(wall, 2),
+    }
 
 
 def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow", "PYTHONHASHSEED": "0"}
-    proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=900,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:300]}
@@ -201,32 +243,62 @@ def accuracy_row(label: str, res: dict[str, Any]) -> list[str]:
         return [label, "-", "error", "", "", "", "", "", ""]
     info = res["info"]
     ev = info.get("eval") or {}
-    return [label, str(info["samples"] or "-"), f"{ev.get('accuracy_float', 0) * 100:.2f}%",
-            f"{ev.get('accuracy_quant', 0) * 100:.2f}%", f"{ev.get('drop_points', 0):+.2f}",
-            f"{ev.get('cosine_min', 0):.4f}",
-            f"{info['size_before'] / 1024:.0f} -> {info['size_after'] / 1024:.0f} KiB ({info['size_ratio']:.2f}x)",
-            f"{info['calibration_seconds']:.2f}", f"{res['rss_peak_mb']:.0f}"]
+    return [
+        label,
+        str(info["samples"] or "-"),
+        f"{ev.get('accuracy_float', 0) * 100:.2f}%",
+        f"{ev.get('accuracy_quant', 0) * 100:.2f}%",
+        f"{ev.get('drop_points', 0):+.2f}",
+        f"{ev.get('cosine_min', 0):.4f}",
+        f"{info['size_before'] / 1024:.0f} -> {info['size_after'] / 1024:.0f} KiB ({info['size_ratio']:.2f}x)",
+        f"{info['calibration_seconds']:.2f}",
+        f"{res['rss_peak_mb']:.0f}",
+    ]
 
 
 def memory_row(label: str, res: dict[str, Any]) -> list[str]:
     if "error" in res:
         return [label, "-", "error", "", "", ""]
     info = res["info"]
-    return [label, str(info["samples"]), f"{info['calibration_seconds']:.2f}", f"{res['rss_baseline_mb']:.0f}",
-            f"{res['rss_peak_mb']:.0f}", f"{res['rss_growth_mb']:+.0f}"]
+    return [
+        label,
+        str(info["samples"]),
+        f"{info['calibration_seconds']:.2f}",
+        f"{res['rss_baseline_mb']:.0f}",
+        f"{res['rss_peak_mb']:.0f}",
+        f"{res['rss_growth_mb']:+.0f}",
+    ]
 
 
 def _measure(section: str, configs: list[tuple[Any, ...]], base: dict[str, Any], work: Path) -> list[dict[str, Any]]:
     results = []
     for i, (label, fmt, kind, method, samples, data, strided) in enumerate(configs):
         calib = base.get("calib") or base[f"calib_{fmt}"]
-        spec = {**base, "calib": calib, "format": fmt, "kind": kind, "method": method, "samples": samples,
-                "data": data, "strided": strided, "out": str(work / f"{section}{i}.{fmt}")}
+        spec = {
+            **base,
+            "calib": calib,
+            "format": fmt,
+            "kind": kind,
+            "method": method,
+            "samples": samples,
+            "data": data,
+            "strided": strided,
+            "out": str(work / f"{section}{i}.{fmt}"),
+        }
         res = run_child(spec)
-        print(f"  {section}: {label} ({samples or '-'} samples): "
-              f"{res['error'] if 'error' in res else str(res['rss_peak_mb']) + ' MB peak'}", file=sys.stderr)
-        results.append({"section": section, "label": label, **{k: spec[k] for k in (
-            "format", "kind", "method", "samples", "data", "strided")}, **res})
+        print(
+            f"  {section}: {label} ({samples or '-'} samples): "
+            f"{res['error'] if 'error' in res else str(res['rss_peak_mb']) + ' MB peak'}",
+            file=sys.stderr,
+        )
+        results.append(
+            {
+                "section": section,
+                "label": label,
+                **{k: spec[k] for k in ("format", "kind", "method", "samples", "data", "strided")},
+                **res,
+            }
+        )
     return results
 
 
@@ -246,26 +318,50 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="fwx-bench-quant-") as tmp:
         work = Path(tmp)
         digits = prepare_digits(work, with_tflite=not args.quick)
-        print(f"digits CNN: {digits['params']} params, trained on {digits['train_samples']} samples in "
-              f"{digits['train_seconds']}s; held-out top-1 {digits['float_accuracy'] * 100:.2f}%", file=sys.stderr)
+        print(
+            f"digits CNN: {digits['params']} params, trained on {digits['train_samples']} samples in "
+            f"{digits['train_seconds']}s; held-out top-1 {digits['float_accuracy'] * 100:.2f}%",
+            file=sys.stderr,
+        )
         results = _measure("accuracy", acc, digits, work)
         results += _measure("memory", mem, prepare_wide(work, with_tflite=not args.quick), work)
-    print(table(("configuration", "samples", "float top-1", "int top-1", "drop pt", "cos min", "size", "calib s",
-                 "peak MB"),
-                [accuracy_row(r["label"], r) for r in results if r["section"] == "accuracy"],
-                title=f"digits CNN ({digits['params']} params), top-1 on the {digits['eval_samples']}-sample "
-                      "held-out split"))
+    print(
+        table(
+            (
+                "configuration",
+                "samples",
+                "float top-1",
+                "int top-1",
+                "drop pt",
+                "cos min",
+                "size",
+                "calib s",
+                "peak MB",
+            ),
+            [accuracy_row(r["label"], r) for r in results if r["section"] == "accuracy"],
+            title=f"digits CNN ({digits['params']} params), top-1 on the {digits['eval_samples']}-sample "
+            "held-out split",
+        )
+    )
     print()
-    print(table(("configuration", "samples", "calib s", "baseline MB", "peak MB", "growth MB"),
-                [memory_row(r["label"], r) for r in results if r["section"] == "memory"],
-                title="calibration memory, wide CNN (3x32x32 in, 3 convs x 32 ch); one subprocess per row"))
+    print(
+        table(
+            ("configuration", "samples", "calib s", "baseline MB", "peak MB", "growth MB"),
+            [memory_row(r["label"], r) for r in results if r["section"] == "memory"],
+            title="calibration memory, wide CNN (3x32x32 in, 3 convs x 32 ch); one subprocess per row",
+        )
+    )
     for r in results:
         if "error" in r:
             print(f"error: {r['label']} ({r['samples']} samples): {r['error']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "load_avg_1m": round(os.getloadavg()[0], 2),
-            **{k: v for k, v in digits.items() if k not in ("onnx", "savedmodel", "calib", "eval")}}
+    meta = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        **{k: v for k, v in digits.items() if k not in ("onnx", "savedmodel", "calib", "eval")},
+    }
     args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0 if all("error" not in r for r in results) else 1

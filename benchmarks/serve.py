@@ -62,12 +62,17 @@ def in_process(path: Path, shape: tuple[int, ...], seconds: float = 2.0) -> dict
     cpu = (time.process_time() - cpu0) / (runs * 32)
     wall = (time.perf_counter() - wall0) / (runs * 32)
     rt.close()
-    return {"b1_p50_ms": float(np.percentile(lat, 50) * 1e3), "b1_cpu_us": 0.0,
-            "b32_cpu_us_per_sample": cpu * 1e6, "b32_wall_us_per_sample": wall * 1e6}
+    return {
+        "b1_p50_ms": float(np.percentile(lat, 50) * 1e3),
+        "b1_cpu_us": 0.0,
+        "b32_cpu_us_per_sample": cpu * 1e6,
+        "b32_wall_us_per_sample": wall * 1e6,
+    }
 
 
-def paired_c1(path: Path, name: str, shape: tuple[int, ...], http_url: str, grpc_url: str,
-              seconds: float = 4.0) -> dict[str, float]:
+def paired_c1(
+    path: Path, name: str, shape: tuple[int, ...], http_url: str, grpc_url: str, seconds: float = 4.0
+) -> dict[str, float]:
     """c=1 latency with in-process, gRPC and REST calls interleaved, so all three see the same CPU contention.
 
     The in-process session does not spin its threads between calls (they would
@@ -121,10 +126,25 @@ def start_server(repo: Path, extra: list[str]) -> tuple[subprocess.Popen[bytes],
     import httpx
 
     http, grpc_port = _free_port(), _free_port()
-    cmd = [sys.executable, "-m", "fwx", "serve", str(repo), "--http-port", str(http), "--grpc-port", str(grpc_port),
-           "--poll-seconds", "0", "--log-level", "warning", *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    cmd = [
+        sys.executable,
+        "-m",
+        "fwx",
+        "serve",
+        str(repo),
+        "--http-port",
+        str(http),
+        "--grpc-port",
+        str(grpc_port),
+        "--poll-seconds",
+        "0",
+        "--log-level",
+        "warning",
+        *extra,
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(HERE.parent)}
+    )
     deadline = time.time() + 180
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -144,8 +164,18 @@ def _row(model: str, proto: str, r: dict[str, Any], base: dict[str, float]) -> l
     cpu = r.get("server_cpu_us_per_req")
     ratio = cpu / base["b32_cpu_us_per_sample"] if cpu else float("nan")
     errs = sum(r["errors"].values()) if r["errors"] else 0
-    return [model, proto, str(r["concurrency"]), f"{r['req_per_s']:.0f}", f"{lat['p50']:.2f}", f"{lat['p95']:.2f}",
-            f"{lat['p99']:.2f}", f"{cpu:.0f}" if cpu else "-", f"{ratio:.2f}", str(errs)]
+    return [
+        model,
+        proto,
+        str(r["concurrency"]),
+        f"{r['req_per_s']:.0f}",
+        f"{lat['p50']:.2f}",
+        f"{lat['p95']:.2f}",
+        f"{lat['p99']:.2f}",
+        f"{cpu:.0f}" if cpu else "-",
+        f"{ratio:.2f}",
+        str(errs),
+    ]
 
 
 def main() -> int:
@@ -167,8 +197,11 @@ def main() -> int:
         onnx_bytes, flops = build()
         version = publish(work / "repo", name, onnx_bytes, shape)
         baselines[name] = {**in_process(version / "model.onnx", shape), "mflop_per_sample": flops / 1e6}
-        print(f"{name}: {flops / 1e6:.0f} MFLOP/sample, in-process b1 p50 {baselines[name]['b1_p50_ms']:.3f} ms, "
-              f"b32 CPU {baselines[name]['b32_cpu_us_per_sample']:.0f} us/sample", flush=True)
+        print(
+            f"{name}: {flops / 1e6:.0f} MFLOP/sample, in-process b1 p50 {baselines[name]['b1_p50_ms']:.3f} ms, "
+            f"b32 CPU {baselines[name]['b32_cpu_us_per_sample']:.0f} us/sample",
+            flush=True,
+        )
     proc, http_url, grpc_url = start_server(work / "repo", args.serve_arg)
     rows: list[dict[str, Any]] = []
     table: list[list[str]] = []
@@ -179,28 +212,54 @@ def main() -> int:
             for proto in args.protocols.split(","):
                 for c in (int(v) for v in args.concurrency.split(",")):
                     if proto == "grpc":
-                        r = run_load(grpc_url, name, inputs, concurrency=c, duration_s=args.duration,
-                                     server_pid=proc.pid)
+                        r = run_load(
+                            grpc_url, name, inputs, concurrency=c, duration_s=args.duration, server_pid=proc.pid
+                        )
                     else:
-                        r = run_load_rest(http_url, name, inputs, concurrency=c, duration_s=args.duration,
-                                          server_pid=proc.pid)
+                        r = run_load_rest(
+                            http_url, name, inputs, concurrency=c, duration_s=args.duration, server_pid=proc.pid
+                        )
                     r.update(protocol=proto, baseline=baselines[name])
                     rows.append(r)
                     table.append(_row(name, proto, r, baselines[name]))
                     print("  ".join(table[-1]), flush=True)
             c1 = paired_c1(work / "repo" / name / "1" / "model.onnx", name, shape, http_url, grpc_url)
             baselines[name]["paired_c1"] = c1
-            print(f"{name} c=1 interleaved p50: in-process {c1['in_process_p50_ms']:.3f} ms, "
-                  f"gRPC {c1['grpc_p50_ms']:.3f} ms, REST {c1['rest_p50_ms']:.3f} ms", flush=True)
+            print(
+                f"{name} c=1 interleaved p50: in-process {c1['in_process_p50_ms']:.3f} ms, "
+                f"gRPC {c1['grpc_p50_ms']:.3f} ms, REST {c1['rest_p50_ms']:.3f} ms",
+                flush=True,
+            )
     finally:
         proc.terminate()
         proc.wait(60)
     print()
-    print(ui.table(["model", "proto", "c", "req/s", "p50 ms", "p95 ms", "p99 ms", "srv CPU us/req",
-                    "CPU/req ÷ b32 CPU/sample", "errors"], table))
+    print(
+        ui.table(
+            [
+                "model",
+                "proto",
+                "c",
+                "req/s",
+                "p50 ms",
+                "p95 ms",
+                "p99 ms",
+                "srv CPU us/req",
+                "CPU/req ÷ b32 CPU/sample",
+                "errors",
+            ],
+            table,
+        )
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
-            "load_avg_at_end": os.getloadavg(), "serve_args": args.serve_arg, "duration_s": args.duration}
+    meta = {
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "load_avg_at_end": os.getloadavg(),
+        "serve_args": args.serve_arg,
+        "duration_s": args.duration,
+    }
     args.out.write_text(json.dumps({"meta": meta, "baselines": baselines, "rows": rows}, indent=2) + "\n")
     print(f"\nwrote {args.out}")
     return 0

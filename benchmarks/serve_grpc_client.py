@@ -50,12 +50,15 @@ def build_request(model: str, inputs: dict[str, np.ndarray], version: str = "") 
     return bytes(req.SerializeToString())
 
 
-async def _worker_async(url: str, payload: bytes, concurrency: int, start_at: float, stop_at: float,
-                        channels: int) -> dict[str, Any]:
+async def _worker_async(
+    url: str, payload: bytes, concurrency: int, start_at: float, stop_at: float, channels: int
+) -> dict[str, Any]:
     import grpc
 
-    chans = [grpc.aio.insecure_channel(url, options=[*_OPTIONS, ("grpc.use_local_subchannel_pool", 1)])
-             for _ in range(channels)]
+    chans = [
+        grpc.aio.insecure_channel(url, options=[*_OPTIONS, ("grpc.use_local_subchannel_pool", 1)])
+        for _ in range(channels)
+    ]
     calls = [ch.unary_unary(METHOD) for ch in chans]  # no (de)serialiser: bytes in, bytes out
     latencies: list[float] = []
     errors: dict[str, int] = {}
@@ -86,7 +89,9 @@ def _worker(args: tuple[str, bytes, int, float, float, int]) -> dict[str, Any]:
 
 
 def _split(total: int, parts: int) -> list[int]:
-    return [total // parts + (1 if i < total % parts else 0) for i in range(parts) if total // parts or i < total % parts]
+    return [
+        total // parts + (1 if i < total % parts else 0) for i in range(parts) if total // parts or i < total % parts
+    ]
 
 
 def _cpu_seconds(pid: int | None) -> float | None:
@@ -103,9 +108,19 @@ def _cpu_seconds(pid: int | None) -> float | None:
     return float(total)
 
 
-def run_load(url: str, model: str, inputs: dict[str, np.ndarray], *, concurrency: int = 1, duration_s: float = 5.0,
-             warmup_s: float = 1.0, procs: int = 1, channels_per_proc: int = 1, server_pid: int | None = None,
-             version: str = "") -> dict[str, Any]:
+def run_load(
+    url: str,
+    model: str,
+    inputs: dict[str, np.ndarray],
+    *,
+    concurrency: int = 1,
+    duration_s: float = 5.0,
+    warmup_s: float = 1.0,
+    procs: int = 1,
+    channels_per_proc: int = 1,
+    server_pid: int | None = None,
+    version: str = "",
+) -> dict[str, Any]:
     """Run closed-loop load and return {req_per_s, latency_ms: {p50,p95,p99,mean}, errors, server_cpu_us_per_req}."""
     payload = build_request(model, inputs, version)
     shares = _split(concurrency, max(1, min(procs, concurrency)))
@@ -113,8 +128,10 @@ def run_load(url: str, model: str, inputs: dict[str, np.ndarray], *, concurrency
     stop_at = start_at + duration_s
     jobs = [(url, payload, c, start_at, stop_at, channels_per_proc) for c in shares]
     pool: concurrent.futures.Executor = (
-        concurrent.futures.ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("spawn")) if len(jobs) > 1
-        else concurrent.futures.ThreadPoolExecutor(1))
+        concurrent.futures.ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("spawn"))
+        if len(jobs) > 1
+        else concurrent.futures.ThreadPoolExecutor(1)
+    )
     with pool:
         futures = [pool.submit(_worker, job) for job in jobs]
         time.sleep(max(0.0, start_at - time.time()))
@@ -129,9 +146,16 @@ def run_load(url: str, model: str, inputs: dict[str, np.ndarray], *, concurrency
             errors[k] = errors.get(k, 0) + v
     n = int(lat.size)
     out: dict[str, Any] = {
-        "model": model, "concurrency": concurrency, "procs": len(jobs), "duration_s": duration_s,
-        "requests": n, "req_per_s": n / duration_s, "errors": errors,
-        "latency_ms": {k: float(np.percentile(lat, q)) if n else None for k, q in (("p50", 50), ("p95", 95), ("p99", 99))},
+        "model": model,
+        "concurrency": concurrency,
+        "procs": len(jobs),
+        "duration_s": duration_s,
+        "requests": n,
+        "req_per_s": n / duration_s,
+        "errors": errors,
+        "latency_ms": {
+            k: float(np.percentile(lat, q)) if n else None for k, q in (("p50", 50), ("p95", 95), ("p99", 99))
+        },
     }
     out["latency_ms"]["mean"] = float(lat.mean()) if n else None
     if cpu0 is not None and cpu1 is not None and n:
@@ -167,14 +191,26 @@ def main(argv: list[str] | None = None) -> int:
     inputs = dict(parse_input(s) for s in args.input)
     rows = []
     for c in (int(x) for x in args.concurrency.split(",")):
-        r = run_load(args.url, args.model, inputs, concurrency=c, duration_s=args.duration, warmup_s=args.warmup,
-                     procs=args.procs, channels_per_proc=args.channels, server_pid=args.server_pid,
-                     version=args.version)
+        r = run_load(
+            args.url,
+            args.model,
+            inputs,
+            concurrency=c,
+            duration_s=args.duration,
+            warmup_s=args.warmup,
+            procs=args.procs,
+            channels_per_proc=args.channels,
+            server_pid=args.server_pid,
+            version=args.version,
+        )
         rows.append(r)
         cpu = r.get("server_cpu_us_per_req")
-        print(f"c={c:<4} {r['req_per_s']:9.0f} req/s  p50 {r['latency_ms']['p50'] or 0:7.3f} ms  "
-              f"p99 {r['latency_ms']['p99'] or 0:7.3f} ms  server CPU "
-              f"{'-' if cpu is None else f'{cpu:6.0f}'} us/req  errors {r['errors'] or 0}", flush=True)
+        print(
+            f"c={c:<4} {r['req_per_s']:9.0f} req/s  p50 {r['latency_ms']['p50'] or 0:7.3f} ms  "
+            f"p99 {r['latency_ms']['p99'] or 0:7.3f} ms  server CPU "
+            f"{'-' if cpu is None else f'{cpu:6.0f}'} us/req  errors {r['errors'] or 0}",
+            flush=True,
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0

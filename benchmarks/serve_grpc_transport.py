@@ -115,12 +115,16 @@ def main() -> int:
     rows = []
     try:
         for c in (int(v) for v in args.concurrency.split(",")):
-            r = run_load(url, "echo", inputs, concurrency=c, duration_s=args.duration, procs=args.procs,
-                         server_pid=proc.pid)
+            r = run_load(
+                url, "echo", inputs, concurrency=c, duration_s=args.duration, procs=args.procs, server_pid=proc.pid
+            )
             rows.append(r)
-            print(f"echo c={c:<3} procs={r['procs']}  {r['req_per_s']:7.0f} req/s  p50 {r['latency_ms']['p50']:.3f} ms  "
-                  f"p99 {r['latency_ms']['p99']:.3f} ms  server {r['server_cpu_us_per_req']:.0f} us CPU/req  "
-                  f"({r['server_cores_busy']:.2f} cores)  errors {r['errors'] or 0}", flush=True)
+            print(
+                f"echo c={c:<3} procs={r['procs']}  {r['req_per_s']:7.0f} req/s  p50 {r['latency_ms']['p50']:.3f} ms  "
+                f"p99 {r['latency_ms']['p99']:.3f} ms  server {r['server_cpu_us_per_req']:.0f} us CPU/req  "
+                f"({r['server_cores_busy']:.2f} cores)  errors {r['errors'] or 0}",
+                flush=True,
+            )
     finally:
         proc.terminate()
         proc.wait(30)

@@ -47,8 +47,11 @@ class _Graph:
         from onnx import numpy_helper
 
         self.inits.append(numpy_helper.from_array(np.zeros(cout, np.float32), bias))
-        self.nodes.append(helper.make_node("Conv", [x, self.weight(cout, cin, k, k), bias], [out],
-                                           pads=[k // 2] * 4, strides=[stride, stride]))
+        self.nodes.append(
+            helper.make_node(
+                "Conv", [x, self.weight(cout, cin, k, k), bias], [out], pads=[k // 2] * 4, strides=[stride, stride]
+            )
+        )
         self.flops += 2 * hw_out * hw_out * cout * cin * k * k
         if not relu:
             return out
@@ -81,8 +84,13 @@ class _Graph:
         import onnx
         from onnx import TensorProto, helper
 
-        graph = helper.make_graph(self.nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
-                                  [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["N", 10])], self.inits)
+        graph = helper.make_graph(
+            self.nodes,
+            name,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+            [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["N", 10])],
+            self.inits,
+        )
         graph.node[-1].output[0] = "probs"
         graph.output[0].name = "probs"
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -102,8 +110,14 @@ def small_cnn() -> tuple[bytes, int]:
 def resnet_like() -> tuple[bytes, int]:
     g = _Graph(1)
     x = g.conv("x", 3, 32, 3, 2, 32)
-    for cin, cout, stride, hw in ((32, 32, 1, 32), (32, 32, 1, 32), (32, 64, 2, 16), (64, 64, 1, 16),
-                                  (64, 128, 2, 8), (128, 128, 1, 8)):
+    for cin, cout, stride, hw in (
+        (32, 32, 1, 32),
+        (32, 32, 1, 32),
+        (32, 64, 2, 16),
+        (64, 64, 1, 16),
+        (64, 128, 2, 8),
+        (128, 128, 1, 8),
+    ):
         x = g.block(x, cin, cout, stride, hw)
     return g.model(["N", 3, 64, 64], g.head(x, 128), "resnet_like"), g.flops
 
@@ -121,8 +135,20 @@ def publish(root: Path, name: str, onnx_bytes: bytes, sample_shape: tuple[int, .
     with Repository(root).staging(name) as st:
         path = st.path / "model.onnx"
         path.write_bytes(onnx_bytes)
-        entry = ArtifactEntry(format="onnx", path="model.onnx", sha256=sha256_path(path), size_bytes=size_of(path),
-                              opset=17, signature=sig.to_json())
-        manifest = Manifest(name=name, version=0, source=SourceInfo("(benchmark)", "", "onnx", "onnx"),
-                            signature=sig.to_json(), artifacts={"onnx": entry}, command="benchmarks/serve.py")
+        entry = ArtifactEntry(
+            format="onnx",
+            path="model.onnx",
+            sha256=sha256_path(path),
+            size_bytes=size_of(path),
+            opset=17,
+            signature=sig.to_json(),
+        )
+        manifest = Manifest(
+            name=name,
+            version=0,
+            source=SourceInfo("(benchmark)", "", "onnx", "onnx"),
+            signature=sig.to_json(),
+            artifacts={"onnx": entry},
+            command="benchmarks/serve.py",
+        )
         return st.publish(manifest)

@@ -44,16 +44,23 @@ from serve_rest_client import run_load_rest  # noqa: E402
 KEYS = ("req_per_s", "server_cpu_us_per_req", "p50_ms", "p99_ms")
 
 
-def _measure(proto: str, urls: tuple[str, str], pid: int, model: str, inputs: dict[str, np.ndarray], c: int,
-             seconds: float) -> dict[str, Any]:
+def _measure(
+    proto: str, urls: tuple[str, str], pid: int, model: str, inputs: dict[str, np.ndarray], c: int, seconds: float
+) -> dict[str, Any]:
     http_url, grpc_url = urls
     if proto == "grpc":
-        r = run_load(grpc_url, model, inputs, concurrency=c, duration_s=seconds, server_pid=pid,
-                     channels_per_proc=min(c, 8))
+        r = run_load(
+            grpc_url, model, inputs, concurrency=c, duration_s=seconds, server_pid=pid, channels_per_proc=min(c, 8)
+        )
     else:
         r = run_load_rest(http_url, model, inputs, concurrency=c, duration_s=seconds, server_pid=pid)
-    return {"req_per_s": r["req_per_s"], "server_cpu_us_per_req": r.get("server_cpu_us_per_req"),
-            "p50_ms": r["latency_ms"]["p50"], "p99_ms": r["latency_ms"]["p99"], "errors": r["errors"]}
+    return {
+        "req_per_s": r["req_per_s"],
+        "server_cpu_us_per_req": r.get("server_cpu_us_per_req"),
+        "p50_ms": r["latency_ms"]["p50"],
+        "p99_ms": r["latency_ms"]["p99"],
+        "errors": r["errors"],
+    }
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -92,12 +99,15 @@ def main() -> int:
             for n in ns if rep % 2 == 0 else list(reversed(ns)):
                 proc, http_url, grpc_url = servers[n]
                 for proto in args.protocols.split(","):
-                    r = _measure(proto, (http_url, grpc_url), proc.pid, args.model, inputs, args.concurrency,
-                                 args.duration)
+                    r = _measure(
+                        proto, (http_url, grpc_url), proc.pid, args.model, inputs, args.concurrency, args.duration
+                    )
                     raw.setdefault(f"{n}/{proto}", []).append(r)
-                    print(f"run {rep + 1}: workers {n} {proto} c={args.concurrency}: {r['req_per_s']:.0f} req/s, "
-                          f"server CPU {r['server_cpu_us_per_req'] or 0:.0f} us/req, p99 {r['p99_ms']:.1f} ms",
-                          flush=True)
+                    print(
+                        f"run {rep + 1}: workers {n} {proto} c={args.concurrency}: {r['req_per_s']:.0f} req/s, "
+                        f"server CPU {r['server_cpu_us_per_req'] or 0:.0f} us/req, p99 {r['p99_ms']:.1f} ms",
+                        flush=True,
+                    )
     finally:
         for proc, _, _ in servers.values():
             proc.terminate()
@@ -111,14 +121,32 @@ def main() -> int:
             v = s.get(k)
             return "-" if v is None else f"{v['median']:{fmt}} ({v['min']:{fmt}}-{v['max']:{fmt}})"
 
-        table.append([n, proto, str(args.concurrency), cell("req_per_s", ".0f"),
-                      cell("server_cpu_us_per_req", ".0f"), cell("p50_ms", ".1f"), cell("p99_ms", ".1f")])
+        table.append(
+            [
+                n,
+                proto,
+                str(args.concurrency),
+                cell("req_per_s", ".0f"),
+                cell("server_cpu_us_per_req", ".0f"),
+                cell("p50_ms", ".1f"),
+                cell("p99_ms", ".1f"),
+            ]
+        )
     print()
     print(ui.table(["workers", "proto", "c", "req/s", "server CPU us/req", "p50 ms", "p99 ms"], table))
-    meta = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpus": os.cpu_count(),
-            "machine": platform.machine(), "python": platform.python_version(), "model": args.model,
-            "mflop_per_sample": flops / 1e6, "concurrency": args.concurrency, "duration_s": args.duration,
-            "repeats": args.repeats, "serve_args": args.serve_arg, "load_avg_at_end": os.getloadavg()}
+    meta = {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "model": args.model,
+        "mflop_per_sample": flops / 1e6,
+        "concurrency": args.concurrency,
+        "duration_s": args.duration,
+        "repeats": args.repeats,
+        "serve_args": args.serve_arg,
+        "load_avg_at_end": os.getloadavg(),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "summary": summary, "runs": raw}, indent=2) + "\n")
     print(f"\nwrote {args.out}")

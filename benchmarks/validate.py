@@ -32,8 +32,12 @@ from fwx import ui  # noqa: E402
 from fwx.formats import Format  # noqa: E402
 from fwx.signature import Signature, TensorSpec  # noqa: E402
 
-TORCH_SIG = Signature((TensorSpec("image", "float32", ("N", 3, 32, 32)),), (TensorSpec("logits", "float32", ("N", 10)),))
-KERAS_SIG = Signature((TensorSpec("image", "float32", ("N", 32, 32, 3)),), (TensorSpec("logits", "float32", ("N", 10)),))
+TORCH_SIG = Signature(
+    (TensorSpec("image", "float32", ("N", 3, 32, 32)),), (TensorSpec("logits", "float32", ("N", 10)),)
+)
+KERAS_SIG = Signature(
+    (TensorSpec("image", "float32", ("N", 32, 32, 3)),), (TensorSpec("logits", "float32", ("N", 10)),)
+)
 
 
 def build_torch(d: Path) -> tuple[Any, dict[str, tuple[Format, Path]]]:
@@ -42,13 +46,24 @@ def build_torch(d: Path) -> tuple[Any, dict[str, tuple[Format, Path]]]:
     from samples.models import build_torch_cnn
 
     m, x = build_torch_cnn(), torch.randn(2, 3, 32, 32)
-    torch.onnx.export(m, (x,), str(d / "model.onnx"), input_names=["image"], output_names=["logits"],
-                      dynamic_axes={"image": {0: "N"}, "logits": {0: "N"}}, dynamo=False, opset_version=17)
+    torch.onnx.export(
+        m,
+        (x,),
+        str(d / "model.onnx"),
+        input_names=["image"],
+        output_names=["logits"],
+        dynamic_axes={"image": {0: "N"}, "logits": {0: "N"}},
+        dynamo=False,
+        opset_version=17,
+    )
     torch.jit.trace(m, (x,)).save(str(d / "model.torchscript.pt"))
     ep = torch.export.export(m, (x,), dynamic_shapes=({0: torch.export.Dim("N", min=1, max=1024)},))
     torch.export.save(ep, str(d / "model.pt2"))
-    return m, {"onnx": (Format.ONNX, d / "model.onnx"), "torchscript": (Format.TORCHSCRIPT, d / "model.torchscript.pt"),
-               "pt2": (Format.PT2, d / "model.pt2")}
+    return m, {
+        "onnx": (Format.ONNX, d / "model.onnx"),
+        "torchscript": (Format.TORCHSCRIPT, d / "model.torchscript.pt"),
+        "pt2": (Format.PT2, d / "model.pt2"),
+    }
 
 
 def build_keras(d: Path) -> tuple[Any, dict[str, tuple[Format, Path]]]:
@@ -60,15 +75,22 @@ def build_keras(d: Path) -> tuple[Any, dict[str, tuple[Format, Path]]]:
     model = build_keras_model()
     archive = keras.export.ExportArchive()
     archive.track(model)
-    archive.add_endpoint("serving_default", lambda image: {"logits": model(image, training=False)},
-                         input_signature=[tf.TensorSpec([None, 32, 32, 3], tf.float32, name="image")])
+    archive.add_endpoint(
+        "serving_default",
+        lambda image: {"logits": model(image, training=False)},
+        input_signature=[tf.TensorSpec([None, 32, 32, 3], tf.float32, name="image")],
+    )
     archive.write_out(str(d / "model.savedmodel"), verbose=False)
     (d / "model.tflite").write_bytes(tf.lite.TFLiteConverter.from_saved_model(str(d / "model.savedmodel")).convert())
-    return model, {"savedmodel": (Format.SAVEDMODEL, d / "model.savedmodel"), "tflite": (Format.TFLITE, d / "model.tflite")}
+    return model, {
+        "savedmodel": (Format.SAVEDMODEL, d / "model.savedmodel"),
+        "tflite": (Format.TFLITE, d / "model.tflite"),
+    }
 
 
-def run_group(name: str, ref: Any, files: dict[str, tuple[Format, Path]], sig: Signature, samples: int,
-              repeats: int) -> list[dict[str, Any]]:
+def run_group(
+    name: str, ref: Any, files: dict[str, tuple[Format, Path]], sig: Signature, samples: int, repeats: int
+) -> list[dict[str, Any]]:
     from fwx.runtimes import load_runtime
     from fwx.validators import InputConfig, validate_runtimes
 
@@ -83,9 +105,17 @@ def run_group(name: str, ref: Any, files: dict[str, tuple[Format, Path]], sig: S
     assert report is not None
     rows = []
     for a in report.artifacts:
-        rows.append({"group": name, "artifact": a.key, "passed": a.passed, "load_s_group": round(load_s, 3),
-                     "validate_s_median": round(statistics.median(times), 3), "mean_infer_ms": a.mean_ms,
-                     "max_abs": max((o.metrics["max_abs"] for o in a.outputs), default=None)})
+        rows.append(
+            {
+                "group": name,
+                "artifact": a.key,
+                "passed": a.passed,
+                "load_s_group": round(load_s, 3),
+                "validate_s_median": round(statistics.median(times), 3),
+                "mean_infer_ms": a.mean_ms,
+                "max_abs": max((o.metrics["max_abs"] for o in a.outputs), default=None),
+            }
+        )
     return rows
 
 
@@ -104,8 +134,12 @@ def run_exporter(d: Path) -> dict[str, Any]:
         folder = Path(getattr(res, "path", d / "repo" / "cnn" / "1"))
         t0 = time.perf_counter()
         report = validate([folder], ValidateOptions(device="cpu"))
-        return {"validate_s": round(time.perf_counter() - t0, 3), "passed": report.passed,
-                "artifacts": [a.key for a in report.artifacts], "reference": report.reference.get("key")}
+        return {
+            "validate_s": round(time.perf_counter() - t0, 3),
+            "passed": report.passed,
+            "artifacts": [a.key for a in report.artifacts],
+            "reference": report.reference.get("key"),
+        }
     except Exception as exc:
         return {"skipped": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"}
     finally:
@@ -125,21 +159,56 @@ def main() -> None:
         d = Path(tmp)
         tm, tfiles = build_torch(d)
         km, kfiles = build_keras(d)
-        rows = run_group("torch SmallCNN", EagerTorchRuntime.from_module(tm, TORCH_SIG), tfiles, TORCH_SIG,
-                         args.samples, args.repeats)
-        rows += run_group("keras CNN", KerasRuntime.from_model(km, KERAS_SIG), kfiles, KERAS_SIG,
-                          args.samples, args.repeats)
+        rows = run_group(
+            "torch SmallCNN",
+            EagerTorchRuntime.from_module(tm, TORCH_SIG),
+            tfiles,
+            TORCH_SIG,
+            args.samples,
+            args.repeats,
+        )
+        rows += run_group(
+            "keras CNN", KerasRuntime.from_model(km, KERAS_SIG), kfiles, KERAS_SIG, args.samples, args.repeats
+        )
         e2e = run_exporter(d)
-    print(ui.table(["group", "artifact", "pass", "load s (group)", "validate s (median)", "infer ms", "max abs"],
-                   [[r["group"], r["artifact"], r["passed"], r["load_s_group"], r["validate_s_median"],
-                     f"{r['mean_infer_ms']:.2f}", f"{r['max_abs']:.1e}"] for r in rows],
-                   title=f"validate: {args.samples} samples (batch 1 and 3), median of {args.repeats}"))
+    print(
+        ui.table(
+            ["group", "artifact", "pass", "load s (group)", "validate s (median)", "infer ms", "max abs"],
+            [
+                [
+                    r["group"],
+                    r["artifact"],
+                    r["passed"],
+                    r["load_s_group"],
+                    r["validate_s_median"],
+                    f"{r['mean_infer_ms']:.2f}",
+                    f"{r['max_abs']:.1e}",
+                ]
+                for r in rows
+            ],
+            title=f"validate: {args.samples} samples (batch 1 and 3), median of {args.repeats}",
+        )
+    )
     print(f"end-to-end (fwx export + validate of the version folder): {e2e}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rows": rows, "end_to_end": e2e, "samples": args.samples, "repeats": args.repeats,
-                               "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                                           "platform": platform.platform()}}, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "rows": rows,
+                "end_to_end": e2e,
+                "samples": args.samples,
+                "repeats": args.repeats,
+                "machine": {
+                    "python": platform.python_version(),
+                    "cpus": os.cpu_count(),
+                    "platform": platform.platform(),
+                },
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
 
 

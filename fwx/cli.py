@@ -18,10 +18,19 @@ from fwx.errors import FwxError, first_line
 
 #: name -> (module:function, one-line help shown in ``fwx --help``)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "export": ("fwx.commands.export:export", "Export a PyTorch/TF/Keras/ONNX model to TorchScript, .pt2, SavedModel, ONNX, TFLite."),
+    "export": (
+        "fwx.commands.export:export",
+        "Export a PyTorch/TF/Keras/ONNX model to TorchScript, .pt2, SavedModel, ONNX, TFLite.",
+    ),
     "validate": ("fwx.commands.validate:validate", "Run every format on the same inputs and diff the outputs."),
-    "inspect": ("fwx.commands.inspect:inspect", "Show the signature and metadata of a model or artifact, without running it."),
-    "serve": ("fwx.commands.serve:serve", "Serve an artifact repository over KServe v2 REST + gRPC and TF Serving REST."),
+    "inspect": (
+        "fwx.commands.inspect:inspect",
+        "Show the signature and metadata of a model or artifact, without running it.",
+    ),
+    "serve": (
+        "fwx.commands.serve:serve",
+        "Serve an artifact repository over KServe v2 REST + gRPC and TF Serving REST.",
+    ),
     "dockerize": ("fwx.commands.dockerize:dockerize", "Write a Dockerfile that serves an artifact repository."),
     "deploy": ("fwx.commands.deploy:deploy", "Generate KServe or Kubernetes manifests that run fwx serve."),
 }
@@ -109,4 +118,3 @@ def main(argv: list[str] | None = None) -> None:
         if ui.state.debug:
             raise
         ui.fail(f"unexpected {type(exc).__name__}: {first_line(exc)}", "rerun with --debug for the traceback", 1)
-

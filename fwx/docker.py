@@ -43,9 +43,15 @@ class DockerizePlan:
         return f"/models/{WHEEL_DIR}/{self.wheel}[{extras}]"
 
     def to_json(self) -> dict[str, object]:
-        return {"repository": str(self.repository), "extras": self.extras, "served": self.served,
-                "gpu": self.gpu, "pip_spec": self.pip_spec, "build": self.build_command(),
-                "run": self.run_command()}
+        return {
+            "repository": str(self.repository),
+            "extras": self.extras,
+            "served": self.served,
+            "gpu": self.gpu,
+            "pip_spec": self.pip_spec,
+            "build": self.build_command(),
+            "run": self.run_command(),
+        }
 
     def build_command(self) -> str:
         return f"docker build -t {self.tag} {self.repository}"
@@ -56,8 +62,13 @@ class DockerizePlan:
         return f"docker run --rm {gpus}-p 127.0.0.1:8000:8000 -p 127.0.0.1:8001:8001 {self.tag}{dev}"
 
 
-def plan_image(repository: str | Path, *, prefer: tuple[Format, ...] = DEFAULT_PREFER, gpu: bool = False,
-               tag: str = "fwx-models:latest") -> DockerizePlan:
+def plan_image(
+    repository: str | Path,
+    *,
+    prefer: tuple[Format, ...] = DEFAULT_PREFER,
+    gpu: bool = False,
+    tag: str = "fwx-models:latest",
+) -> DockerizePlan:
     repo = Repository(repository)
     if not repo.root.is_dir():
         raise InputError(f"{repo.root} is not a folder", hint="pass the folder `fwx export --out` wrote")
@@ -69,8 +80,10 @@ def plan_image(repository: str | Path, *, prefer: tuple[Format, ...] = DEFAULT_P
             if choice is not None:
                 served[f"{name}/{version}"] = choice.value
     if not served:
-        raise InputError(f"{repo.root} holds no servable model version",
-                         hint="export a model first: fwx export MODEL --to onnx --out " + str(repo.root))
+        raise InputError(
+            f"{repo.root} holds no servable model version",
+            hint="export a model first: fwx export MODEL --to onnx --out " + str(repo.root),
+        )
     extras = sorted({runtime_entry(Format(f)).extra for f in served.values()})
     return DockerizePlan(repo.root, extras, served, gpu, tag)
 
@@ -139,13 +152,17 @@ def build_wheel(dest: Path, *, wheel: Path | None = None) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     if wheel is not None:
         if not (wheel.is_file() and wheel.match(WHEEL_GLOB)):
-            raise InputError(f"{wheel} is not an fwx_toolkit wheel",
-                             hint="build one with: pip wheel --no-deps -w dist PATH/TO/fwx-checkout")
+            raise InputError(
+                f"{wheel} is not an fwx_toolkit wheel",
+                hint="build one with: pip wheel --no-deps -w dist PATH/TO/fwx-checkout",
+            )
         return Path(shutil.copy2(wheel, dest / wheel.name))
     root = checkout_root()
     if root is None:
-        raise InputError("this fwx was not installed from a source checkout, so no wheel can be built for the image",
-                         hint="pass --wheel PATH/TO/fwx_toolkit-*.whl")
+        raise InputError(
+            "this fwx was not installed from a source checkout, so no wheel can be built for the image",
+            hint="pass --wheel PATH/TO/fwx_toolkit-*.whl",
+        )
     for old in dest.glob(WHEEL_GLOB):
         old.unlink()
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dest), str(root)]
@@ -153,8 +170,10 @@ def build_wheel(dest: Path, *, wheel: Path | None = None) -> Path:
     built = sorted(dest.glob(WHEEL_GLOB))
     if proc.returncode != 0 or not built:
         last = (proc.stderr.strip().splitlines() or ["no wheel written"])[-1]
-        raise InputError(f"building fwx's wheel from {root} failed: {last}",
-                         hint="build it yourself (pip wheel --no-deps -w dist .) and pass --wheel")
+        raise InputError(
+            f"building fwx's wheel from {root} failed: {last}",
+            hint="build it yourself (pip wheel --no-deps -w dist .) and pass --wheel",
+        )
     return built[-1]
 
 

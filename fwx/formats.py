@@ -99,23 +99,30 @@ def _zip_names(path: Path) -> list[str]:
         with zipfile.ZipFile(path) as zf:
             return zf.namelist()
     except (zipfile.BadZipFile, OSError) as exc:
-        raise InputError(f"{path} looks like a zip archive but cannot be read: {exc}",
-                         hint="the file is probably truncated or corrupt; export it again") from exc
+        raise InputError(
+            f"{path} looks like a zip archive but cannot be read: {exc}",
+            hint="the file is probably truncated or corrupt; export it again",
+        ) from exc
 
 
 def _detect_zip(path: Path, names: list[str]) -> Format:
     base = {n.split("/", 1)[1] if "/" in n else n for n in names}
     if "config.json" in base and any(n.endswith(".weights.h5") for n in base) or "metadata.json" in names:
         return Format.KERAS
-    if any(n.endswith("serialized_exported_program.json") or n.endswith("models/model.json")
-           for n in names) or "archive_format" in base and any("/models/" in n for n in names):
+    if (
+        any(n.endswith("serialized_exported_program.json") or n.endswith("models/model.json") for n in names)
+        or "archive_format" in base
+        and any("/models/" in n for n in names)
+    ):
         return Format.PT2
     if any(n.endswith("constants.pkl") for n in names) and any("/code/" in n for n in names):
         return Format.TORCHSCRIPT
     if any(n.endswith("data.pkl") for n in names):
         return Format.PYTORCH
-    raise InputError(f"{path} is a zip archive of no model format fwx knows",
-                     hint="pass a TorchScript, .pt2, .pt/.pth checkpoint, .keras, SavedModel, .onnx or .tflite")
+    raise InputError(
+        f"{path} is a zip archive of no model format fwx knows",
+        hint="pass a TorchScript, .pt2, .pt/.pth checkpoint, .keras, SavedModel, .onnx or .tflite",
+    )
 
 
 def detect_format(path: str | Path) -> Format:
@@ -129,8 +136,9 @@ def detect_format(path: str | Path) -> Format:
     if p.is_dir():
         if (p / "saved_model.pb").is_file() or (p / "saved_model.pbtxt").is_file():
             return Format.SAVEDMODEL
-        raise InputError(f"{p} is a folder but not a SavedModel (no saved_model.pb)",
-                         hint="pass a SavedModel folder or a model file")
+        raise InputError(
+            f"{p} is a folder but not a SavedModel (no saved_model.pb)", hint="pass a SavedModel folder or a model file"
+        )
     with p.open("rb") as fh:
         head = fh.read(64)
     if not head:
@@ -145,8 +153,10 @@ def detect_format(path: str | Path) -> Format:
         return Format.PYTORCH  # legacy (non-zip) torch.save pickle
     if p.suffix.lower() == ".onnx" or _looks_like_onnx(head):
         return Format.ONNX
-    raise InputError(f"cannot tell the format of {p}",
-                     hint="fwx reads TorchScript, .pt2, .pt/.pth, .keras/.h5, SavedModel folders, .onnx and .tflite")
+    raise InputError(
+        f"cannot tell the format of {p}",
+        hint="fwx reads TorchScript, .pt2, .pt/.pth, .keras/.h5, SavedModel folders, .onnx and .tflite",
+    )
 
 
 def _looks_like_onnx(head: bytes) -> bool:

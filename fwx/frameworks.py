@@ -40,8 +40,17 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "h5py": ("h5py", "tf"),
 }
 
-_NOISY_LOGGERS = ("tensorflow", "tf2onnx", "absl", "torch.onnx", "torch.export", "torch._dynamo", "onnxscript",
-                  "keras", "h5py")
+_NOISY_LOGGERS = (
+    "tensorflow",
+    "tf2onnx",
+    "absl",
+    "torch.onnx",
+    "torch.export",
+    "torch._dynamo",
+    "onnxscript",
+    "keras",
+    "h5py",
+)
 
 
 def require(module: str, purpose: str) -> ModuleType:
@@ -160,4 +169,3 @@ def quiet() -> Iterator[io.StringIO]:
     finally:
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
-

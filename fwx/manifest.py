@@ -95,7 +95,7 @@ class Manifest:
         data = asdict(self)
         data["artifacts"] = {k: asdict(v) for k, v in self.artifacts.items()}
         for entry in data["artifacts"].values():  # fields added later are written only when used,
-            if not entry["files"]:                 # so fwx versions that predate them still read the file
+            if not entry["files"]:  # so fwx versions that predate them still read the file
                 del entry["files"]
         for key in ("skipped", "failed"):
             if not data[key]:
@@ -106,8 +106,10 @@ class Manifest:
     def from_json(cls, data: dict[str, Any]) -> Manifest:
         sv = int(data.get("schema_version", 0))
         if sv < 1 or sv > SCHEMA_VERSION:
-            raise InputError(f"fwx.json schema version {sv} is not supported by this fwx (reads up to {SCHEMA_VERSION})",
-                             hint="upgrade fwx or re-export the model")
+            raise InputError(
+                f"fwx.json schema version {sv} is not supported by this fwx (reads up to {SCHEMA_VERSION})",
+                hint="upgrade fwx or re-export the model",
+            )
         arts = {k: ArtifactEntry(**v) for k, v in data.get("artifacts", {}).items()}
         return cls(
             name=data["name"],
@@ -149,15 +151,19 @@ class Manifest:
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{path} is missing or has malformed field {exc}") from exc
         # Build every signature now, so a bad dtype or duplicate name fails here with its field named.
-        for field_name, sig in [("signature", data["signature"]),
-                                *((f"artifacts/{k}/signature", a.signature) for k, a in manifest.artifacts.items())]:
+        for field_name, sig in [
+            ("signature", data["signature"]),
+            *((f"artifacts/{k}/signature", a.signature) for k, a in manifest.artifacts.items()),
+        ]:
             try:
                 if sig:
                     Signature.from_json(sig)
             except (FwxError, KeyError, TypeError, ValueError) as exc:
                 why = exc.message if isinstance(exc, FwxError) else str(exc)
-                raise InputError(f"{path}: field {field_name} is invalid: {why}",
-                                 hint="the manifest is corrupt or was edited by hand; re-export the model") from exc
+                raise InputError(
+                    f"{path}: field {field_name} is invalid: {why}",
+                    hint="the manifest is corrupt or was edited by hand; re-export the model",
+                ) from exc
         return manifest
 
     def verify(self, folder: Path) -> None:
@@ -174,18 +180,26 @@ MAX_MANIFEST_BYTES = 16 * 2**20
 def _load_json(path: Path, folder: Path) -> Any:
     """The parsed JSON, refusing a symlinked manifest (it could point outside the repository)."""
     if path.is_symlink():
-        raise InputError(f"{path} is a symbolic link; fwx reads only a real fwx.json file",
-                         hint="copy the file into the version folder instead of linking it")
+        raise InputError(
+            f"{path} is a symbolic link; fwx reads only a real fwx.json file",
+            hint="copy the file into the version folder instead of linking it",
+        )
     try:
         size = path.stat().st_size
         if size > MAX_MANIFEST_BYTES:
-            raise InputError(f"{path} is {size} bytes (a fwx.json is at most {MAX_MANIFEST_BYTES})",
-                             hint="the manifest is corrupt; re-export the model")
+            raise InputError(
+                f"{path} is {size} bytes (a fwx.json is at most {MAX_MANIFEST_BYTES})",
+                hint="the manifest is corrupt; re-export the model",
+            )
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(f"{folder} has no {MANIFEST_NAME}", hint="point at a version folder written by fwx export") from None
+        raise InputError(
+            f"{folder} has no {MANIFEST_NAME}", hint="point at a version folder written by fwx export"
+        ) from None
     except RecursionError:
-        raise InputError(f"{path} is nested too deeply to be a fwx.json", hint="the manifest is corrupt; re-export the model") from None
+        raise InputError(
+            f"{path} is nested too deeply to be a fwx.json", hint="the manifest is corrupt; re-export the model"
+        ) from None
     except (OSError, ValueError) as exc:
         raise InputError(f"{path} is not valid JSON: {str(exc)[:200]}") from exc
 
@@ -201,8 +215,10 @@ def _check_location(data: dict[str, Any], folder: Path, path: Path) -> None:
     if not (folder.name.isdigit() and folder.name[0] != "0"):
         return  # a loose copy of a version folder: nothing to compare with
     if data["version"] != int(folder.name):
-        raise InputError(f"{path}: field version is {data['version']} but the folder is version {folder.name}",
-                         hint="the version folder was renamed or copied; re-export the model or fix the version")
+        raise InputError(
+            f"{path}: field version is {data['version']} but the folder is version {folder.name}",
+            hint="the version folder was renamed or copied; re-export the model or fix the version",
+        )
 
 
 def _verify_file(folder: Path, key: str, rel: str, digest: str) -> None:

@@ -81,8 +81,13 @@ def filter_native_stderr() -> None:
         return  # no usable fd 2: nothing to filter
     os.dup2(write_fd, 2)
     os.close(write_fd)
-    sys.stderr = io.TextIOWrapper(os.fdopen(os.dup(real), "wb", buffering=0), encoding=sys.stderr.encoding or "utf-8",
-                                  errors="backslashreplace", line_buffering=True, write_through=True)
+    sys.stderr = io.TextIOWrapper(
+        os.fdopen(os.dup(real), "wb", buffering=0),
+        encoding=sys.stderr.encoding or "utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+        write_through=True,
+    )
     pump = threading.Thread(target=_pump, args=(read_fd, real), name="fwx-stderr-filter", daemon=True)
     pump.start()
     _installed = True

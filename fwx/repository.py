@@ -95,22 +95,30 @@ class Repository:
                 raise NotADirectoryError(20, "Not a directory")
             tempfile.TemporaryDirectory(dir=base, prefix=".fwx-probe-").cleanup()
         except OSError as exc:
-            raise UsageError(f"--out {self.root}: cannot write the artifact repository there ({exc.strerror or exc})",
-                             hint="choose a writable folder for --out") from None
+            raise UsageError(
+                f"--out {self.root}: cannot write the artifact repository there ({exc.strerror or exc})",
+                hint="choose a writable folder for --out",
+            ) from None
 
     def models(self) -> list[str]:
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and MODEL_NAME_RE.match(p.name)
-                      and not p.name.startswith("."))
+        return sorted(
+            p.name
+            for p in self.root.iterdir()
+            if p.is_dir() and MODEL_NAME_RE.match(p.name) and not p.name.startswith(".")
+        )
 
     def versions(self, name: str) -> list[int]:
         """Complete versions only: numeric folder names (no leading zero) holding a fwx.json."""
         d = self.model_dir(name)
         if not d.is_dir():
             return []
-        out = [int(p.name) for p in d.iterdir()
-               if p.is_dir() and re.fullmatch(r"[1-9]\d*", p.name) and (p / MANIFEST_NAME).is_file()]
+        out = [
+            int(p.name)
+            for p in d.iterdir()
+            if p.is_dir() and re.fullmatch(r"[1-9]\d*", p.name) and (p / MANIFEST_NAME).is_file()
+        ]
         return sorted(out)
 
     def version_dir(self, name: str, version: int) -> Path:
@@ -156,8 +164,10 @@ class Repository:
             if version < 1:
                 raise UsageError(f"--version must be a positive integer, got {version}")
             if (d / str(version)).exists():
-                raise InputError(f"{d / str(version)} already exists",
-                                 hint="versions are immutable; omit --version to publish the next one")
+                raise InputError(
+                    f"{d / str(version)} already exists",
+                    hint="versions are immutable; omit --version to publish the next one",
+                )
         # The owner's host and pid are in the name, so the next export can tell a SIGKILLed one from a live one.
         tmp = d / f"{TMP_PREFIX}{_HOST}-{os.getpid()}-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
@@ -193,7 +203,9 @@ class Staging:
             # that took the same number makes us fail rather than clobber it.
             os.rename(self.path, final)
         except OSError as exc:
-            raise ExportError(f"cannot publish {final}: {exc}", hint="another export may have taken this version; retry") from exc
+            raise ExportError(
+                f"cannot publish {final}: {exc}", hint="another export may have taken this version; retry"
+            ) from exc
         _fsync_dir(final.parent)
         self.published = final
         return final

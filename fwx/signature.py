@@ -242,15 +242,19 @@ def names_or_default(names: Iterable[str] | None, count: int, prefix: str) -> li
 #: The batch axis of every tensor is called ``N`` so artifacts of all formats agree on its name.
 BATCH = "N"
 
+
 def spec_from_dims(name: str, dtype: object, dims: Sequence[int | str | None]) -> TensorSpec:
     """A spec from framework dims where ``None``/``-1``/a symbol means dynamic (axis 0 becomes ``N``)."""
     out: list[Dim] = []
     for i, d in enumerate(dims):
         if d is None or d == -1 or isinstance(d, str):
-            out.append(BATCH if i == 0 else (d if isinstance(d, str) and d and not d.startswith("unk") else f"{name}_d{i}"))
+            out.append(
+                BATCH if i == 0 else (d if isinstance(d, str) and d and not d.startswith("unk") else f"{name}_d{i}")
+            )
         else:
             out.append(int(d))
     return TensorSpec(name, normalize_dtype(dtype), tuple(out))
+
 
 def static_signature(sig: Signature, feeds: Mapping[str, Any]) -> Signature:
     """``sig`` with every dynamic dim fixed to its size in ``feeds`` (``--static-shapes``).
@@ -270,12 +274,14 @@ def static_signature(sig: Signature, feeds: Mapping[str, Any]) -> Signature:
                 sizes.setdefault(d, int(n))
 
     def fix(spec: TensorSpec) -> TensorSpec:
-        return TensorSpec(spec.name, spec.dtype, tuple(sizes.get(d, d) if isinstance(d, str) else d for d in spec.shape))
+        return TensorSpec(
+            spec.name, spec.dtype, tuple(sizes.get(d, d) if isinstance(d, str) else d for d in spec.shape)
+        )
 
     inputs = tuple(TensorSpec(s.name, s.dtype, fixed[s.name]) if s.name in fixed else fix(s) for s in sig.inputs)
     return Signature(inputs, tuple(fix(s) for s in sig.outputs))
 
+
 def hop_signature(sig: Signature, static: bool, feeds: Mapping[str, Any]) -> Signature:
     """The signature an edge writes: the pin, or with ``--static-shapes`` the pin fixed at the sample sizes."""
     return static_signature(sig, feeds) if static else sig
-

@@ -43,10 +43,23 @@ def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
 
 def common_options(func: F) -> F:
     """``--json`` and ``--debug`` on every command (they also work before the command name)."""
-    func = click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
-                        help="Show full tracebacks and framework logs.")(func)
-    func = click.option("--json", "json_output", is_flag=True, expose_value=False, is_eager=True,
-                        callback=_set_json, help="Print one JSON document on stdout (for scripts).")(func)
+    func = click.option(
+        "--debug",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_debug,
+        help="Show full tracebacks and framework logs.",
+    )(func)
+    func = click.option(
+        "--json",
+        "json_output",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_json,
+        help="Print one JSON document on stdout (for scripts).",
+    )(func)
     return func
 
 
@@ -81,9 +94,14 @@ class _Live:
             from rich.console import Console
             from rich.progress import Progress, SpinnerColumn, TextColumn
 
-            cls.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                    TextColumn("[dim]{task.elapsed:>5.1f}s"), console=Console(stderr=True),
-                                    transient=True, refresh_per_second=8)
+            cls.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TextColumn("[dim]{task.elapsed:>5.1f}s"),
+                console=Console(stderr=True),
+                transient=True,
+                refresh_per_second=8,
+            )
             cls.progress.start()
         cls.depth += 1
         return cls.progress
@@ -138,8 +156,11 @@ def _live_step(title: str, sub: bool, t0: float) -> Iterator[None]:
         progress.remove_task(task)
         if not sub or took >= 1.0 or not ok:
             mark = "[green]✓[/green]" if ok else "[red]✗[/red]"
-            progress.console.print(f"{'    ' if sub else '  '}{mark} {escape(title)} [dim]({took:.1f}s)[/dim]",
-                                   highlight=False, markup=True)
+            progress.console.print(
+                f"{'    ' if sub else '  '}{mark} {escape(title)} [dim]({took:.1f}s)[/dim]",
+                highlight=False,
+                markup=True,
+            )
         _Live.stop()
 
 

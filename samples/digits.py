@@ -126,9 +126,16 @@ def export_onnx(model: Any, path: Path, *, opset: int = 17) -> Path:
 
     with warnings.catch_warnings():  # the TorchScript-based exporter is chosen on purpose (as fwx's torch2onnx)
         warnings.simplefilter("ignore", DeprecationWarning)  # "legacy exporter" and its internals' notices
-        torch.onnx.export(model, (torch.zeros(1, 1, 8, 8),), str(path), input_names=[INPUT_NAME],
-                          output_names=[OUTPUT_NAME], opset_version=opset, dynamo=False,
-                          dynamic_axes={INPUT_NAME: {0: "N"}, OUTPUT_NAME: {0: "N"}})
+        torch.onnx.export(
+            model,
+            (torch.zeros(1, 1, 8, 8),),
+            str(path),
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME],
+            opset_version=opset,
+            dynamo=False,
+            dynamic_axes={INPUT_NAME: {0: "N"}, OUTPUT_NAME: {0: "N"}},
+        )
     return path
 
 
@@ -162,8 +169,11 @@ def export_savedmodel(keras_model: Any, path: Path) -> Path:
 
     archive = keras.export.ExportArchive()
     archive.track(keras_model)
-    archive.add_endpoint("serving_default", lambda image: {OUTPUT_NAME: keras_model(image)},
-                         input_signature=[tf.TensorSpec([None, 1, 8, 8], tf.float32, name=INPUT_NAME)])
+    archive.add_endpoint(
+        "serving_default",
+        lambda image: {OUTPUT_NAME: keras_model(image)},
+        input_signature=[tf.TensorSpec([None, 1, 8, 8], tf.float32, name=INPUT_NAME)],
+    )
     archive.write_out(str(path), verbose=False)
     return path
 
@@ -185,8 +195,10 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     x_tr, y_tr, x_te, y_te = load_split()
     model = train(x_tr, y_tr)
-    print(f"trained in {time.perf_counter() - t0:.1f}s; held-out top-1 "
-          f"{accuracy(predict_torch(model, x_te), y_te) * 100:.2f}% on {len(y_te)} samples")
+    print(
+        f"trained in {time.perf_counter() - t0:.1f}s; held-out top-1 "
+        f"{accuracy(predict_torch(model, x_te), y_te) * 100:.2f}% on {len(y_te)} samples"
+    )
     torch.save(model.state_dict(), out / "digits.pt")
     export_onnx(model, out / "digits.onnx")
     export_savedmodel(to_keras(model), out / "digits.savedmodel")

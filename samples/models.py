@@ -87,10 +87,14 @@ def build_keras_model(seed: int = SEED) -> Any:
     for layer in model.layers:
         if isinstance(layer, keras.layers.BatchNormalization):
             gamma, beta, mean, var = (w.numpy() for w in layer.weights)
-            layer.set_weights([rng.uniform(0.5, 1.5, gamma.shape).astype("float32"),
-                               rng.normal(0, 0.1, beta.shape).astype("float32"),
-                               rng.normal(0, 0.1, mean.shape).astype("float32"),
-                               rng.uniform(0.5, 1.5, var.shape).astype("float32")])
+            layer.set_weights(
+                [
+                    rng.uniform(0.5, 1.5, gamma.shape).astype("float32"),
+                    rng.normal(0, 0.1, beta.shape).astype("float32"),
+                    rng.normal(0, 0.1, mean.shape).astype("float32"),
+                    rng.uniform(0.5, 1.5, var.shape).astype("float32"),
+                ]
+            )
     return model
 
 

@@ -52,9 +52,22 @@ def build(folder: Path = BUILD) -> dict[str, Path]:
 
 def export_all(sources: dict[str, Path], out: Path = ARTIFACTS) -> Path:
     """Export the PyTorch CNN to every reachable format; returns the published version folder."""
-    text = fwx("export", str(sources["cnn"].relative_to(ROOT)), "--model-class", "samples.models:SmallCNN",
-               "--input", "image:float32[N,3,32,32]", "--output", "logits", "--to", "all",
-               "--out", str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out), "--name", "cnn")
+    text = fwx(
+        "export",
+        str(sources["cnn"].relative_to(ROOT)),
+        "--model-class",
+        "samples.models:SmallCNN",
+        "--input",
+        "image:float32[N,3,32,32]",
+        "--output",
+        "logits",
+        "--to",
+        "all",
+        "--out",
+        str(out.relative_to(ROOT) if out.is_relative_to(ROOT) else out),
+        "--name",
+        "cnn",
+    )
     found = re.search(r"^published as (\S+)/(\d+)$", text, re.M)
     if found is None:
         raise SystemExit("fwx export did not say where it published the model")
@@ -64,8 +77,14 @@ def export_all(sources: dict[str, Path], out: Path = ARTIFACTS) -> Path:
 def validate(version_dir: Path) -> None:
     """Run every format on the same inputs and diff against the PyTorch source (exit 1 on mismatch)."""
     rel = version_dir.relative_to(ROOT) if version_dir.is_relative_to(ROOT) else version_dir
-    fwx("validate", str(rel), "--model-class", "samples.models:SmallCNN",
-        "--report", str((BUILD / "validation.html").relative_to(ROOT)))
+    fwx(
+        "validate",
+        str(rel),
+        "--model-class",
+        "samples.models:SmallCNN",
+        "--report",
+        str((BUILD / "validation.html").relative_to(ROOT)),
+    )
 
 
 def serve(repo: Path = ARTIFACTS, seconds: float | None = None, extra: tuple[str, ...] = ()) -> int:

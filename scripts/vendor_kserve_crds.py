@@ -33,8 +33,12 @@ def _strip(node: Any) -> Any:
 
 def main(checkout: str, commit: str = "") -> None:
     root = Path(checkout)
-    commit = commit or subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                      text=True, check=True).stdout.strip()
+    commit = (
+        commit
+        or subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     OUT.mkdir(parents=True, exist_ok=True)
     for crd in CRDS:
         doc = yaml.safe_load((root / "config" / "crd" / "full" / f"serving.kserve.io_{crd}.yaml").read_text())

@@ -49,26 +49,57 @@ def test_truncated_model(cli, torch_files, tmp_path: Path) -> None:
 
 
 def test_input_of_wrong_rank(cli, torch_files, tmp_path: Path) -> None:
-    res = cli("export", torch_files["state_dict"], "--model-class", CNN_CLASS, "--input", "image:float32[N,3,32]",
-              "--to", "onnx", "--out", tmp_path)
+    res = cli(
+        "export",
+        torch_files["state_dict"],
+        "--model-class",
+        CNN_CLASS,
+        "--input",
+        "image:float32[N,3,32]",
+        "--to",
+        "onnx",
+        "--out",
+        tmp_path,
+    )
     assert_refused(res, tmp_path, 2, "--input image:float32[N,3,32]", "does not fit")
 
 
 def test_input_of_wrong_dtype(cli, torch_files, tmp_path: Path) -> None:
-    res = cli("export", torch_files["state_dict"], "--model-class", CNN_CLASS, "--input", "image:int64[N,3,32,32]",
-              "--to", "onnx", "--out", tmp_path)
+    res = cli(
+        "export",
+        torch_files["state_dict"],
+        "--model-class",
+        CNN_CLASS,
+        "--input",
+        "image:int64[N,3,32,32]",
+        "--to",
+        "onnx",
+        "--out",
+        tmp_path,
+    )
     assert_refused(res, tmp_path, 2, "image:int64", "does not fit")
 
 
 def test_too_many_inputs(cli, torch_files, tmp_path: Path) -> None:
-    res = cli("export", torch_files["state_dict"], *CNN, "--input", "mask:float32[N,1]", "--to", "onnx",
-              "--out", tmp_path)
+    res = cli(
+        "export", torch_files["state_dict"], *CNN, "--input", "mask:float32[N,1]", "--to", "onnx", "--out", tmp_path
+    )
     assert_refused(res, tmp_path, 2, "forward takes 1 input")
 
 
 def test_bad_input_spec(cli, torch_files, tmp_path: Path) -> None:
-    res = cli("export", torch_files["state_dict"], "--model-class", CNN_CLASS, "--input", "image float32",
-              "--to", "onnx", "--out", tmp_path)
+    res = cli(
+        "export",
+        torch_files["state_dict"],
+        "--model-class",
+        CNN_CLASS,
+        "--input",
+        "image float32",
+        "--to",
+        "onnx",
+        "--out",
+        tmp_path,
+    )
     assert_refused(res, tmp_path, 2, "cannot parse tensor spec")
 
 
@@ -85,8 +116,18 @@ def test_unsafe_pickle(cli, torch_files, tmp_path: Path) -> None:
 
 
 def test_unsupported_op_at_requested_opset(cli, tmp_path: Path) -> None:
-    res = cli("export", f"{TOYS}:build_cumsum", "--input", "x:float32[N,4]", "--to", "onnx", "--opset", "10",
-              "--out", tmp_path)
+    res = cli(
+        "export",
+        f"{TOYS}:build_cumsum",
+        "--input",
+        "x:float32[N,4]",
+        "--to",
+        "onnx",
+        "--opset",
+        "10",
+        "--out",
+        tmp_path,
+    )
     assert_refused(res, tmp_path, 1, "ONNX opset 10", "cumsum")
     assert "--opset 11" in res.err
 
@@ -94,8 +135,18 @@ def test_unsupported_op_at_requested_opset(cli, tmp_path: Path) -> None:
 def test_opset_10_is_written_exactly(cli, tmp_path: Path) -> None:
     import onnx
 
-    res = cli("export", f"{ROOT}/samples/models.py:build_torch_cnn", "--input", CNN_INPUT, "--to", "onnx",
-              "--opset", "10", "--out", tmp_path)
+    res = cli(
+        "export",
+        f"{ROOT}/samples/models.py:build_torch_cnn",
+        "--input",
+        CNN_INPUT,
+        "--to",
+        "onnx",
+        "--opset",
+        "10",
+        "--out",
+        tmp_path,
+    )
     assert res.code == 0, res.err
     model = onnx.load(str(tmp_path / "build_torch_cnn" / "1" / "model.onnx"))
     assert [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] == [10]
@@ -133,8 +184,18 @@ def test_plan_runs_nothing(cli, torch_files, tmp_path: Path) -> None:
 
 
 def test_failed_validation_publishes_nothing_unless_kept(cli, tmp_path: Path) -> None:
-    args = ["export", f"{TOYS}:build_baked_batch", "--input", "x:float32[N,6]", "--to", "torchscript",
-            "--torchscript-mode", "trace", "--out", tmp_path]
+    args = [
+        "export",
+        f"{TOYS}:build_baked_batch",
+        "--input",
+        "x:float32[N,6]",
+        "--to",
+        "torchscript",
+        "--torchscript-mode",
+        "trace",
+        "--out",
+        tmp_path,
+    ]
     res = cli(*args)
     assert_refused(res, tmp_path, 1, "validation failed", "torchscript")
     kept = cli(*args, "--keep-failed")
@@ -152,10 +213,16 @@ def test_missing_extra_names_the_pip_extra(tmp_path: Path) -> None:
         zf.writestr("config.json", '{"class_name": "Functional", "config": {"layers": []}}')
         zf.writestr("metadata.json", "{}")
         zf.writestr("model.weights.h5", b"")
-    code = ("import sys\nfor m in ('tensorflow', 'keras', 'tf2onnx'):\n    sys.modules[m] = None\n"
-            "from fwx.cli import main\nmain(sys.argv[1:])")
-    proc = subprocess.run([sys.executable, "-c", code, "export", str(model), "--to", "savedmodel", "--out",
-                           str(tmp_path / "a")], capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys\nfor m in ('tensorflow', 'keras', 'tf2onnx'):\n    sys.modules[m] = None\n"
+        "from fwx.cli import main\nmain(sys.argv[1:])"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "export", str(model), "--to", "savedmodel", "--out", str(tmp_path / "a")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, proc.stderr
@@ -167,9 +234,23 @@ def test_missing_extra_names_the_pip_extra(tmp_path: Path) -> None:
 def test_killed_export_leaves_no_version(torch_files, tmp_path: Path) -> None:
     """SIGKILL while converting: only a hidden staging folder may remain, never a numbered version."""
     out = tmp_path / "repo"
-    proc = subprocess.Popen([sys.executable, "-m", "fwx", "export", str(torch_files["state_dict"]), *CNN,
-                             "--to", "torchscript,pt2,onnx", "--out", str(out)],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fwx",
+            "export",
+            str(torch_files["state_dict"]),
+            *CNN,
+            "--to",
+            "torchscript,pt2,onnx",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     staged: list[Path] = []
     while time.monotonic() < deadline and proc.poll() is None:

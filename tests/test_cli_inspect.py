@@ -17,8 +17,17 @@ __all__ = ["_reset_ui", "_samples_importable", "cli", "torch_files"]
 def version_dir(torch_files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     from fwx.exporter import ExportOptions, export
 
-    res = export(torch_files["state_dict"], ["torchscript", "pt2", "onnx"], ExportOptions(out=tmp_path_factory.mktemp("repo"),
-                 model_class=CNN_CLASS, inputs=[CNN_INPUT], outputs=["logits"], validate=False))
+    res = export(
+        torch_files["state_dict"],
+        ["torchscript", "pt2", "onnx"],
+        ExportOptions(
+            out=tmp_path_factory.mktemp("repo"),
+            model_class=CNN_CLASS,
+            inputs=[CNN_INPUT],
+            outputs=["logits"],
+            validate=False,
+        ),
+    )
     return res.version_dir
 
 

@@ -40,8 +40,18 @@ def test_unknown_to_hint_lists_only_targets(cli, torch_files, tmp_path: Path, ta
 
 @pytest.mark.parametrize("out", ["/proc/nope", "/proc/nope/deeper"])
 def test_unwritable_out_is_a_usage_error(cli, torch_files, out: str) -> None:
-    res = cli("export", torch_files["state_dict"], "--model-class", CNN_CLASS, "--input", CNN_INPUT, "--to", "onnx",
-              "--out", out)
+    res = cli(
+        "export",
+        torch_files["state_dict"],
+        "--model-class",
+        CNN_CLASS,
+        "--input",
+        CNN_INPUT,
+        "--to",
+        "onnx",
+        "--out",
+        out,
+    )
     assert res.code == 2, res.err
     assert len(res.error_lines) == 1, res.err
     assert f"--out {out}" in res.error_lines[0]
@@ -51,8 +61,18 @@ def test_unwritable_out_is_a_usage_error(cli, torch_files, out: str) -> None:
 
 def test_out_under_a_file_is_a_usage_error(cli, torch_files, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
-    res = cli("export", torch_files["state_dict"], "--model-class", CNN_CLASS, "--input", CNN_INPUT, "--to", "onnx",
-              "--out", tmp_path / "file" / "repo")
+    res = cli(
+        "export",
+        torch_files["state_dict"],
+        "--model-class",
+        CNN_CLASS,
+        "--input",
+        CNN_INPUT,
+        "--to",
+        "onnx",
+        "--out",
+        tmp_path / "file" / "repo",
+    )
     assert res.code == 2, res.err
     assert "Not a directory" in res.error_lines[0]
 
@@ -65,8 +85,12 @@ def test_every_flag_named_by_the_server_exists() -> None:
     # serve's own flags, and export's (a hint may say "fwx export MODEL --out REPO")
     flags = {opt for cmd in (serve, export) for p in cmd.params for opt in (*p.opts, *getattr(p, "secondary_opts", []))}
     not_serve = {"--signature", "--memory-mb", "--cpu-s", "--http-max-input-size"}  # probe child / Triton's name
-    named = {m for f in (ROOT / "fwx" / "serving").rglob("*.py") if "proto" not in f.parts
-             for m in re.findall(r"--[a-z][a-z0-9-]+", f.read_text())}
+    named = {
+        m
+        for f in (ROOT / "fwx" / "serving").rglob("*.py")
+        if "proto" not in f.parts
+        for m in re.findall(r"--[a-z][a-z0-9-]+", f.read_text())
+    }
     assert named - flags - not_serve == set()
     from fwx.serving.rest.body import _too_large
 

@@ -30,7 +30,7 @@ def runnable_blocks() -> list[tuple[str, str]]:
             fence = lines[i + 1].strip() if i + 1 < len(lines) else ""
             assert fence == "```bash", f"{doc.name}:{i + 1}: {MARKER} not right before a ```bash fence"
             end = next(j for j in range(i + 2, len(lines)) if lines[j].strip() == "```")
-            out.append((f"{doc.relative_to(ROOT)}:{i + 2}", "\n".join(lines[i + 2:end])))
+            out.append((f"{doc.relative_to(ROOT)}:{i + 2}", "\n".join(lines[i + 2 : end])))
     return out
 
 
@@ -59,8 +59,11 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.e2e
 @pytest.mark.parametrize(("where", "block"), BLOCKS, ids=[w for w, _ in BLOCKS])
 def test_runnable_block(scratch: Path, where: str, block: str) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    }
     # `fwx` is a function, not whatever fwx is on PATH: this checkout, the same interpreter
     script = f'fwx() {{ "{sys.executable}" -m fwx "$@"; }}\nset -euo pipefail\n{block}\n'
     res = subprocess.run(["bash", "-c", script], cwd=scratch, env=env, capture_output=True, text=True, timeout=600)

@@ -17,7 +17,9 @@ def _loaded_after(code: str) -> set[str]:
 
 
 def test_import_fwx_is_light() -> None:
-    loaded = _loaded_after("import fwx, fwx.formats, fwx.signature, fwx.manifest, fwx.repository, fwx.runtimes, fwx.converters.plan")
+    loaded = _loaded_after(
+        "import fwx, fwx.formats, fwx.signature, fwx.manifest, fwx.repository, fwx.runtimes, fwx.converters.plan"
+    )
     assert not loaded & set(HEAVY), loaded & set(HEAVY)
 
 

@@ -42,9 +42,14 @@ def test_nothing_on_stderr_under_json(cli, torch_files, tmp_path: Path) -> None:
 def test_live_spinner_with_elapsed_time_on_a_terminal(torch_files, tmp_path: Path) -> None:
     master, slave = pty.openpty()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "COLUMNS": "120"}
-    proc = subprocess.Popen([sys.executable, "-m", "fwx", "export", str(torch_files["state_dict"]), *CNN,
-                             "--out", str(tmp_path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=slave, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fwx", "export", str(torch_files["state_dict"]), *CNN, "--out", str(tmp_path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        env=env,
+        cwd=ROOT,
+    )
     os.close(slave)
     chunks: list[bytes] = []
     deadline = time.monotonic() + 300

@@ -19,7 +19,9 @@ from fwx.quiet import NOISE
 
 ROOT = Path(__file__).resolve().parents[1]
 TF_NOISE = re.compile(r"cuInit|oneDNN|absl::InitializeLog|cudart_stub|cpu_feature_guard|^[IWE]\d{4} ", re.M)
-UVICORN = re.compile(r"Started server process|Finished server process|Uvicorn running|Waiting for application|^INFO: ", re.M)
+UVICORN = re.compile(
+    r"Started server process|Finished server process|Uvicorn running|Waiting for application|^INFO: ", re.M
+)
 
 
 def _env() -> dict[str, str]:
@@ -31,8 +33,9 @@ def _env() -> dict[str, str]:
 
 
 def _fwx(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fwx", *args], capture_output=True, text=True, timeout=timeout,
-                          env=_env(), cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "fwx", *args], capture_output=True, text=True, timeout=timeout, env=_env(), cwd=ROOT
+    )
 
 
 def test_noise_pattern_keeps_fatal_and_ordinary_lines() -> None:
@@ -82,16 +85,34 @@ def test_busy_grpc_port_is_one_line(repo: Path) -> None:
     assert res.returncode == 2, res.stderr
     assert "add_port" not in res.stderr
     assert [line for line in res.stderr.splitlines() if line.startswith("error:")] == [
-        f"error: cannot listen for gRPC on 127.0.0.1:{port}"]
+        f"error: cannot listen for gRPC on 127.0.0.1:{port}"
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_serve_logs_in_one_format_without_uvicorn_lines(repo: Path) -> None:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fwx", "serve", str(repo), "--http-port", str(port),
-                             "--grpc-port", "0", "--poll-seconds", "0"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fwx",
+            "serve",
+            str(repo),
+            "--http-port",
+            str(port),
+            "--grpc-port",
+            "0",
+            "--poll-seconds",
+            "0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
     try:
         import httpx
 

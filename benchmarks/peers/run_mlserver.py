@@ -46,8 +46,11 @@ def write_models(root: Path, names: list[str], batching: bool) -> None:
         folder.mkdir(parents=True)
         onnx_bytes, _ = MODELS[name][0]()
         (folder / "model.onnx").write_bytes(onnx_bytes)
-        settings: dict[str, Any] = {"name": name, "implementation": "onnx_runtime.OnnxModel",
-                                    "parameters": {"uri": "./model.onnx"}}
+        settings: dict[str, Any] = {
+            "name": name,
+            "implementation": "onnx_runtime.OnnxModel",
+            "parameters": {"uri": "./model.onnx"},
+        }
         if batching:
             settings.update(max_batch_size=32, max_batch_time=0.002)
         (folder / "model-settings.json").write_text(json.dumps(settings, indent=2))
@@ -62,9 +65,13 @@ def start(root: Path, parallel_workers: int | None) -> tuple[subprocess.Popen[by
     if parallel_workers is not None:
         settings["parallel_workers"] = parallel_workers
     (root / "settings.json").write_text(json.dumps(settings))
-    proc = subprocess.Popen([str(VENV / "bin" / "mlserver"), "start", str(root)], cwd=root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": str(root)})
+    proc = subprocess.Popen(
+        [str(VENV / "bin" / "mlserver"), "start", str(root)],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     url = f"127.0.0.1:{grpc_port}"
     deadline = time.time() + 180
     from fwx.serving.proto import grpc_service_pb2 as pb
@@ -91,8 +98,12 @@ def main() -> int:
     ap.add_argument("--concurrency", default="1,8,32")
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--no-batching", action="store_true", help="MLServer's default (adaptive batching off)")
-    ap.add_argument("--parallel-workers", type=int, default=None,
-                    help="MLServer inference worker processes (default: MLServer's own default, 1)")
+    ap.add_argument(
+        "--parallel-workers",
+        type=int,
+        default=None,
+        help="MLServer inference worker processes (default: MLServer's own default, 1)",
+    )
     ap.add_argument("--out", type=Path, default=HERE.parent.parent / "bench-results" / "serve_mlserver.json")
     args = ap.parse_args()
     if not (VENV / "bin" / "mlserver").exists():
@@ -110,15 +121,28 @@ def main() -> int:
                 r["protocol"] = "grpc"
                 rows.append(r)
                 lat = r["latency_ms"]
-                print(f"mlserver {name} grpc c={c}: {r['req_per_s']:.0f} req/s p50 {lat['p50']:.2f} p95 {lat['p95']:.2f} "
-                      f"p99 {lat['p99']:.2f} ms, server CPU {r.get('server_cpu_us_per_req', 0):.0f} us/req, "
-                      f"errors {r['errors']}", flush=True)
+                print(
+                    f"mlserver {name} grpc c={c}: {r['req_per_s']:.0f} req/s p50 {lat['p50']:.2f} p95 {lat['p95']:.2f} "
+                    f"p99 {lat['p99']:.2f} ms, server CPU {r.get('server_cpu_us_per_req', 0):.0f} us/req, "
+                    f"errors {r['errors']}",
+                    flush=True,
+                )
     finally:
         proc.terminate()
         proc.wait(60)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"server": "mlserver==1.7.1", "batching": not args.no_batching,
-                                    "parallel_workers": args.parallel_workers, "rows": rows}, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "server": "mlserver==1.7.1",
+                "batching": not args.no_batching,
+                "parallel_workers": args.parallel_workers,
+                "rows": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return 0
 
 

@@ -30,12 +30,21 @@ def _shared(func: F) -> F:
         click.option("--memory-request", default="2Gi", show_default=True),
         click.option("--memory-limit", default="2Gi", show_default=True),
         click.option("--drain-seconds", default=30.0, show_default=True, help="fwx serve --drain-seconds."),
-        click.option("--shutdown-delay-seconds", default=10.0, show_default=True,
-                     help="fwx serve --shutdown-delay-seconds: serve on after SIGTERM while endpoints update."),
+        click.option(
+            "--shutdown-delay-seconds",
+            default=10.0,
+            show_default=True,
+            help="fwx serve --shutdown-delay-seconds: serve on after SIGTERM while endpoints update.",
+        ),
         click.option("--poll-seconds", default=2.0, show_default=True, help="fwx serve --poll-seconds."),
         click.option("--service-account", default=None, help="Service account (storage credentials)."),
-        click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-                     help="Write NAME-<target>.yaml into this folder instead of printing."),
+        click.option(
+            "--out",
+            "out_dir",
+            type=click.Path(path_type=Path, file_okay=False),
+            default=None,
+            help="Write NAME-<target>.yaml into this folder instead of printing.",
+        ),
         click.option("--force", is_flag=True, help="Overwrite an existing file under --out."),
         ui.common_options,
     ]
@@ -54,8 +63,9 @@ def _emit(yaml_text: str, out_dir: Path | None, filename: str, force: bool) -> N
     if target.exists() and not force:
         raise InputError(f"{target} already exists", hint="pass --force to overwrite it")
     if target.is_dir():
-        raise InputError(f"{target} is a folder; --force only overwrites a file",
-                         hint="remove it or pass another --out")
+        raise InputError(
+            f"{target} is a folder; --force only overwrites a file", hint="remove it or pass another --out"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{filename}.")
     try:
@@ -79,9 +89,14 @@ def deploy() -> None:
 
 @deploy.command("kserve")
 @_shared
-@click.option("--format", "model_format", default="onnx", show_default=True,
-              type=click.Choice(["onnx", "tensorflow", "tflite", "pytorch"]),
-              help="modelFormat of the InferenceService (the runtime declares all four).")
+@click.option(
+    "--format",
+    "model_format",
+    default="onnx",
+    show_default=True,
+    type=click.Choice(["onnx", "tensorflow", "tflite", "pytorch"]),
+    help="modelFormat of the InferenceService (the runtime declares all four).",
+)
 @click.option("--cluster", is_flag=True, help="A ClusterServingRuntime instead of a namespaced ServingRuntime.")
 @click.option("--runtime-name", default="fwx", show_default=True, help="Name of the (Cluster)ServingRuntime.")
 def kserve(out_dir: Path | None, force: bool, **kw: Any) -> None:
@@ -99,12 +114,24 @@ def kserve(out_dir: Path | None, force: bool, **kw: Any) -> None:
 
 @deploy.command("k8s")
 @_shared
-@click.option("--cpu-target", "cpu_target_percent", default=70, show_default=True,
-              help="HPA target: average CPU utilisation in percent of the request.")
-@click.option("--queue-depth-target", type=float, default=None,
-              help="Also scale on average fwx_queue_depth per pod (needs prometheus-adapter; docs/deploy.md).")
-@click.option("--storage-initializer-image", default=None,
-              help="Init container that copies a non-PVC REPO_URI to /mnt/models [default: KServe's].")
+@click.option(
+    "--cpu-target",
+    "cpu_target_percent",
+    default=70,
+    show_default=True,
+    help="HPA target: average CPU utilisation in percent of the request.",
+)
+@click.option(
+    "--queue-depth-target",
+    type=float,
+    default=None,
+    help="Also scale on average fwx_queue_depth per pod (needs prometheus-adapter; docs/deploy.md).",
+)
+@click.option(
+    "--storage-initializer-image",
+    default=None,
+    help="Init container that copies a non-PVC REPO_URI to /mnt/models [default: KServe's].",
+)
 def k8s(out_dir: Path | None, force: bool, storage_initializer_image: str | None, **kw: Any) -> None:
     """A Deployment, Service, PodDisruptionBudget and HorizontalPodAutoscaler serving REPO_URI.
 

@@ -12,12 +12,20 @@ from fwx import ui
 @click.command("dockerize")
 @click.argument("repository", type=click.Path(path_type=Path), default="artifacts")
 @click.option("--gpu", is_flag=True, help="CUDA base image with onnxruntime-gpu (run with --gpus all).")
-@click.option("--prefer", default="onnx,torchscript,pt2,savedmodel,tflite", show_default=True,
-              help="Format preference of the server (others follow); decides which runtimes the image needs.")
+@click.option(
+    "--prefer",
+    default="onnx,torchscript,pt2,savedmodel,tflite",
+    show_default=True,
+    help="Format preference of the server (others follow); decides which runtimes the image needs.",
+)
 @click.option("--tag", default="fwx-models:latest", show_default=True, help="Image tag used in the printed commands.")
 @click.option("--force", is_flag=True, help="Overwrite an existing Dockerfile/.dockerignore.")
-@click.option("--wheel", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="fwx_toolkit wheel to bake in (default: build one from this fwx's source checkout).")
+@click.option(
+    "--wheel",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="fwx_toolkit wheel to bake in (default: build one from this fwx's source checkout).",
+)
 @ui.common_options
 def dockerize(repository: Path, gpu: bool, prefer: str, tag: str, force: bool, wheel: Path | None) -> None:
     """Write a Dockerfile and .dockerignore into REPOSITORY that bake its models into a serving image.
@@ -42,9 +50,14 @@ def dockerize(repository: Path, gpu: bool, prefer: str, tag: str, force: bool, w
 
     def human() -> str:
         rows = [(k, v) for k, v in sorted(plan.served.items())]
-        lines = [ui.table(["model/version", "served as"], rows), "",
-                 f"wrote {', '.join(str(p) for p in written)} (extras: {', '.join(plan.extras)})",
-                 "", "build:  " + plan.build_command(), "run:    " + plan.run_command()]
+        lines = [
+            ui.table(["model/version", "served as"], rows),
+            "",
+            f"wrote {', '.join(str(p) for p in written)} (extras: {', '.join(plan.extras)})",
+            "",
+            "build:  " + plan.build_command(),
+            "run:    " + plan.run_command(),
+        ]
         return "\n".join(lines)
 
     ui.emit({"ok": True, **plan.to_json(), "written": [str(p) for p in written]}, human)

@@ -17,48 +17,112 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
 
 @click.command("export", context_settings={"max_content_width": 100})
 @click.argument("source")
-@click.option("--to", "targets", multiple=True, default=("all",), show_default=True, metavar="FORMATS",
-              help="torchscript, pt2, savedmodel, onnx, tflite or all; repeat or comma-separate.")
-@click.option("--input", "inputs", multiple=True, metavar="NAME:DTYPE[DIMS]",
-              help="Pin an input, e.g. image:float32[N,3,224,224] (a symbol or -1 is dynamic). Repeatable.")
+@click.option(
+    "--to",
+    "targets",
+    multiple=True,
+    default=("all",),
+    show_default=True,
+    metavar="FORMATS",
+    help="torchscript, pt2, savedmodel, onnx, tflite or all; repeat or comma-separate.",
+)
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="NAME:DTYPE[DIMS]",
+    help="Pin an input, e.g. image:float32[N,3,224,224] (a symbol or -1 is dynamic). Repeatable.",
+)
 @click.option("--output", "outputs", multiple=True, metavar="NAME", help="Name an output, in order. Repeatable.")
-@click.option("--example-inputs", type=click.Path(dir_okay=False), metavar="FILE.npz",
-              help="Arrays keyed by input name; give dtype/shape (first axis dynamic) and feed tracing/validation.")
-@click.option("--input-range", "input_ranges", multiple=True, metavar="NAME:LO,HI",
-              help="Draw integer input NAME from [LO, HI) in samples (token ids: the vocabulary). Repeatable.")
-@click.option("--input-values", "input_values", multiple=True, metavar="NAME:V1,V2,...",
-              help="Draw every element of input NAME from these values (e.g. token_type_ids:0,1). Repeatable.")
+@click.option(
+    "--example-inputs",
+    type=click.Path(dir_okay=False),
+    metavar="FILE.npz",
+    help="Arrays keyed by input name; give dtype/shape (first axis dynamic) and feed tracing/validation.",
+)
+@click.option(
+    "--input-range",
+    "input_ranges",
+    multiple=True,
+    metavar="NAME:LO,HI",
+    help="Draw integer input NAME from [LO, HI) in samples (token ids: the vocabulary). Repeatable.",
+)
+@click.option(
+    "--input-values",
+    "input_values",
+    multiple=True,
+    metavar="NAME:V1,V2,...",
+    help="Draw every element of input NAME from these values (e.g. token_type_ids:0,1). Repeatable.",
+)
 @click.option("--model-class", metavar="PKG.MOD:NAME", help="Class or factory that rebuilds a state_dict's model.")
 @click.option("--model-kwargs", metavar="JSON", help="Keyword arguments for --model-class (or a factory source).")
-@click.option("--trust-model-code", is_flag=True,
-              help="Allow loading files that run code or touch the host (TorchScript, pickles, Keras Lambda, SavedModel I/O ops, custom ops).")
-@click.option("--signature", "signature_name", default="serving_default", show_default=True,
-              help="SavedModel signature to export from.")
-@click.option("--torchscript-mode", type=click.Choice(["auto", "script", "trace"]), default="auto", show_default=True,
-              help="auto = script, falling back to trace with a warning.")
+@click.option(
+    "--trust-model-code",
+    is_flag=True,
+    help="Allow loading files that run code or touch the host (TorchScript, pickles, Keras Lambda, SavedModel I/O ops, custom ops).",
+)
+@click.option(
+    "--signature",
+    "signature_name",
+    default="serving_default",
+    show_default=True,
+    help="SavedModel signature to export from.",
+)
+@click.option(
+    "--torchscript-mode",
+    type=click.Choice(["auto", "script", "trace"]),
+    default="auto",
+    show_default=True,
+    help="auto = script, falling back to trace with a warning.",
+)
 @click.option("--opset", type=click.IntRange(7, 30), help="ONNX opset, written exactly (default 17).")
-@click.option("--layout", type=click.Choice(["nchw", "nhwc"], case_sensitive=False),
-              help="Image layout of the artifacts (default: the source's). nhwc moves an NCHW model's channels last "
-                   "(SavedModel, TFLite).")
-@click.option("--static-shapes", is_flag=True,
-              help="Fix every dynamic dim (batch 1, others at the sample size) in the artifacts.")
-@click.option("--out", "out", default="artifacts", show_default=True, type=click.Path(file_okay=False),
-              help="Artifact repository root.")
+@click.option(
+    "--layout",
+    type=click.Choice(["nchw", "nhwc"], case_sensitive=False),
+    help="Image layout of the artifacts (default: the source's). nhwc moves an NCHW model's channels last "
+    "(SavedModel, TFLite).",
+)
+@click.option(
+    "--static-shapes", is_flag=True, help="Fix every dynamic dim (batch 1, others at the sample size) in the artifacts."
+)
+@click.option(
+    "--out",
+    "out",
+    default="artifacts",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Artifact repository root.",
+)
 @click.option("--name", help="Model name in the repository (default: the source's stem).")
-@click.option("--allow-signature-change", is_flag=True,
-              help="Publish even if the inputs, outputs or layout differ from the model's previous version.")
+@click.option(
+    "--allow-signature-change",
+    is_flag=True,
+    help="Publish even if the inputs, outputs or layout differ from the model's previous version.",
+)
 @click.option("--version", "version", type=click.IntRange(min=1), help="Version number (default: next free).")
-@click.option("--validate/--no-validate", default=True, show_default=True,
-              help="Run every artifact against the source model and fail on a mismatch.")
+@click.option(
+    "--validate/--no-validate",
+    default=True,
+    show_default=True,
+    help="Run every artifact against the source model and fail on a mismatch.",
+)
 @click.option("--keep-failed", is_flag=True, help="Publish artifacts that failed validation, marked failed.")
 @click.option("--keep-intermediate", is_flag=True, help="Keep the intermediate files of multi-hop conversions.")
 @click.option("--plan", "plan", is_flag=True, help="Print the conversion path(s) per target and exit.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-              help="Device for read-back and validation.")
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    help="Device for read-back and validation.",
+)
 @click.option("--quantize", type=click.Choice(QUANT_KINDS), help="Quantise ONNX/TFLite targets.")
 @click.option("--calibration-data", metavar="PATH", help="Calibration samples for --quantize int8 (or 'random').")
-@click.option("--calibration-method", type=click.Choice(["minmax", "entropy", "percentile"]),
-              help="How int8 activation ranges are chosen (ONNX; TFLite uses min/max).")
+@click.option(
+    "--calibration-method",
+    type=click.Choice(["minmax", "entropy", "percentile"]),
+    help="How int8 activation ranges are chosen (ONNX; TFLite uses min/max).",
+)
 @click.option("--calibration-samples", type=click.IntRange(min=1), help="How many calibration samples to use.")
 @click.option("--per-channel/--per-tensor", "per_channel", default=None, help="Weight quantisation granularity.")
 @click.option("--io-dtype", type=click.Choice(["int8", "uint8", "float32"]), help="TFLite int8 input/output dtype.")
@@ -84,14 +148,25 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
         plans = plan_only(source, targets, opts)
         ui.emit({"plans": plans}, lambda: _plan_text(plans))
         return
-    eo = ExportOptions(out=kw["out"], name=kw["name"], version=kw["version"], inputs=kw["inputs"],
-                       outputs=kw["outputs"], example_inputs=kw["example_inputs"], model_class=kw["model_class"],
-                       model_kwargs=_kwargs(kw["model_kwargs"]), convert=opts, validate=kw["validate"],
-                       keep_failed=kw["keep_failed"], keep_intermediate=kw["keep_intermediate"],
-                       device=kw["device"], command=_command_line(),
-                       input_ranges=dict(parse_input_range(t) for t in kw["input_ranges"]),
-                       input_values=dict(parse_input_values(t) for t in kw["input_values"]),
-                       allow_signature_change=kw["allow_signature_change"])
+    eo = ExportOptions(
+        out=kw["out"],
+        name=kw["name"],
+        version=kw["version"],
+        inputs=kw["inputs"],
+        outputs=kw["outputs"],
+        example_inputs=kw["example_inputs"],
+        model_class=kw["model_class"],
+        model_kwargs=_kwargs(kw["model_kwargs"]),
+        convert=opts,
+        validate=kw["validate"],
+        keep_failed=kw["keep_failed"],
+        keep_intermediate=kw["keep_intermediate"],
+        device=kw["device"],
+        command=_command_line(),
+        input_ranges=dict(parse_input_range(t) for t in kw["input_ranges"]),
+        input_values=dict(parse_input_values(t) for t in kw["input_values"]),
+        allow_signature_change=kw["allow_signature_change"],
+    )
     result = run_export(source, targets, eo)
     ui.emit(result.to_json(), lambda: _summary(result))
     if result.manifest is not None:
@@ -103,13 +178,26 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
 
 
 def _options(kw: dict[str, Any]) -> ConvertOptions:
-    quant = {"calibration_data": kw["calibration_data"], "method": kw["calibration_method"],
-             "samples": kw["calibration_samples"], "per_channel": kw["per_channel"], "io_dtype": kw["io_dtype"],
-             "strict": kw["strict_int8"], "eval_data": kw["eval_data"], "preprocess": kw["preprocess"]}
-    return ConvertOptions(opset=kw["opset"], layout=kw["layout"], static_shapes=kw["static_shapes"],
-                          torchscript_mode=kw["torchscript_mode"], quantize=kw["quantize"],
-                          quant={k: v for k, v in quant.items() if v not in (None, False)},
-                          trust_model_code=kw["trust_model_code"], saved_model_signature=kw["signature_name"])
+    quant = {
+        "calibration_data": kw["calibration_data"],
+        "method": kw["calibration_method"],
+        "samples": kw["calibration_samples"],
+        "per_channel": kw["per_channel"],
+        "io_dtype": kw["io_dtype"],
+        "strict": kw["strict_int8"],
+        "eval_data": kw["eval_data"],
+        "preprocess": kw["preprocess"],
+    }
+    return ConvertOptions(
+        opset=kw["opset"],
+        layout=kw["layout"],
+        static_shapes=kw["static_shapes"],
+        torchscript_mode=kw["torchscript_mode"],
+        quantize=kw["quantize"],
+        quant={k: v for k, v in quant.items() if v not in (None, False)},
+        trust_model_code=kw["trust_model_code"],
+        saved_model_signature=kw["signature_name"],
+    )
 
 
 def _kwargs(text: str | None) -> dict[str, Any]:
@@ -144,8 +232,16 @@ def _plan_text(plans: dict[str, list[str]]) -> str:
 
 
 def _summary(result: Any) -> str:
-    rows = [(r.format.value, r.path or "-", ui.human_size(r.size_bytes) if r.size_bytes else "-", r.signature,
-             _row_check(r)) for r in result.rows]
+    rows = [
+        (
+            r.format.value,
+            r.path or "-",
+            ui.human_size(r.size_bytes) if r.size_bytes else "-",
+            r.signature,
+            _row_check(r),
+        )
+        for r in result.rows
+    ]
     text = ui.table(["format", "path", "size", "signature", "check"], rows)
     arts = result.manifest.artifacts.items() if result.manifest is not None else []
     for key, entry in arts:
@@ -155,8 +251,9 @@ def _summary(result: Any) -> str:
             text += "\n\n" + render(entry.quantization, title=f"{key} quantisation:")
     failed = [r for r in result.rows if r.status == "failed" and not r.path]
     if failed:
-        text += "\n\nnot published (validated wrong; recorded under `failed` in fwx.json): " + \
-            "; ".join(str(r.error) for r in failed)
+        text += "\n\nnot published (validated wrong; recorded under `failed` in fwx.json): " + "; ".join(
+            str(r.error) for r in failed
+        )
     return f"{text}\n\nwritten to {result.version_dir}"
 
 

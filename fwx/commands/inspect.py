@@ -13,9 +13,12 @@ from fwx.signature import shape_text
 
 @click.command("inspect")
 @click.argument("path", type=click.Path())
-@click.option("--trust-model-code", is_flag=True, help="Allow loading TorchScript, code-carrying pickles and flagged files.")
-@click.option("--signature", "signature_name", default="serving_default", show_default=True,
-              help="SavedModel signature to show.")
+@click.option(
+    "--trust-model-code", is_flag=True, help="Allow loading TorchScript, code-carrying pickles and flagged files."
+)
+@click.option(
+    "--signature", "signature_name", default="serving_default", show_default=True, help="SavedModel signature to show."
+)
 @ui.common_options
 def inspect(path: str, trust_model_code: bool, signature_name: str) -> None:
     """Show the signature and metadata of PATH (a model, an artifact or a version folder) without running it."""
@@ -31,22 +34,40 @@ def render(info: dict[str, Any]) -> str:
         lines.append("versions: " + ", ".join(str(v) for v in info["versions"]))
         return "\n".join(lines)
     if info["format"] == "version folder":
-        lines.append(f"model {info['name']} version {info['version']}, created {info['created']} by fwx "
-                     f"{info['fwx_version']}")
-        lines.append(f"source: {info['source']['path']} ({info['source']['format']}, {info['source']['framework']} "
-                     f"{info['source']['framework_version']})")
+        lines.append(
+            f"model {info['name']} version {info['version']}, created {info['created']} by fwx {info['fwx_version']}"
+        )
+        lines.append(
+            f"source: {info['source']['path']} ({info['source']['format']}, {info['source']['framework']} "
+            f"{info['source']['framework_version']})"
+        )
         lines.append(f"command: {info['command']}")
     sig = info.get("signature")
     if sig:
-        rows = [(kind, s["name"], s["dtype"], shape_text(s["shape"], s["name"]))
-                for kind in ("inputs", "outputs") for s in sig.get(kind, [])]
+        rows = [
+            (kind, s["name"], s["dtype"], shape_text(s["shape"], s["name"]))
+            for kind in ("inputs", "outputs")
+            for s in sig.get(kind, [])
+        ]
         lines += ["", ui.table(["", "name", "dtype", "shape"], [(k[:-1], *r) for k, *r in rows])]
     if info["format"] == "version folder":
-        arts = [(k, a["path"], ui.human_size(a["size_bytes"]), a["precision"], a["opset"] or "-", a["status"],
-                 {True: "PASS", False: "FAIL"}.get(a["validated"], "-"), a["path_taken"])
-                for k, a in info["artifacts"].items()]
-        lines += ["", ui.table(["artifact", "path", "size", "precision", "opset", "status", "validated", "path taken"],
-                               arts)]
+        arts = [
+            (
+                k,
+                a["path"],
+                ui.human_size(a["size_bytes"]),
+                a["precision"],
+                a["opset"] or "-",
+                a["status"],
+                {True: "PASS", False: "FAIL"}.get(a["validated"], "-"),
+                a["path_taken"],
+            )
+            for k, a in info["artifacts"].items()
+        ]
+        lines += [
+            "",
+            ui.table(["artifact", "path", "size", "precision", "opset", "status", "validated", "path taken"], arts),
+        ]
         lines += [f"skipped {k}: {why}" for k, why in info.get("skipped", {}).items()]
     if info.get("metadata"):
         lines += ["", *(f"{k}: {_short(v)}" for k, v in info["metadata"].items())]

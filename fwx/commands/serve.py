@@ -22,53 +22,125 @@ MiB = 2**20
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 exposes it).")
 @click.option("--http-port", default=8000, show_default=True, help="KServe v2 + TF Serving REST port (0 any, -1 off).")
 @click.option("--grpc-port", default=8001, show_default=True, help="KServe v2 gRPC port (0 any, -1 off).")
-@click.option("--prefer", default="onnx,torchscript,pt2,savedmodel,tflite", show_default=True,
-              help="Preference order when a version has several formats; formats not named follow in the default "
-                   "order (a preference, not a filter: see --only-formats).")
-@click.option("--only-formats", default=None, metavar="FMT,FMT",
-              help="Load only these formats (a version with none of them is not served).")
-@click.option("--prefer-model", multiple=True, metavar="NAME=FMT,FMT",
-              help="Per-model override of --prefer (repeatable).")
+@click.option(
+    "--prefer",
+    default="onnx,torchscript,pt2,savedmodel,tflite",
+    show_default=True,
+    help="Preference order when a version has several formats; formats not named follow in the default "
+    "order (a preference, not a filter: see --only-formats).",
+)
+@click.option(
+    "--only-formats",
+    default=None,
+    metavar="FMT,FMT",
+    help="Load only these formats (a version with none of them is not served).",
+)
+@click.option(
+    "--prefer-model", multiple=True, metavar="NAME=FMT,FMT", help="Per-model override of --prefer (repeatable)."
+)
 @click.option("--max-batch-size", default=32, show_default=True, help="Rows merged into one model run.")
-@click.option("--max-queue-delay-ms", default=2.0, show_default=True,
-              help="Longest wait for the clients of the last batch to send again (never at concurrency 1).")
+@click.option(
+    "--max-queue-delay-ms",
+    default=2.0,
+    show_default=True,
+    help="Longest wait for the clients of the last batch to send again (never at concurrency 1).",
+)
 @click.option("--max-queue-size", default=100, show_default=True, help="Queued requests per model before 503.")
-@click.option("--workers", default="1", show_default=True,
-              help="Serving processes sharing the ports, each with its own models (auto = one per CPU).")
-@click.option("--grpc-server", type=click.Choice(["aio", "sync"]), default="aio", show_default=True,
-              help="gRPC handlers as coroutines on the event loop (aio) or on a thread pool (sync).")
-@click.option("--instances", default=1, show_default=True, help="Concurrent batches (compute threads) per model version.")
+@click.option(
+    "--workers",
+    default="1",
+    show_default=True,
+    help="Serving processes sharing the ports, each with its own models (auto = one per CPU).",
+)
+@click.option(
+    "--grpc-server",
+    type=click.Choice(["aio", "sync"]),
+    default="aio",
+    show_default=True,
+    help="gRPC handlers as coroutines on the event loop (aio) or on a thread pool (sync).",
+)
+@click.option(
+    "--instances", default=1, show_default=True, help="Concurrent batches (compute threads) per model version."
+)
 @click.option("--request-timeout-s", default=30.0, show_default=True, help="Default request deadline (0 = none).")
 @click.option("--max-body-mb", default=64.0, show_default=True, help="Largest HTTP body, after decompression.")
 @click.option("--grpc-max-message-mb", default=64.0, show_default=True, help="Largest gRPC message.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--version-policy", default="latest", show_default=True, help="latest, latest:N, all or specific:1,3.")
-@click.option("--version-policy-model", multiple=True, metavar="NAME=POLICY",
-              help="Per-model override of --version-policy (repeatable).")
+@click.option(
+    "--version-policy-model",
+    multiple=True,
+    metavar="NAME=POLICY",
+    help="Per-model override of --version-policy (repeatable).",
+)
 @click.option("--poll-seconds", default=2.0, show_default=True, help="Repository poll interval (0 = off).")
 @click.option("--enable-model-control", is_flag=True, help="Allow load/unload over the API (needs --admin-token).")
-@click.option("--admin-token", envvar="FWX_ADMIN_TOKEN", default=None, help="Token for load/unload [env FWX_ADMIN_TOKEN].")
-@click.option("--api-token", envvar="FWX_API_TOKEN", default=None,
-              help="Bearer token required on inference routes [env FWX_API_TOKEN].")
-@click.option("--trust-model-code", is_flag=True, help="Skip checksum checks and the scans for code, I/O ops and custom ops.")
+@click.option(
+    "--admin-token", envvar="FWX_ADMIN_TOKEN", default=None, help="Token for load/unload [env FWX_ADMIN_TOKEN]."
+)
+@click.option(
+    "--api-token",
+    envvar="FWX_API_TOKEN",
+    default=None,
+    help="Bearer token required on inference routes [env FWX_API_TOKEN].",
+)
+@click.option(
+    "--trust-model-code", is_flag=True, help="Skip checksum checks and the scans for code, I/O ops and custom ops."
+)
 @click.option("--drain-seconds", default=30.0, show_default=True, help="How long SIGTERM waits for in-flight work.")
-@click.option("--model-name", default=None, metavar="NAME",
-              help="If REPOSITORY is one model's folder (1/, 2/ ... as KServe's storageUri gives), serve it as NAME.")
-@click.option("--shutdown-delay-seconds", default=0.0, show_default=True,
-              help="After SIGTERM: not ready but still serving this long (load balancer catch-up), then drain.")
+@click.option(
+    "--model-name",
+    default=None,
+    metavar="NAME",
+    help="If REPOSITORY is one model's folder (1/, 2/ ... as KServe's storageUri gives), serve it as NAME.",
+)
+@click.option(
+    "--shutdown-delay-seconds",
+    default=0.0,
+    show_default=True,
+    help="After SIGTERM: not ready but still serving this long (load balancer catch-up), then drain.",
+)
 @click.option("--no-warmup", is_flag=True, help="Skip the warm-up inference (readiness then means loaded).")
 @click.option("--no-load-probe", is_flag=True, help="Skip the crash-safe trial load of each new artifact.")
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+)
 @ui.common_options
-def serve(repository: Path, host: str, http_port: int, grpc_port: int, prefer: str, only_formats: str | None,
-          prefer_model: tuple[str, ...],
-          max_batch_size: int, max_queue_delay_ms: float, max_queue_size: int, workers: str, grpc_server: str,
-          instances: int,
-          request_timeout_s: float, max_body_mb: float, grpc_max_message_mb: float, device: str,
-          version_policy: str, version_policy_model: tuple[str, ...], poll_seconds: float, enable_model_control: bool, admin_token: str | None,
-          api_token: str | None, trust_model_code: bool, drain_seconds: float, model_name: str | None, shutdown_delay_seconds: float, no_warmup: bool,
-          no_load_probe: bool, log_level: str) -> None:
+def serve(
+    repository: Path,
+    host: str,
+    http_port: int,
+    grpc_port: int,
+    prefer: str,
+    only_formats: str | None,
+    prefer_model: tuple[str, ...],
+    max_batch_size: int,
+    max_queue_delay_ms: float,
+    max_queue_size: int,
+    workers: str,
+    grpc_server: str,
+    instances: int,
+    request_timeout_s: float,
+    max_body_mb: float,
+    grpc_max_message_mb: float,
+    device: str,
+    version_policy: str,
+    version_policy_model: tuple[str, ...],
+    poll_seconds: float,
+    enable_model_control: bool,
+    admin_token: str | None,
+    api_token: str | None,
+    trust_model_code: bool,
+    drain_seconds: float,
+    model_name: str | None,
+    shutdown_delay_seconds: float,
+    no_warmup: bool,
+    no_load_probe: bool,
+    log_level: str,
+) -> None:
     """Serve every model of an artifact repository over KServe v2 REST + gRPC and TF Serving REST.
 
     \b
@@ -81,24 +153,47 @@ def serve(repository: Path, host: str, http_port: int, grpc_port: int, prefer: s
     from fwx.serving.supervisor import supervise as run
 
     config = ServerConfig(
-        repository=repository, host=host, http_port=http_port, grpc_port=grpc_port,
-        prefer=parse_prefer(prefer), prefer_per_model=parse_prefer_model(prefer_model),
+        repository=repository,
+        host=host,
+        http_port=http_port,
+        grpc_port=grpc_port,
+        prefer=parse_prefer(prefer),
+        prefer_per_model=parse_prefer_model(prefer_model),
         only_formats=parse_prefer(only_formats) if only_formats is not None else None,
-        max_batch_size=max_batch_size, max_queue_delay_ms=max_queue_delay_ms, max_queue_size=max_queue_size,
-        workers=instances, worker_processes=parse_workers(workers), grpc_server=grpc_server, request_timeout_s=request_timeout_s, max_body_bytes=int(max_body_mb * MiB),
-        grpc_max_message_bytes=int(grpc_max_message_mb * MiB), device=device, version_policy=version_policy,
+        max_batch_size=max_batch_size,
+        max_queue_delay_ms=max_queue_delay_ms,
+        max_queue_size=max_queue_size,
+        workers=instances,
+        worker_processes=parse_workers(workers),
+        grpc_server=grpc_server,
+        request_timeout_s=request_timeout_s,
+        max_body_bytes=int(max_body_mb * MiB),
+        grpc_max_message_bytes=int(grpc_max_message_mb * MiB),
+        device=device,
+        version_policy=version_policy,
         version_policy_per_model=parse_overrides(version_policy_model, "--version-policy-model"),
-        poll_seconds=poll_seconds, enable_model_control=enable_model_control, admin_token=admin_token,
-        api_token=api_token, trust_model_code=trust_model_code, drain_seconds=drain_seconds,
-        shutdown_delay_s=shutdown_delay_seconds, model_name=model_name,
-        warmup=not no_warmup, load_probe=not no_load_probe, log_level=log_level,
+        poll_seconds=poll_seconds,
+        enable_model_control=enable_model_control,
+        admin_token=admin_token,
+        api_token=api_token,
+        trust_model_code=trust_model_code,
+        drain_seconds=drain_seconds,
+        shutdown_delay_s=shutdown_delay_seconds,
+        model_name=model_name,
+        warmup=not no_warmup,
+        load_probe=not no_load_probe,
+        log_level=log_level,
     )
     from fwx.serving.scan import is_model_folder
 
     if model_name is None and is_model_folder(repository):
-        raise UsageError(f"{repository} is one model's folder (it holds version folders), not a repository",
-                         hint="pass --model-name NAME to serve it as NAME, or serve its parent folder")
+        raise UsageError(
+            f"{repository} is one model's folder (it holds version folders), not a repository",
+            hint="pass --model-name NAME to serve it as NAME, or serve its parent folder",
+        )
     if host not in ("127.0.0.1", "localhost", "::1"):
-        ui.warn(f"binding {host}: the server is reachable from other machines"
-                + ("" if api_token else "; consider --api-token"))
+        ui.warn(
+            f"binding {host}: the server is reachable from other machines"
+            + ("" if api_token else "; consider --api-token")
+        )
     sys.exit(run(config))

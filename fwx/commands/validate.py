@@ -31,31 +31,69 @@ def _int_range(text: str | None) -> tuple[int, int] | None:
 
 @click.command("validate", context_settings={"max_content_width": 100})
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
-@click.option("--reference", default="auto", show_default=True,
-              help="source, a format (onnx, tflite, ...) or an artifact key; auto = source when it can be rebuilt.")
+@click.option(
+    "--reference",
+    default="auto",
+    show_default=True,
+    help="source, a format (onnx, tflite, ...) or an artifact key; auto = source when it can be rebuilt.",
+)
 @click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:N or auto (GPU when present).")
-@click.option("--data", type=click.Path(path_type=Path, exists=True),
-              help="Inputs: a .npz or a folder of <input>.npy (optional 'labels' for int8 accuracy).")
+@click.option(
+    "--data",
+    type=click.Path(path_type=Path, exists=True),
+    help="Inputs: a .npz or a folder of <input>.npy (optional 'labels' for int8 accuracy).",
+)
 @click.option("--samples", type=click.IntRange(min=1), help="Generated samples (default 4), or rows of --data used.")
 @click.option("--seed", default=0, show_default=True, help="Seed for generated inputs.")
 @click.option("--int-range", metavar="LO,HI", help="Range [LO, HI) of generated integer inputs (token ids).")
-@click.option("--float-dist", type=click.Choice(["normal", "uniform"]), default="normal", show_default=True,
-              help="Generated float inputs: standard normal or uniform [0, 1).")
+@click.option(
+    "--float-dist",
+    type=click.Choice(["normal", "uniform"]),
+    default="normal",
+    show_default=True,
+    help="Generated float inputs: standard normal or uniform [0, 1).",
+)
 @click.option("--atol", type=float, help="Absolute tolerance for every output (overrides the precision default).")
 @click.option("--rtol", type=float, help="Relative tolerance for every output.")
-@click.option("--tolerance", "tolerances", multiple=True, metavar="OUTPUT=ATOL[,RTOL]",
-              help="Tolerance for one output (repeatable).")
-@click.option("--report", "reports", multiple=True, type=click.Path(path_type=Path, dir_okay=False),
-              help="Write the report to a .json or .html file (repeatable).")
+@click.option(
+    "--tolerance",
+    "tolerances",
+    multiple=True,
+    metavar="OUTPUT=ATOL[,RTOL]",
+    help="Tolerance for one output (repeatable).",
+)
+@click.option(
+    "--report",
+    "reports",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write the report to a .json or .html file (repeatable).",
+)
 @click.option("--model-class", help="Class/factory that rebuilds a state_dict source (pkg.mod:Class).")
 @click.option("--model-kwargs", help="JSON keyword arguments for --model-class.")
-@click.option("--trust-model-code", is_flag=True,
-              help="Allow loading files that run code or touch the host (pickles, loose TorchScript, SavedModel I/O ops, custom ops, factories from fwx.json).")
+@click.option(
+    "--trust-model-code",
+    is_flag=True,
+    help="Allow loading files that run code or touch the host (pickles, loose TorchScript, SavedModel I/O ops, custom ops, factories from fwx.json).",
+)
 @ui.common_options
-def validate(paths: tuple[Path, ...], reference: str, device: str, data: Path | None,
-             samples: int | None, seed: int, int_range: str | None, float_dist: str, atol: float | None,
-             rtol: float | None, tolerances: tuple[str, ...], reports: tuple[Path, ...], model_class: str | None,
-             model_kwargs: str | None, trust_model_code: bool) -> None:
+def validate(
+    paths: tuple[Path, ...],
+    reference: str,
+    device: str,
+    data: Path | None,
+    samples: int | None,
+    seed: int,
+    int_range: str | None,
+    float_dist: str,
+    atol: float | None,
+    rtol: float | None,
+    tolerances: tuple[str, ...],
+    reports: tuple[Path, ...],
+    model_class: str | None,
+    model_kwargs: str | None,
+    trust_model_code: bool,
+) -> None:
     """Run every format of a model on the same inputs and diff the outputs.
 
     \b
@@ -76,11 +114,22 @@ def validate(paths: tuple[Path, ...], reference: str, device: str, data: Path | 
     try:
         kwargs = json.loads(model_kwargs) if model_kwargs else None
     except ValueError as exc:
-        raise UsageError(f"--model-kwargs is not valid JSON: {exc}", hint='e.g. --model-kwargs \'{"width": 16}\'') from None
-    opts = ValidateOptions(reference=reference, device=device, data=data, samples=samples, seed=seed,
-                           int_range=_int_range(int_range), float_dist=float_dist,
-                           policy=Policy(atol=atol, rtol=rtol, per_output=per_output), model_class=model_class,
-                           model_kwargs=kwargs, trust_model_code=trust_model_code)
+        raise UsageError(
+            f"--model-kwargs is not valid JSON: {exc}", hint="e.g. --model-kwargs '{\"width\": 16}'"
+        ) from None
+    opts = ValidateOptions(
+        reference=reference,
+        device=device,
+        data=data,
+        samples=samples,
+        seed=seed,
+        int_range=_int_range(int_range),
+        float_dist=float_dist,
+        policy=Policy(atol=atol, rtol=rtol, per_output=per_output),
+        model_class=model_class,
+        model_kwargs=kwargs,
+        trust_model_code=trust_model_code,
+    )
     with ui.step(f"validating {', '.join(str(p) for p in paths)}"):
         report = run_validate(list(paths), opts)
     for r in reports:

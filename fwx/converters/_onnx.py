@@ -69,8 +69,9 @@ def _erfc_handler(ctx: Any, node: Any, name: str, args: Any) -> None:
 
     x = node.input[0]
     erf = ctx.make_node("Erf", [x], op_name_scope=node.name)
-    one = ctx.make_const(utils.make_name(f"{node.name}_one"),
-                         np.array(1, dtype=utils.map_onnx_to_numpy_type(ctx.get_dtype(x))))
+    one = ctx.make_const(
+        utils.make_name(f"{node.name}_one"), np.array(1, dtype=utils.map_onnx_to_numpy_type(ctx.get_dtype(x)))
+    )
     node.type = "Sub"
     ctx.replace_inputs(node, [one.output[0], erf.output[0]])
 
@@ -89,19 +90,21 @@ def tf2onnx_convert(fn: Any, sig: Signature, src: SourceModel, out: Path, opts: 
         raise _lowest_opset(tf2onnx, fn, sig, opset, bad)
     pin_symbols(model, sig)
     onnx.save(model, str(out))
-    return ConvertResult(out, sig, tool="tf2onnx", tool_version=version_of("tf2onnx"), layout=src.layout,
-                         opset=opset)
+    return ConvertResult(out, sig, tool="tf2onnx", tool_version=version_of("tf2onnx"), layout=src.layout, opset=opset)
 
 
 def _convert(tf2onnx: Any, fn: Any, sig: Signature, opset: int) -> tuple[Any, list[str]]:
 
     try:
         with quiet():
-            model, _ = tf2onnx.convert.from_function(fn, input_signature=tf_specs(sig), opset=opset,
-                                                     custom_op_handlers=CUSTOM_HANDLERS)
+            model, _ = tf2onnx.convert.from_function(
+                fn, input_signature=tf_specs(sig), opset=opset, custom_op_handlers=CUSTOM_HANDLERS
+            )
     except Exception as exc:  # noqa: BLE001 - tf2onnx raises anything
-        raise ExportError(f"tf2onnx (opset {opset}) failed: {first_line(exc)}",
-                          hint="try a higher --opset, or check the model runs on the pinned inputs") from exc
+        raise ExportError(
+            f"tf2onnx (opset {opset}) failed: {first_line(exc)}",
+            hint="try a higher --opset, or check the model runs on the pinned inputs",
+        ) from exc
     return model, unsupported_nodes(model, opset)
 
 
@@ -112,6 +115,11 @@ def _lowest_opset(tf2onnx: Any, fn: Any, sig: Signature, opset: int, bad: list[s
         except ExportError:
             continue
         if not still:
-            return UnsupportedOpsError(f"ONNX opset {opset}", bad, hint=f"the lowest opset that converts this model "
-                                       f"is {higher}: pass --opset {higher}")
-    return UnsupportedOpsError(f"ONNX opset {opset}", bad, hint=f"tf2onnx cannot map them at any opset up to {MAX_OPSET}")
+            return UnsupportedOpsError(
+                f"ONNX opset {opset}",
+                bad,
+                hint=f"the lowest opset that converts this model is {higher}: pass --opset {higher}",
+            )
+    return UnsupportedOpsError(
+        f"ONNX opset {opset}", bad, hint=f"tf2onnx cannot map them at any opset up to {MAX_OPSET}"
+    )

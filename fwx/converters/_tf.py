@@ -17,8 +17,10 @@ from fwx.signature import Signature, is_dynamic
 
 def tf_specs(sig: Signature) -> list[Any]:
     tf = require("tensorflow", "exporting TensorFlow models")
-    return [tf.TensorSpec([None if is_dynamic(d) else int(d) for d in s.shape], tf.as_dtype(s.dtype), name=s.name)
-            for s in sig.inputs]
+    return [
+        tf.TensorSpec([None if is_dynamic(d) else int(d) for d in s.shape], tf.as_dtype(s.dtype), name=s.name)
+        for s in sig.inputs
+    ]
 
 
 def named_outputs(result: Any, names: list[str], model_names: list[str] | None = None) -> dict[str, Any]:

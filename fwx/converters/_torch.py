@@ -73,7 +73,6 @@ def export_mode() -> Iterator[None]:
             mha.set_fastpath_enabled(was)
 
 
-
 def identifiers(names: Sequence[str]) -> list[str]:
     """Python identifiers for tensor names (``input.1`` -> ``input_1``), unique, never keywords."""
     import keyword
@@ -129,7 +128,9 @@ def forward_arity(module: Any) -> tuple[int, int] | None:
         return None
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
         return None
-    positional = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    positional = [
+        p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
     required = [p for p in positional if p.default is inspect.Parameter.empty]
     return len(required), len(positional)
 

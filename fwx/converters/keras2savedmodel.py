@@ -39,7 +39,14 @@ class KerasToSavedModel(Converter):
                 archive.add_endpoint(name=SERVING_KEY, fn=keras_fn(src.obj, sig), input_signature=tf_specs(sig))
                 archive.write_out(str(out), verbose=False)
         except Exception as exc:  # noqa: BLE001
-            raise ExportError(f"writing the SavedModel failed: {first_line(exc)}",
-                              hint="check that the model runs on the pinned --input shapes") from exc
-        return ConvertResult(out, sig, tool=self.tool, tool_version=f"keras {keras.__version__}, "
-                             f"tensorflow {tf.__version__}", layout=src.layout)
+            raise ExportError(
+                f"writing the SavedModel failed: {first_line(exc)}",
+                hint="check that the model runs on the pinned --input shapes",
+            ) from exc
+        return ConvertResult(
+            out,
+            sig,
+            tool=self.tool,
+            tool_version=f"keras {keras.__version__}, tensorflow {tf.__version__}",
+            layout=src.layout,
+        )

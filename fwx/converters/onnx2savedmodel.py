@@ -21,8 +21,10 @@ from fwx.signature import Signature, TensorSpec, concrete_shape, is_dynamic
 
 def _source_path(src: SourceModel) -> Path:
     if src.path is None:
-        raise ExportError("the ONNX -> SavedModel translator needs an .onnx file on disk",
-                          hint="export to ONNX first (fwx export --to onnx)")
+        raise ExportError(
+            "the ONNX -> SavedModel translator needs an .onnx file on disk",
+            hint="export to ONNX first (fwx export --to onnx)",
+        )
     return src.path
 
 
@@ -56,8 +58,10 @@ def _align(got: TensorSpec, pinned: TensorSpec | None, nhwc: bool) -> TensorSpec
 def _aligned(sig: Signature, pinned: Signature, nhwc: bool) -> Signature:
     ins = {s.name: s for s in pinned.inputs}
     outs = {s.name: s for s in pinned.outputs}
-    return Signature(tuple(_align(s, ins.get(s.name), nhwc) for s in sig.inputs),
-                     tuple(_align(s, outs.get(s.name), False) for s in sig.outputs))
+    return Signature(
+        tuple(_align(s, ins.get(s.name), nhwc) for s in sig.inputs),
+        tuple(_align(s, outs.get(s.name), False) for s in sig.outputs),
+    )
 
 
 class OnnxToSavedModel(Converter):
@@ -95,15 +99,21 @@ class OnnxToSavedModel(Converter):
             except FwxError:
                 raise
             except Exception as exc:  # noqa: BLE001 - TF save errors of any kind become one message
-                raise ExportError(f"writing the SavedModel failed: {first_line(exc)}",
-                                  hint="check free disk space and that the output folder is writable") from exc
+                raise ExportError(
+                    f"writing the SavedModel failed: {first_line(exc)}",
+                    hint="check free disk space and that the output folder is writable",
+                ) from exc
         notes = [*tr.notes, f"translated in {tr.seconds:.2f}s; {tr.variables} weight tensors stored as variables"]
         if static:
             notes.append("static input shapes: " + ", ".join(f"{k}{list(v)}" for k, v in static.items()))
         extra: dict[str, Any] = {"input_names": {k: v for k, v in tr.input_names.items() if k != v}}
         return ConvertResult(
-            path=out, signature=_aligned(tr.signature, src.signature, layout == NHWC), tool=self.tool,
+            path=out,
+            signature=_aligned(tr.signature, src.signature, layout == NHWC),
+            tool=self.tool,
             tool_version=f"fwx {__version__}; tensorflow {tf.__version__}",
             layout=tr.layout or (NCHW if layout == NCHW else src.layout),
-            precision=src.precision, notes=notes, extra=extra,
+            precision=src.precision,
+            notes=notes,
+            extra=extra,
         )

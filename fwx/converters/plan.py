@@ -41,8 +41,10 @@ class Plan:
         return " ".join(parts)
 
     def to_json(self) -> list[dict[str, str]]:
-        return [{"source": str(h.source), "target": str(h.target), "tool": edge_class(h).tool,
-                 "module": h.module} for h in self.hops]
+        return [
+            {"source": str(h.source), "target": str(h.target), "tool": edge_class(h).tool, "module": h.module}
+            for h in self.hops
+        ]
 
 
 #: Targets whose quantisation is a post-processing step on the float artifact
@@ -69,8 +71,9 @@ def honours(classes: list[type[Converter]], opts: ConvertOptions) -> bool:
     return not (opts.layout and not any("layout" in c.honours for c in classes))
 
 
-def plans(source: Format, target: Format, opts: ConvertOptions | None = None,
-          *, include_unavailable: bool = False) -> list[Plan]:
+def plans(
+    source: Format, target: Format, opts: ConvertOptions | None = None, *, include_unavailable: bool = False
+) -> list[Plan]:
     """All simple paths source -> target (at most ``MAX_HOPS``), cheapest first."""
     opts = opts or ConvertOptions()
     table = edges()
@@ -109,8 +112,10 @@ def best_plans(source: Format, target: Format, opts: ConvertOptions | None = Non
     """Like ``plans`` but raises a clear error when there is no way at all."""
     if source is target:
         if opts and (opts.layout or opts.static_shapes):  # a copy keeps the source's layout and shapes
-            raise ExportError(f"fwx cannot convert {source} to {target}{_asked(opts)}",
-                              hint=f"a {target} source is copied as it is; drop the option for this target")
+            raise ExportError(
+                f"fwx cannot convert {source} to {target}{_asked(opts)}",
+                hint=f"a {target} source is copied as it is; drop the option for this target",
+            )
         return [Plan(())]
     found = plans(source, target, opts)
     if found:
@@ -119,8 +124,10 @@ def best_plans(source: Format, target: Format, opts: ConvertOptions | None = Non
     if blocked:  # name what the cheapest blocked path lacks, and the extra that installs it
         module, extra = next(m for h in blocked[0].hops for m in edge_class(h).missing())
         raise MissingDependencyError(module, extra, f"converting {source} to {target}")
-    raise ExportError(f"fwx cannot convert {source} to {target}{_asked(opts)}",
-                      hint="run `fwx export --plan` to see the reachable targets")
+    raise ExportError(
+        f"fwx cannot convert {source} to {target}{_asked(opts)}",
+        hint="run `fwx export --plan` to see the reachable targets",
+    )
 
 
 def plans_or_none(source: Format, target: Format, opts: ConvertOptions | None = None) -> list[Plan]:
@@ -133,10 +140,12 @@ def plans_or_none(source: Format, target: Format, opts: ConvertOptions | None = 
 
 def _asked(opts: ConvertOptions | None) -> str:
     """The options that narrowed the search, as the user typed them."""
-    asked = [f"--quantize {opts.quantize}" if opts and opts.quantize else "",
-             f"--layout {opts.layout}" if opts and opts.layout else "",
-             f"--opset {opts.opset}" if opts and opts.opset is not None else "",
-             "--static-shapes" if opts and opts.static_shapes else ""]
+    asked = [
+        f"--quantize {opts.quantize}" if opts and opts.quantize else "",
+        f"--layout {opts.layout}" if opts and opts.layout else "",
+        f"--opset {opts.opset}" if opts and opts.opset is not None else "",
+        "--static-shapes" if opts and opts.static_shapes else "",
+    ]
     return (" with " + " ".join(a for a in asked if a)) if any(asked) else ""
 
 

@@ -53,10 +53,14 @@ def convert_flat(make: Callable[[], Any]) -> bytes:
     except Exception as exc:  # noqa: BLE001 - ConverterError lists the ops TFLite lacks
         ops = unsupported_ops(f"{exc}\n{log.getvalue()}")
         if ops:
-            raise UnsupportedOpsError("TFLite builtins", ops, hint="TFLite has no kernel for them; rewrite those "
-                                      "ops, or export to savedmodel/onnx instead") from exc
-        raise ExportError(f"TFLite conversion failed: {first_line(exc)}",
-                          hint="rerun with --debug for the converter's log") from exc
+            raise UnsupportedOpsError(
+                "TFLite builtins",
+                ops,
+                hint="TFLite has no kernel for them; rewrite those ops, or export to savedmodel/onnx instead",
+            ) from exc
+        raise ExportError(
+            f"TFLite conversion failed: {first_line(exc)}", hint="rerun with --debug for the converter's log"
+        ) from exc
 
 
 class SavedModelToTFLite(Converter):
@@ -77,10 +81,17 @@ class SavedModelToTFLite(Converter):
             loaded = tf.saved_model.load(str(src.path))
             fn = _concrete(tf, loaded, sig, opts.saved_model_signature, static=sig != src.signature)
         tries: list[tuple[str, Callable[[], Any]]] = [
-            ("from_concrete_functions", lambda: tf.lite.TFLiteConverter.from_concrete_functions([fn], loaded))]
+            ("from_concrete_functions", lambda: tf.lite.TFLiteConverter.from_concrete_functions([fn], loaded))
+        ]
         if sig == src.signature:
-            tries.append(("from_saved_model", lambda: tf.lite.TFLiteConverter.from_saved_model(
-                str(src.path), signature_keys=[opts.saved_model_signature])))
+            tries.append(
+                (
+                    "from_saved_model",
+                    lambda: tf.lite.TFLiteConverter.from_saved_model(
+                        str(src.path), signature_keys=[opts.saved_model_signature]
+                    ),
+                )
+            )
         flat, notes = _first_good(tries, fn, sig)
         out.write_bytes(flat)
         return ConvertResult(out, sig, tool=self.tool, tool_version=tf.__version__, layout=src.layout, notes=notes)
@@ -91,9 +102,15 @@ class SavedModelToTFLite(Converter):
         assert src.path is not None
         with quiet():
             info = convert_quantized(src.path, out, src.signature, opts)
-        return ConvertResult(out, src.signature, tool=info.tool, tool_version=info.tool_version, layout=src.layout,
-                             precision=info.precision,
-                             extra={"quantization": info.to_json(), "warnings": list(info.warnings)})
+        return ConvertResult(
+            out,
+            src.signature,
+            tool=info.tool,
+            tool_version=info.tool_version,
+            layout=src.layout,
+            precision=info.precision,
+            extra={"quantization": info.to_json(), "warnings": list(info.warnings)},
+        )
 
 
 def _concrete(tf: Any, loaded: Any, sig: Signature, key: str, *, static: bool) -> Any:

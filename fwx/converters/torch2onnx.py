@@ -33,13 +33,19 @@ from fwx.frameworks import require
 from fwx.signature import Signature, hop_signature
 
 DYNAMO_MIN_OPSET = 18
-_OP_PATTERNS = (re.compile(r"operator '([\w:.]+)'"), re.compile(r"export of ([\w:.]+) in opset"),
-                re.compile(r"ONNX export of operator ([\w:.]+)"))
+_OP_PATTERNS = (
+    re.compile(r"operator '([\w:.]+)'"),
+    re.compile(r"export of ([\w:.]+) in opset"),
+    re.compile(r"ONNX export of operator ([\w:.]+)"),
+)
 
 
 def dynamic_axes(sig: Signature) -> dict[str, dict[int, str]]:
-    return {s.name: {axis: str(s.shape[axis]) for axis in s.dynamic_axes}
-            for s in (*sig.inputs, *sig.outputs) if s.dynamic_axes}
+    return {
+        s.name: {axis: str(s.shape[axis]) for axis in s.dynamic_axes}
+        for s in (*sig.inputs, *sig.outputs)
+        if s.dynamic_axes
+    }
 
 
 def unsupported_op(exc: BaseException) -> str | None:
@@ -70,12 +76,19 @@ class TorchToOnnx(Converter):
         except Exception as exc:  # noqa: BLE001
             op = unsupported_op(exc)
             if op is None:
-                raise ExportError(f"torch.onnx.export (opset {opset}) failed: {first_line(exc)}",
-                                  hint="try another --opset, or check that the model runs on the pinned inputs") from exc
+                raise ExportError(
+                    f"torch.onnx.export (opset {opset}) failed: {first_line(exc)}",
+                    hint="try another --opset, or check that the model runs on the pinned inputs",
+                ) from exc
             raise self._unsupported(src, opts, opset, op) from exc
-        return ConvertResult(out, hop_signature(src.signature, opts.static_shapes, opts.sample_inputs),
-                             tool="torch.onnx.export(dynamo=False)", tool_version=torch.__version__,
-                             layout=src.layout, opset=opset)
+        return ConvertResult(
+            out,
+            hop_signature(src.signature, opts.static_shapes, opts.sample_inputs),
+            tool="torch.onnx.export(dynamo=False)",
+            tool_version=torch.__version__,
+            layout=src.layout,
+            opset=opset,
+        )
 
     def _export(self, src: SourceModel, opts: ConvertOptions, f: Path | io.BytesIO, opset: int) -> None:
         torch = require("torch", "exporting to ONNX")
@@ -84,9 +97,17 @@ class TorchToOnnx(Converter):
         torch_symbolics.register(opset)  # aten::diff (GPT-2's mask helpers)
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         with tc.export_mode():
-            torch.onnx.export(tc.wrap(src.obj, sig), tc.tensors(opts.sample_inputs, sig), f, dynamo=False,
-                              opset_version=opset, input_names=sig.input_names, output_names=sig.output_names,
-                              dynamic_axes=dynamic_axes(sig), do_constant_folding=True)
+            torch.onnx.export(
+                tc.wrap(src.obj, sig),
+                tc.tensors(opts.sample_inputs, sig),
+                f,
+                dynamo=False,
+                opset_version=opset,
+                input_names=sig.input_names,
+                output_names=sig.output_names,
+                dynamic_axes=dynamic_axes(sig),
+                do_constant_folding=True,
+            )
 
     def _unsupported(self, src: SourceModel, opts: ConvertOptions, opset: int, op: str) -> UnsupportedOpsError:
         """Find the lowest opset that exports the model, collecting the ops that block each lower one."""
@@ -100,10 +121,16 @@ class TorchToOnnx(Converter):
                     break
                 ops.add(blocker)
                 continue
-            return UnsupportedOpsError(f"ONNX opset {opset}", ops, hint=f"the lowest opset that exports this model is "
-                                       f"{higher}: pass --opset {higher}")
-        return UnsupportedOpsError(f"ONNX opset {opset}", ops, hint="no ONNX opset up to "
-                                   f"{MAX_OPSET} expresses them; rewrite those ops or register a custom symbolic")
+            return UnsupportedOpsError(
+                f"ONNX opset {opset}",
+                ops,
+                hint=f"the lowest opset that exports this model is {higher}: pass --opset {higher}",
+            )
+        return UnsupportedOpsError(
+            f"ONNX opset {opset}",
+            ops,
+            hint=f"no ONNX opset up to {MAX_OPSET} expresses them; rewrite those ops or register a custom symbolic",
+        )
 
 
 class TorchToOnnxDynamo(Converter):
@@ -118,19 +145,36 @@ class TorchToOnnxDynamo(Converter):
         torch = require("torch", "exporting to ONNX")
         opset = opts.opset or DYNAMO_MIN_OPSET
         if opset < DYNAMO_MIN_OPSET:
-            raise ExportError(f"the dynamo ONNX exporter cannot write opset {opset} (it writes >= {DYNAMO_MIN_OPSET})",
-                              hint=f"pass --opset {DYNAMO_MIN_OPSET} or higher for this exporter")
+            raise ExportError(
+                f"the dynamo ONNX exporter cannot write opset {opset} (it writes >= {DYNAMO_MIN_OPSET})",
+                hint=f"pass --opset {DYNAMO_MIN_OPSET} or higher for this exporter",
+            )
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         shapes = tc.dims_for(sig)
         try:
             with tc.export_mode():
                 program: Any = torch.onnx.export(
-                    tc.wrap(src.obj, sig), tc.tensors(opts.sample_inputs, sig), dynamo=True, opset_version=opset,
-                    input_names=sig.input_names, output_names=sig.output_names, verbose=False,
-                    dynamic_shapes=shapes if any(shapes) else None, external_data=False)
+                    tc.wrap(src.obj, sig),
+                    tc.tensors(opts.sample_inputs, sig),
+                    dynamo=True,
+                    opset_version=opset,
+                    input_names=sig.input_names,
+                    output_names=sig.output_names,
+                    verbose=False,
+                    dynamic_shapes=shapes if any(shapes) else None,
+                    external_data=False,
+                )
                 program.save(str(out), external_data=False)
         except Exception as exc:  # noqa: BLE001
-            raise ExportError(f"torch.onnx.export(dynamo=True, opset {opset}) failed: {first_line(exc)}",
-                              hint="try --opset 17 (TorchScript-based exporter)") from exc
-        return ConvertResult(out, sig, tool="torch.onnx.export(dynamo=True)", tool_version=torch.__version__,
-                             layout=src.layout, opset=opset)
+            raise ExportError(
+                f"torch.onnx.export(dynamo=True, opset {opset}) failed: {first_line(exc)}",
+                hint="try --opset 17 (TorchScript-based exporter)",
+            ) from exc
+        return ConvertResult(
+            out,
+            sig,
+            tool="torch.onnx.export(dynamo=True)",
+            tool_version=torch.__version__,
+            layout=src.layout,
+            opset=opset,
+        )

@@ -31,12 +31,14 @@ class TorchToExportedProgram(Converter):
         shapes = tc.dims_for(sig)
         try:
             with tc.export_mode():
-                program = torch.export.export(tc.wrap(src.obj, sig), args,
-                                              dynamic_shapes=shapes if any(shapes) else None)
+                program = torch.export.export(
+                    tc.wrap(src.obj, sig), args, dynamic_shapes=shapes if any(shapes) else None
+                )
                 torch.export.save(program, str(out))
         except Exception as exc:  # noqa: BLE001 - torch.export raises many kinds of errors
-            raise ExportError(f"torch.export failed: {first_line(exc)}",
-                              hint="the model may use data-dependent control flow, or a dimension pinned as "
-                                   "dynamic is fixed in the model; pin it as a number") from exc
-        return ConvertResult(out, sig, tool="torch.export", tool_version=torch.__version__,
-                             layout=src.layout)
+            raise ExportError(
+                f"torch.export failed: {first_line(exc)}",
+                hint="the model may use data-dependent control flow, or a dimension pinned as "
+                "dynamic is fixed in the model; pin it as a number",
+            ) from exc
+        return ConvertResult(out, sig, tool="torch.export", tool_version=torch.__version__, layout=src.layout)

@@ -49,18 +49,24 @@ class TorchToTorchScript(Converter):
                 how = "script"
             except Exception as exc:  # noqa: BLE001 - scripting rejects many Python constructs
                 if mode == "script":
-                    raise ExportError(f"torch.jit.script failed: {first_line(exc)}",
-                                      hint="use --torchscript-mode trace (or auto)") from exc
+                    raise ExportError(
+                        f"torch.jit.script failed: {first_line(exc)}", hint="use --torchscript-mode trace (or auto)"
+                    ) from exc
                 warnings.append(f"torch.jit.script failed ({first_line(exc, 160)}); traced instead")
         if module is None:
             module, how = self._trace(src, opts), "trace"
             notes.append("torch.jit.trace is deprecated in torch>=2.13; its warning was suppressed")
         with quiet():
             torch.jit.save(module, str(out))
-        return ConvertResult(out, hop_signature(src.signature, opts.static_shapes, opts.sample_inputs),
-                             tool=f"torch.jit.{how}", tool_version=torch.__version__,
-                             layout=src.layout, notes=warnings + notes,
-                             extra={"torchscript_mode": how, "warnings": warnings})
+        return ConvertResult(
+            out,
+            hop_signature(src.signature, opts.static_shapes, opts.sample_inputs),
+            tool=f"torch.jit.{how}",
+            tool_version=torch.__version__,
+            layout=src.layout,
+            notes=warnings + notes,
+            extra={"torchscript_mode": how, "warnings": warnings},
+        )
 
     def _trace(self, src: SourceModel, opts: ConvertOptions) -> Any:
         torch = require("torch", "exporting to TorchScript")
@@ -70,12 +76,16 @@ class TorchToTorchScript(Converter):
             with tc.export_mode():
                 traced = torch.jit.trace(wrapped, args, check_trace=False, strict=False)
         except Exception as exc:  # noqa: BLE001
-            raise ExportError(f"torch.jit.trace failed: {first_line(exc)}",
-                              hint="check that the model runs on the pinned --input shapes") from exc
+            raise ExportError(
+                f"torch.jit.trace failed: {first_line(exc)}",
+                hint="check that the model runs on the pinned --input shapes",
+            ) from exc
         if not opts.static_shapes:
             problem = tc.baked_sizes(traced, wrapped, src.signature, opts.sample_inputs)
             if problem:
-                raise ExportError(f"the traced TorchScript does not hold the pinned dynamic axes: {problem}",
-                                  hint="a trace records sizes as constants; another path (through ONNX) may "
-                                       "keep them, or pin the axes as numbers with --input / --static-shapes")
+                raise ExportError(
+                    f"the traced TorchScript does not hold the pinned dynamic axes: {problem}",
+                    hint="a trace records sizes as constants; another path (through ONNX) may "
+                    "keep them, or pin the axes as numbers with --input / --static-shapes",
+                )
         return traced

@@ -46,8 +46,13 @@ def _cumsum(g: Any, x: Any, dim: Any, dtype: Any) -> Any:
 
     axis = g.op("Constant", value_t=torch.tensor(sh._get_const(dim, "i", "dim"), dtype=torch.int64))
     asked = None if sh._is_none(dtype) else sh._maybe_get_const(dtype, "i")
-    small = (tu.JitScalarType.BOOL, tu.JitScalarType.UINT8, tu.JitScalarType.INT8, tu.JitScalarType.INT16,
-             tu.JitScalarType.INT)
+    small = (
+        tu.JitScalarType.BOOL,
+        tu.JitScalarType.UINT8,
+        tu.JitScalarType.INT8,
+        tu.JitScalarType.INT16,
+        tu.JitScalarType.INT,
+    )
     if isinstance(asked, int):
         x = g.op("Cast", x, to_i=tu.JitScalarType(asked).onnx_type())
     elif tu.JitScalarType.from_value(x, tu.JitScalarType.UNDEFINED) in small:

@@ -49,19 +49,27 @@ class DeployOptions:
 
     def __post_init__(self) -> None:
         if not DNS_1123.fullmatch(self.name):
-            raise UsageError(f"--name {self.name!r} is not a valid Kubernetes name",
-                             hint="use lower-case letters, digits and '-', at most 63 characters")
+            raise UsageError(
+                f"--name {self.name!r} is not a valid Kubernetes name",
+                hint="use lower-case letters, digits and '-', at most 63 characters",
+            )
         if not self.image:
             self.image = "fwx:gpu" if self.gpu else "fwx:cpu"
         if not 1 <= self.replicas <= self.max_replicas:
             raise UsageError(f"--replicas {self.replicas} must be between 1 and --max-replicas {self.max_replicas}")
-        for flag, value in (("--cpu-request", self.cpu_request), ("--cpu-limit", self.cpu_limit),
-                            ("--memory-request", self.memory_request), ("--memory-limit", self.memory_limit)):
+        for flag, value in (
+            ("--cpu-request", self.cpu_request),
+            ("--cpu-limit", self.cpu_limit),
+            ("--memory-request", self.memory_request),
+            ("--memory-limit", self.memory_limit),
+        ):
             if not QUANTITY.fullmatch(value):
                 raise UsageError(f"{flag} {value!r} is not a Kubernetes quantity", hint="e.g. 500m, 2, 512Mi, 4Gi")
-        for flag, fvalue in (("--drain-seconds", self.drain_seconds),
-                             ("--shutdown-delay-seconds", self.shutdown_delay_seconds),
-                             ("--poll-seconds", self.poll_seconds)):
+        for flag, fvalue in (
+            ("--drain-seconds", self.drain_seconds),
+            ("--shutdown-delay-seconds", self.shutdown_delay_seconds),
+            ("--poll-seconds", self.poll_seconds),
+        ):
             if fvalue < 0:
                 raise UsageError(f"{flag} must not be negative, got {fvalue:g}")
 
@@ -92,10 +100,24 @@ def serve_args(opts: DeployOptions, model_name: str) -> list[str]:
     ``--model-name`` only matters when /mnt/models is one model's folder (a storage URI naming
     ``.../artifacts/mnist``); a repository (``.../artifacts``) is served as it is.
     """
-    args = ["serve", MODEL_DIR, "--model-name", model_name,
-            "--host", "0.0.0.0", "--http-port", str(HTTP_PORT), "--grpc-port", str(GRPC_PORT),
-            "--shutdown-delay-seconds", _num(opts.shutdown_delay_seconds), "--drain-seconds", _num(opts.drain_seconds),
-            "--poll-seconds", _num(opts.poll_seconds)]
+    args = [
+        "serve",
+        MODEL_DIR,
+        "--model-name",
+        model_name,
+        "--host",
+        "0.0.0.0",
+        "--http-port",
+        str(HTTP_PORT),
+        "--grpc-port",
+        str(GRPC_PORT),
+        "--shutdown-delay-seconds",
+        _num(opts.shutdown_delay_seconds),
+        "--drain-seconds",
+        _num(opts.drain_seconds),
+        "--poll-seconds",
+        _num(opts.poll_seconds),
+    ]
     if opts.gpu:
         args += ["--device", "cuda"]
     return args
@@ -104,9 +126,18 @@ def serve_args(opts: DeployOptions, model_name: str) -> list[str]:
 def serve_container(opts: DeployOptions, name: str, model_name: str, mounts: list[dict[str, Any]]) -> dict[str, Any]:
     """The ``fwx serve`` container both generators run; ``mounts`` go before the writable /tmp."""
     _, tmp_mount = tmp_volume()
-    return {"name": name, "image": opts.image, "command": ["fwx"], "args": serve_args(opts, model_name),
-            "ports": ports(), "env": env(), "resources": resources(opts), **probes(),
-            "securityContext": container_security(), "volumeMounts": [*mounts, tmp_mount]}
+    return {
+        "name": name,
+        "image": opts.image,
+        "command": ["fwx"],
+        "args": serve_args(opts, model_name),
+        "ports": ports(),
+        "env": env(),
+        "resources": resources(opts),
+        **probes(),
+        "securityContext": container_security(),
+        "volumeMounts": [*mounts, tmp_mount],
+    }
 
 
 def probes() -> dict[str, Any]:
@@ -116,26 +147,48 @@ def probes() -> dict[str, Any]:
     readiness fails fast (2 x 2 s) so a replica that stops being ready leaves
     the Service quickly.
     """
+
     def get(path: str) -> dict[str, Any]:
         return {"path": path, "port": "http"}
 
     return {
-        "readinessProbe": {"httpGet": get("/v2/health/ready"), "periodSeconds": 2, "timeoutSeconds": 2,
-                           "failureThreshold": 2, "successThreshold": 1},
-        "livenessProbe": {"httpGet": get("/v2/health/live"), "periodSeconds": 10, "timeoutSeconds": 3,
-                          "failureThreshold": 3},
+        "readinessProbe": {
+            "httpGet": get("/v2/health/ready"),
+            "periodSeconds": 2,
+            "timeoutSeconds": 2,
+            "failureThreshold": 2,
+            "successThreshold": 1,
+        },
+        "livenessProbe": {
+            "httpGet": get("/v2/health/live"),
+            "periodSeconds": 10,
+            "timeoutSeconds": 3,
+            "failureThreshold": 3,
+        },
     }
 
 
 def container_security() -> dict[str, Any]:
-    return {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "allowPrivilegeEscalation": False,
-            "privileged": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"}}
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def pod_security() -> dict[str, Any]:
-    return {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
-            "seccompProfile": {"type": "RuntimeDefault"}}
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def resources(opts: DeployOptions) -> dict[str, Any]:
@@ -147,14 +200,18 @@ def resources(opts: DeployOptions) -> dict[str, Any]:
 
 def env() -> list[dict[str, Any]]:
     """POD_NAME names the replica in ``fwx_server_info``; HOME on the writable /tmp (read-only root)."""
-    return [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-            {"name": "HOME", "value": "/tmp"}]
+    return [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "HOME", "value": "/tmp"},
+    ]
 
 
 def ports() -> list[dict[str, Any]]:
     # Order matters to KServe: the first port is the one its Service and probes route HTTP to.
-    return [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
-            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"}]
+    return [
+        {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+        {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+    ]
 
 
 def tmp_volume() -> tuple[dict[str, Any], dict[str, Any]]:

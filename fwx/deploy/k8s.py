@@ -42,8 +42,10 @@ class K8sOptions(DeployOptions):
         if self.queue_depth_target is not None and self.queue_depth_target <= 0:
             raise UsageError("--queue-depth-target must be positive", hint="e.g. 4 (queued requests per pod)")
         if parse_storage_uri(self.repo_uri).scheme == "oci":
-            raise UsageError("oci:// model images need KServe's modelcar support, not a plain Deployment",
-                             hint="use fwx deploy kserve, or s3://, gs://, https:// or pvc://")
+            raise UsageError(
+                "oci:// model images need KServe's modelcar support, not a plain Deployment",
+                hint="use fwx deploy kserve, or s3://, gs://, https:// or pvc://",
+            )
 
 
 def _repository(opts: K8sOptions) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -52,11 +54,14 @@ def _repository(opts: K8sOptions) -> tuple[list[dict[str, Any]], list[dict[str, 
     if src.is_pvc:
         return [{"name": "models", "persistentVolumeClaim": {"claimName": src.claim, "readOnly": True}}], []
     _, tmp_mount = tmp_volume()
-    init = {"name": "storage-initializer", "image": opts.storage_initializer_image,
-            "args": [src.uri, MODEL_DIR],
-            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-            "securityContext": container_security(),
-            "volumeMounts": [{"name": "models", "mountPath": MODEL_DIR}, tmp_mount]}
+    init = {
+        "name": "storage-initializer",
+        "image": opts.storage_initializer_image,
+        "args": [src.uri, MODEL_DIR],
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": container_security(),
+        "volumeMounts": [{"name": "models", "mountPath": MODEL_DIR}, tmp_mount],
+    }
     return [{"name": "models", "emptyDir": {}}], [init]
 
 
@@ -72,16 +77,25 @@ def deployment(opts: K8sOptions) -> dict[str, Any]:
     volumes, init = _repository(opts)
     tmp, _ = tmp_volume()
     container = serve_container(opts, "fwx", opts.name, [_models_mount(opts)])
-    pod: dict[str, Any] = {"terminationGracePeriodSeconds": opts.grace_period_s, "securityContext": pod_security(),
-                           "automountServiceAccountToken": False}
+    pod: dict[str, Any] = {
+        "terminationGracePeriodSeconds": opts.grace_period_s,
+        "securityContext": pod_security(),
+        "automountServiceAccountToken": False,
+    }
     if opts.service_account:
         pod["serviceAccountName"] = opts.service_account
     if init:
         pod["initContainers"] = init
     pod.update({"containers": [container], "volumes": [*volumes, tmp]})
-    annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(HTTP_PORT), "prometheus.io/path": "/metrics"}
+    annotations = {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(HTTP_PORT),
+        "prometheus.io/path": "/metrics",
+    }
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": opts.metadata(),
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": opts.metadata(),
         # No spec.replicas: the HPA owns the count (minReplicas = --replicas); a replicas field here
         # would reset it on every `kubectl apply`.
         "spec": {
@@ -94,37 +108,73 @@ def deployment(opts: K8sOptions) -> dict[str, Any]:
 
 def service(opts: K8sOptions) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Service", "metadata": opts.metadata(),
-        "spec": {"type": "ClusterIP", "selector": opts.labels(), "ports": [
-            {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
-            {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP",
-             "appProtocol": "kubernetes.io/h2c"},
-        ]},
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": opts.metadata(),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": opts.labels(),
+            "ports": [
+                {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
+                {
+                    "name": "grpc",
+                    "port": GRPC_PORT,
+                    "targetPort": "grpc",
+                    "protocol": "TCP",
+                    "appProtocol": "kubernetes.io/h2c",
+                },
+            ],
+        },
     }
 
 
 def disruption_budget(opts: K8sOptions) -> dict[str, Any]:
     # maxUnavailable 1 rather than minAvailable: node drains still make progress at replicas=1.
-    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": opts.metadata(),
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": opts.labels()}}}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": opts.metadata(),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": opts.labels()}},
+    }
 
 
 def autoscaler(opts: K8sOptions) -> dict[str, Any]:
-    metrics: list[dict[str, Any]] = [{"type": "Resource", "resource": {
-        "name": "cpu", "target": {"type": "Utilization", "averageUtilization": opts.cpu_target_percent}}}]
+    metrics: list[dict[str, Any]] = [
+        {
+            "type": "Resource",
+            "resource": {
+                "name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": opts.cpu_target_percent},
+            },
+        }
+    ]
     if opts.queue_depth_target is not None:
         # Served by prometheus-adapter from fwx_queue_depth (see docs/deploy.md for the rule).
-        metrics.append({"type": "Pods", "pods": {"metric": {"name": "fwx_queue_depth"},
-                                                 "target": {"type": "AverageValue",
-                                                            "averageValue": f"{opts.queue_depth_target:g}"}}})
+        metrics.append(
+            {
+                "type": "Pods",
+                "pods": {
+                    "metric": {"name": "fwx_queue_depth"},
+                    "target": {"type": "AverageValue", "averageValue": f"{opts.queue_depth_target:g}"},
+                },
+            }
+        )
     return {
-        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": opts.metadata(),
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": opts.metadata(),
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": opts.name},
-            "minReplicas": opts.replicas, "maxReplicas": opts.max_replicas, "metrics": metrics,
+            "minReplicas": opts.replicas,
+            "maxReplicas": opts.max_replicas,
+            "metrics": metrics,
             # Scale down slowly: a replica that leaves costs a model load when load comes back.
-            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300,
-                                       "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}},
+            "behavior": {
+                "scaleDown": {
+                    "stabilizationWindowSeconds": 300,
+                    "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}],
+                }
+            },
         },
     }
 

@@ -53,17 +53,23 @@ class KServeOptions(DeployOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.model_format not in MODEL_FORMATS:
-            raise UsageError(f"--format {self.model_format!r} is not a model format the fwx runtime declares",
-                             hint="use one of " + ", ".join(MODEL_FORMATS))
+            raise UsageError(
+                f"--format {self.model_format!r} is not a model format the fwx runtime declares",
+                hint="use one of " + ", ".join(MODEL_FORMATS),
+            )
         if self.cluster and self.namespace:
-            raise UsageError("--namespace and --cluster conflict: a ClusterServingRuntime is cluster-wide",
-                             hint="drop --namespace (it still applies to the InferenceService) or --cluster")
+            raise UsageError(
+                "--namespace and --cluster conflict: a ClusterServingRuntime is cluster-wide",
+                hint="drop --namespace (it still applies to the InferenceService) or --cluster",
+            )
         parse_storage_uri(self.repo_uri)
 
 
 def serving_runtime(opts: KServeOptions) -> dict[str, Any]:
-    formats = [{"name": name, **({"version": version} if version else {}), "autoSelect": True, "priority": 1}
-               for name, (version, _) in MODEL_FORMATS.items()]
+    formats = [
+        {"name": name, **({"version": version} if version else {}), "autoSelect": True, "priority": 1}
+        for name, (version, _) in MODEL_FORMATS.items()
+    ]
     tmp, _ = tmp_volume()
     container = serve_container(opts, "kserve-container", "{{.Name}}", [])
     meta: dict[str, Any] = {"name": opts.runtime_name}
@@ -72,7 +78,8 @@ def serving_runtime(opts: KServeOptions) -> dict[str, Any]:
     meta["labels"] = {"app.kubernetes.io/name": "fwx", "app.kubernetes.io/managed-by": "fwx"}
     meta["annotations"] = {"serving.kserve.io/server-type": "fwx"}
     return {
-        "apiVersion": RUNTIME_API, "kind": "ClusterServingRuntime" if opts.cluster else "ServingRuntime",
+        "apiVersion": RUNTIME_API,
+        "kind": "ClusterServingRuntime" if opts.cluster else "ServingRuntime",
         "metadata": meta,
         "spec": {
             "annotations": {"prometheus.kserve.io/port": str(HTTP_PORT), "prometheus.kserve.io/path": "/metrics"},
@@ -87,11 +94,16 @@ def serving_runtime(opts: KServeOptions) -> dict[str, Any]:
 
 def inference_service(opts: KServeOptions) -> dict[str, Any]:
     predictor: dict[str, Any] = {
-        "minReplicas": opts.replicas, "maxReplicas": opts.max_replicas,
+        "minReplicas": opts.replicas,
+        "maxReplicas": opts.max_replicas,
         "terminationGracePeriodSeconds": opts.grace_period_s,
         "securityContext": pod_security(),
-        "model": {"modelFormat": {"name": opts.model_format}, "runtime": opts.runtime_name,
-                  "protocolVersion": "v2", "storageUri": opts.repo_uri},
+        "model": {
+            "modelFormat": {"name": opts.model_format},
+            "runtime": opts.runtime_name,
+            "protocolVersion": "v2",
+            "storageUri": opts.repo_uri,
+        },
     }
     if opts.service_account:
         predictor["serviceAccountName"] = opts.service_account  # credentials for the storage initializer

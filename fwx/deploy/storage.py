@@ -34,9 +34,11 @@ def parse_storage_uri(uri: str) -> StorageUri:
     scheme, sep, rest = uri.partition("://")
     scheme = scheme.lower()
     if not sep or scheme not in SCHEMES:
-        raise UsageError(f"{uri!r} is not a storage URI a cluster can read",
-                         hint="copy the repository (the folder `fwx export --out` wrote) to object storage or a "
-                              "volume and pass s3://..., gs://..., pvc://CLAIM/PATH or https://...")
+        raise UsageError(
+            f"{uri!r} is not a storage URI a cluster can read",
+            hint="copy the repository (the folder `fwx export --out` wrote) to object storage or a "
+            "volume and pass s3://..., gs://..., pvc://CLAIM/PATH or https://...",
+        )
     if not rest.strip("/"):
         raise UsageError(f"{uri!r} names no bucket, claim or host", hint="e.g. s3://bucket/fwx-artifacts")
     if scheme != "pvc":

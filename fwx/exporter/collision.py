@@ -58,9 +58,11 @@ def check_new_version(repo: Repository, manifest: Manifest, *, allow: bool) -> N
     if allow:
         ui.warn(line + "; publishing anyway (--allow-signature-change)")
         return
-    raise InputError(line + "; nothing published",
-                     hint=f"give it its own --name (the default is the file's stem), or pass --allow-signature-change "
-                          f"if it really replaces {where}")
+    raise InputError(
+        line + "; nothing published",
+        hint=f"give it its own --name (the default is the file's stem), or pass --allow-signature-change "
+        f"if it really replaces {where}",
+    )
 
 
 def check_pinned(repo: Repository, name: str, signature: Signature, *, allow: bool) -> None:

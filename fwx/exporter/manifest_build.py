@@ -42,42 +42,82 @@ def choose(attempts: list[Attempt]) -> tuple[Attempt | None, list[str]]:
     return pick, ([] if pick.passed else pick.report.failures())
 
 
-def build_manifest(name: str, src: LoadedSource, sig: Signature, chosen: dict[Format, Attempt], ctx: RunContext, *,
-                   keep_intermediate: bool, command: str, created: str, fwx_version: str,
-                   skipped: dict[str, str] | None = None) -> Manifest:
-    source = SourceInfo(path=str(src.path.resolve()) if src.path else src.kind, sha256=src.sha256, format=src.format.value,
-                        framework=src.framework, framework_version=src.framework_version)
+def build_manifest(
+    name: str,
+    src: LoadedSource,
+    sig: Signature,
+    chosen: dict[Format, Attempt],
+    ctx: RunContext,
+    *,
+    keep_intermediate: bool,
+    command: str,
+    created: str,
+    fwx_version: str,
+    skipped: dict[str, str] | None = None,
+) -> Manifest:
+    source = SourceInfo(
+        path=str(src.path.resolve()) if src.path else src.kind,
+        sha256=src.sha256,
+        format=src.format.value,
+        framework=src.framework,
+        framework_version=src.framework_version,
+    )
     moved: dict[Path, Path] = {}
-    artifacts = {fmt.value: _entry(fmt, a, ctx, moved if keep_intermediate else None, fwx_version)
-                 for fmt, a in chosen.items()}
-    return Manifest(name=name, version=0, source=source, signature=sig.to_json(), artifacts=artifacts,
-                    command=command, created=created, fwx_version=fwx_version, skipped=dict(skipped or {}))
+    artifacts = {
+        fmt.value: _entry(fmt, a, ctx, moved if keep_intermediate else None, fwx_version) for fmt, a in chosen.items()
+    }
+    return Manifest(
+        name=name,
+        version=0,
+        source=source,
+        signature=sig.to_json(),
+        artifacts=artifacts,
+        command=command,
+        created=created,
+        fwx_version=fwx_version,
+        skipped=dict(skipped or {}),
+    )
 
 
-def _entry(fmt: Format, attempt: Attempt, ctx: RunContext, moved: dict[Path, Path] | None,
-           fwx_version: str) -> ArtifactEntry:
+def _entry(
+    fmt: Format, attempt: Attempt, ctx: RunContext, moved: dict[Path, Path] | None, fwx_version: str
+) -> ArtifactEntry:
     res = attempt.result
     path = ctx.staging / ARTIFACT_NAMES[fmt]
     hops = [_hop(h, fmt, ctx, i, last=i == len(attempt.hops) - 1, moved=moved) for i, h in enumerate(attempt.hops)]
     validation = attempt.report.for_artifact(fmt.value) if attempt.report is not None else {"skipped": True}
     files = {name: sha256_path(path.parent / name) for name in res.extra.get("files", [])}
     return ArtifactEntry(
-        format=fmt.value, path=ARTIFACT_NAMES[fmt], sha256=sha256_path(path), files=files,
+        format=fmt.value,
+        path=ARTIFACT_NAMES[fmt],
+        sha256=sha256_path(path),
+        files=files,
         size_bytes=size_of(path) + sum(size_of(path.parent / name) for name in files),
-        precision=res.precision, opset=attempt.opset, layout=res.layout,
-        signature=attempt.readback.to_json() if attempt.readback else {}, hops=hops,
-        tool_versions=_tool_versions(attempt, fwx_version), validation=validation,
-        quantization=dict(res.extra.get("quantization") or {}), status="ok" if attempt.passed else "failed",
-        notes=[*attempt.notes, *res.notes, *([f"static shapes (--static-shapes): {ctx.expected}"]
-                                             if ctx.options.static_shapes else [])])
+        precision=res.precision,
+        opset=attempt.opset,
+        layout=res.layout,
+        signature=attempt.readback.to_json() if attempt.readback else {},
+        hops=hops,
+        tool_versions=_tool_versions(attempt, fwx_version),
+        validation=validation,
+        quantization=dict(res.extra.get("quantization") or {}),
+        status="ok" if attempt.passed else "failed",
+        notes=[
+            *attempt.notes,
+            *res.notes,
+            *([f"static shapes (--static-shapes): {ctx.expected}"] if ctx.options.static_shapes else []),
+        ],
+    )
 
 
-def _hop(h: HopRun, fmt: Format, ctx: RunContext, index: int, *, last: bool,
-         moved: dict[Path, Path] | None) -> dict[str, Any]:
+def _hop(
+    h: HopRun, fmt: Format, ctx: RunContext, index: int, *, last: bool, moved: dict[Path, Path] | None
+) -> dict[str, Any]:
     source = h.entry.source if h.entry else (Format.ONNX if index else ctx.src.format)
     target = h.entry.target if h.entry else fmt
-    data: dict[str, Any] = asdict(Hop(str(source), str(target), h.result.tool, h.result.tool_version,
-                                      round(h.seconds, 3)))
+    data: dict[str, Any] = asdict(
+        Hop(str(source), str(target), h.result.tool, h.result.tool_version, round(h.seconds, 3))
+    )
     if h.entry is not None:
         data["module"] = f"{h.entry.module}:{h.entry.cls}"
     if last:

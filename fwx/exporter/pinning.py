@@ -21,13 +21,17 @@ def load_example_inputs(path: str | Path) -> dict[str, np.ndarray]:
     """Read ``--example-inputs``: an ``.npz`` whose keys are the input names, in order."""
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"--example-inputs {p} does not exist", hint="pass an .npz file whose keys are the input names")
+        raise InputError(
+            f"--example-inputs {p} does not exist", hint="pass an .npz file whose keys are the input names"
+        )
     try:
         with np.load(p, allow_pickle=False) as data:
             arrays = {k: np.asarray(data[k]) for k in data.files}
     except (OSError, ValueError) as exc:
-        raise InputError(f"--example-inputs {p} is not a readable .npz: {exc}",
-                         hint="write it with numpy.savez(path, name=array, ...)") from exc
+        raise InputError(
+            f"--example-inputs {p} is not a readable .npz: {exc}",
+            hint="write it with numpy.savez(path, name=array, ...)",
+        ) from exc
     if not arrays:
         raise InputError(f"--example-inputs {p} holds no arrays", hint="save one array per model input")
     return arrays
@@ -44,8 +48,13 @@ def signature_from_examples(arrays: Mapping[str, np.ndarray]) -> tuple[TensorSpe
     return tuple(specs)
 
 
-def resolve_inputs(user: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None,
-                   default: Sequence[TensorSpec] | None, *, needs_flags: str | None = None) -> tuple[TensorSpec, ...]:
+def resolve_inputs(
+    user: Sequence[TensorSpec],
+    examples: Mapping[str, np.ndarray] | None,
+    default: Sequence[TensorSpec] | None,
+    *,
+    needs_flags: str | None = None,
+) -> tuple[TensorSpec, ...]:
     """Pick the pinned inputs: ``--input`` first, then example arrays, then the model's own.
 
     ``needs_flags`` is the message used when nothing gives a signature (PyTorch).
@@ -54,15 +63,20 @@ def resolve_inputs(user: Sequence[TensorSpec], examples: Mapping[str, np.ndarray
         if examples:
             for spec in user:
                 if spec.name in examples and not spec.fits(examples[spec.name].shape):
-                    raise InputError(f"--input {spec} does not fit --example-inputs array {spec.name!r} of shape "
-                                     f"{list(examples[spec.name].shape)}", hint="make the two agree")
+                    raise InputError(
+                        f"--input {spec} does not fit --example-inputs array {spec.name!r} of shape "
+                        f"{list(examples[spec.name].shape)}",
+                        hint="make the two agree",
+                    )
         return tuple(user)
     if examples:
         return signature_from_examples(examples)
     if default:
         return tuple(default)
-    raise UsageError(needs_flags or "cannot tell the model's inputs",
-                     hint="pass --input NAME:DTYPE[DIMS] (e.g. image:float32[N,3,32,32]) or --example-inputs file.npz")
+    raise UsageError(
+        needs_flags or "cannot tell the model's inputs",
+        hint="pass --input NAME:DTYPE[DIMS] (e.g. image:float32[N,3,32,32]) or --example-inputs file.npz",
+    )
 
 
 def check_against_model(pinned: Sequence[TensorSpec], model: Sequence[TensorSpec], *, rename_ok: bool) -> None:
@@ -73,18 +87,24 @@ def check_against_model(pinned: Sequence[TensorSpec], model: Sequence[TensorSpec
     """
     if len(pinned) != len(model):
         want = ", ".join(str(s) for s in model)
-        raise InputError(f"--input gives {len(pinned)} input(s) but the model takes {len(model)}: {want}",
-                         hint="pass one --input per model input, in order")
+        raise InputError(
+            f"--input gives {len(pinned)} input(s) but the model takes {len(model)}: {want}",
+            hint="pass one --input per model input, in order",
+        )
     by_name = {s.name: s for s in model}
     for i, spec in enumerate(pinned):
         ref = model[i] if rename_ok else by_name.get(spec.name)
         if ref is None:
-            raise InputError(f"--input {spec.name!r} is not an input of the model (it has {', '.join(by_name)})",
-                             hint="use the model's input names")
+            raise InputError(
+                f"--input {spec.name!r} is not an input of the model (it has {', '.join(by_name)})",
+                hint="use the model's input names",
+            )
         problem = _misfit(spec, ref)
         if problem:
-            raise InputError(f"--input {spec} does not fit the model's input {ref}: {problem}",
-                             hint="match the model's rank, fixed sizes and dtype")
+            raise InputError(
+                f"--input {spec} does not fit the model's input {ref}: {problem}",
+                hint="match the model's rank, fixed sizes and dtype",
+            )
 
 
 def _misfit(spec: TensorSpec, ref: TensorSpec) -> str | None:
@@ -98,8 +118,9 @@ def _misfit(spec: TensorSpec, ref: TensorSpec) -> str | None:
     return None
 
 
-def output_specs(names: Sequence[str], runs: Sequence[Sequence[np.ndarray]],
-                 sizes: Sequence[Mapping[str, int]]) -> tuple[TensorSpec, ...]:
+def output_specs(
+    names: Sequence[str], runs: Sequence[Sequence[np.ndarray]], sizes: Sequence[Mapping[str, int]]
+) -> tuple[TensorSpec, ...]:
     """Output specs from running the model at the two ``probe_sizes``.
 
     A dimension that changes between runs is dynamic; it takes the input symbol
@@ -107,8 +128,10 @@ def output_specs(names: Sequence[str], runs: Sequence[Sequence[np.ndarray]],
     """
     first, second = runs
     if len(first) != len(names):
-        raise UsageError(f"--output names {len(names)} output(s) but the model returns {len(first)}",
-                         hint="pass one --output per model output, or none")
+        raise UsageError(
+            f"--output names {len(names)} output(s) but the model returns {len(first)}",
+            hint="pass one --output per model output, or none",
+        )
     specs = []
     for name, a, b in zip(names, first, second, strict=True):
         dims: list[Dim] = []
@@ -137,4 +160,3 @@ def guess_layout(sig: Signature, framework: str) -> str | None:
     if shape[3] in (1, 3, 4):
         return NHWC
     return None
-

@@ -51,8 +51,16 @@ class TargetRow:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": self.format.value, "status": self.status, "path": self.path, "size_bytes": self.size_bytes,
-                "plan": self.plan, "check": self.check, "signature": self.signature, "error": self.error}
+        return {
+            "format": self.format.value,
+            "status": self.status,
+            "path": self.path,
+            "size_bytes": self.size_bytes,
+            "plan": self.plan,
+            "check": self.check,
+            "signature": self.signature,
+            "error": self.error,
+        }
 
 
 @dataclass
@@ -69,21 +77,33 @@ class ExportResult:
         return not self.failures
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "version_dir": str(self.version_dir) if self.version_dir else None,
-                "name": self.manifest.name if self.manifest else None,
-                "version": self.manifest.version if self.manifest else None,
-                "signature": self.signature.to_json(), "targets": [r.to_json() for r in self.rows],
-                "failures": self.failures, "skipped": dict(self.manifest.skipped) if self.manifest else {},
-                "failed": dict(self.manifest.failed) if self.manifest else {},
-                "manifest": self.manifest.to_json() if self.manifest else None}
+        return {
+            "ok": self.ok,
+            "version_dir": str(self.version_dir) if self.version_dir else None,
+            "name": self.manifest.name if self.manifest else None,
+            "version": self.manifest.version if self.manifest else None,
+            "signature": self.signature.to_json(),
+            "targets": [r.to_json() for r in self.rows],
+            "failures": self.failures,
+            "skipped": dict(self.manifest.skipped) if self.manifest else {},
+            "failed": dict(self.manifest.failed) if self.manifest else {},
+            "manifest": self.manifest.to_json() if self.manifest else None,
+        }
 
 
-def plan_only(source: str | Path, targets: Sequence[str | Format], options: ConvertOptions | None = None
-              ) -> dict[str, list[str]]:
+def plan_only(
+    source: str | Path, targets: Sequence[str | Format], options: ConvertOptions | None = None
+) -> dict[str, list[str]]:
     """``--plan``: the paths each target would try, in order, without loading the model."""
     start = start_format(source)
-    _, sel = decide(start, parse_targets(targets), options or ConvertOptions(), FORMAT_LAYOUT.get(start),
-                    known=start in FORMAT_LAYOUT, copies=copied_formats(source))
+    _, sel = decide(
+        start,
+        parse_targets(targets),
+        options or ConvertOptions(),
+        FORMAT_LAYOUT.get(start),
+        known=start in FORMAT_LAYOUT,
+        copies=copied_formats(source),
+    )
     return {fmt.value: [p.describe() for p in found] for fmt, found in sel.plans.items()}
 
 
@@ -94,8 +114,11 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     validation raises ``ValidationError`` (nothing published) unless ``keep_failed``.
     """
     eo = options or ExportOptions()
-    examples = dict(eo.example_inputs) if isinstance(eo.example_inputs, Mapping) else \
-        (load_example_inputs(eo.example_inputs) if eo.example_inputs else None)
+    examples = (
+        dict(eo.example_inputs)
+        if isinstance(eo.example_inputs, Mapping)
+        else (load_example_inputs(eo.example_inputs) if eo.example_inputs else None)
+    )
     start, wanted, copies = start_format(source), parse_targets(targets), copied_formats(source)
     if eo.convert.quantize:  # name the formats that can hold it, before the planner only says "no path"
         for fmt in wanted:
@@ -103,15 +126,23 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
                 check_target(fmt, eo.convert.quantize)
     # The layout of a PyTorch/Keras/SavedModel source is known from its format: plan before loading, so a
     # named target without a path fails fast. An ONNX source's layout is read from its graph, after loading.
-    decided = decide(start, wanted, eo.convert, FORMAT_LAYOUT[start], known=True, copies=copies) \
-        if start in FORMAT_LAYOUT else None
+    decided = (
+        decide(start, wanted, eo.convert, FORMAT_LAYOUT[start], known=True, copies=copies)
+        if start in FORMAT_LAYOUT
+        else None
+    )
     repo = Repository(eo.out)
     model_name = eo.name or default_name(source)
     repo.model_dir(model_name)  # validates the name before any heavy work
     repo.check_writable()
     with ui.step(f"load {source}"):
-        src = load_source(source, model_class=eo.model_class, model_kwargs=eo.model_kwargs,
-                          trust=eo.convert.trust_model_code, signature_name=eo.convert.saved_model_signature)
+        src = load_source(
+            source,
+            model_class=eo.model_class,
+            model_kwargs=eo.model_kwargs,
+            trust=eo.convert.trust_model_code,
+            signature_name=eo.convert.saved_model_signature,
+        )
     user = eo.sample_config()
     with ui.step("pin signature"):
         sig = pin_signature(src, eo.specs, eo.outputs, examples, user)
@@ -146,8 +177,16 @@ def _check_quantize(plans: Mapping[Format, list[Plan]], opts: ConvertOptions, si
         check_options(fmt, opts, sig)
 
 
-def _run(repo: Repository, name: str, src: LoadedSource, sig: Signature, sel: Selection, opts: ConvertOptions,
-         examples: Mapping[str, Any] | None, eo: ExportOptions) -> ExportResult:
+def _run(
+    repo: Repository,
+    name: str,
+    src: LoadedSource,
+    sig: Signature,
+    sel: Selection,
+    opts: ConvertOptions,
+    examples: Mapping[str, Any] | None,
+    eo: ExportOptions,
+) -> ExportResult:
     """Export every selected target; publish what passed.
 
     A named target that fails raises (nothing is published). Under ``--to all`` a
@@ -193,15 +232,31 @@ def _run(repo: Repository, name: str, src: LoadedSource, sig: Signature, sel: Se
                 raise _validation_error(pick, lines, shown=True)
             raise errors[0]
         skipped = {f.value: skipped[f.value] for f in TARGETS if f.value in skipped}
-        manifest = mb.build_manifest(name, src, sig, chosen, ctx, keep_intermediate=eo.keep_intermediate,
-                                     command=eo.command, created=_now(), fwx_version=__version__, skipped=skipped)
+        manifest = mb.build_manifest(
+            name,
+            src,
+            sig,
+            chosen,
+            ctx,
+            keep_intermediate=eo.keep_intermediate,
+            command=eo.command,
+            created=_now(),
+            fwx_version=__version__,
+            skipped=skipped,
+        )
         manifest.failed = {fmt.value: _failed_entry(fmt, pick, lines) for fmt, (pick, lines) in rejected.items()}
         shutil.rmtree(st.path / WORK, ignore_errors=True)
         collision.check_new_version(repo, manifest, allow=eo.allow_signature_change)
         with ui.step("publish"):
             final = st.publish(manifest)
-    return ExportResult(manifest, final, _rows(manifest, chosen), sig, failures,
-                        {fmt.value: a.report for fmt, a in chosen.items() if a.report is not None})
+    return ExportResult(
+        manifest,
+        final,
+        _rows(manifest, chosen),
+        sig,
+        failures,
+        {fmt.value: a.report for fmt, a in chosen.items() if a.report is not None},
+    )
 
 
 def _failed_entry(fmt: Format, attempt: Attempt, lines: list[str]) -> dict[str, Any]:
@@ -218,8 +273,14 @@ def _show_rejected(fmt: Format, attempt: Attempt, lines: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def _context(src: LoadedSource, sig: Signature, opts: ConvertOptions, examples: Mapping[str, Any] | None,
-             staging: Path, eo: ExportOptions) -> Iterator[RunContext]:
+def _context(
+    src: LoadedSource,
+    sig: Signature,
+    opts: ConvertOptions,
+    examples: Mapping[str, Any] | None,
+    staging: Path,
+    eo: ExportOptions,
+) -> Iterator[RunContext]:
     """Samples for tracing (batch 1 with ``--static-shapes``), validator inputs and the signature to hold to.
 
     The reference runtime built for validation is closed when the export ends.
@@ -232,10 +293,22 @@ def _context(src: LoadedSource, sig: Signature, opts: ConvertOptions, examples: 
     # integer ids within the embedding's vocabulary where fwx can read it; the user's ranges win
     cfg = replace(user, ranges={**id_ranges(src, sig), **user.ranges})
     opts = replace(opts, sample_inputs=make_feeds(sig.inputs, sizes[0], examples, cfg=cfg))
-    val_inputs = [make_feeds(sig.inputs, s, examples, seed=i, cfg=cfg) for i, s in enumerate(sizes)] if examples else None
+    val_inputs = (
+        [make_feeds(sig.inputs, s, examples, seed=i, cfg=cfg) for i, s in enumerate(sizes)] if examples else None
+    )
     expected = static_signature(sig, opts.sample_inputs) if opts.static_shapes else sig
-    ctx = RunContext(src, sig, opts, staging, eo.validate, eo.device, guess_layout(sig, src.framework), val_inputs,
-                     expected=expected, input_config=cfg)
+    ctx = RunContext(
+        src,
+        sig,
+        opts,
+        staging,
+        eo.validate,
+        eo.device,
+        guess_layout(sig, src.framework),
+        val_inputs,
+        expected=expected,
+        input_config=cfg,
+    )
     try:
         yield ctx
     finally:
@@ -260,8 +333,15 @@ def _rows(manifest: Manifest, chosen: Mapping[Format, Attempt]) -> list[TargetRo
         if fmt.value in manifest.failed:
             bad = manifest.failed[fmt.value]
             worst = _worst_diff(bad.get("validation") or {})
-            rows.append(TargetRow(fmt, "failed", plan=bad.get("plan", ""), error=bad.get("error"),
-                                  check="FAIL" + (f" (max abs {worst:.1e})" if worst is not None else "")))
+            rows.append(
+                TargetRow(
+                    fmt,
+                    "failed",
+                    plan=bad.get("plan", ""),
+                    error=bad.get("error"),
+                    check="FAIL" + (f" (max abs {worst:.1e})" if worst is not None else ""),
+                )
+            )
         if fmt not in chosen:
             continue
         attempt = chosen[fmt]
@@ -272,8 +352,17 @@ def _rows(manifest: Manifest, chosen: Mapping[Format, Attempt]) -> list[TargetRo
             check = "PASS" if attempt.report.passed else "FAIL"
             worst = _worst_diff(entry.validation)
             check += f" (max abs {worst:.1e})" if worst is not None else ""
-        rows.append(TargetRow(fmt, entry.status, entry.path, entry.size_bytes, attempt.plan.describe(), check,
-                              str(entry.sig()) if entry.signature else ""))
+        rows.append(
+            TargetRow(
+                fmt,
+                entry.status,
+                entry.path,
+                entry.size_bytes,
+                attempt.plan.describe(),
+                check,
+                str(entry.sig()) if entry.signature else "",
+            )
+        )
     return rows
 
 
@@ -288,9 +377,10 @@ def _validation_error(attempt: Attempt, lines: list[str], *, shown: bool = False
     if attempt.report is not None and not ui.state.json and not shown:
         ui.info(attempt.report.table())
     more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
-    return ValidationError(f"validation failed: {lines[0]}{more}",
-                           hint="nothing was published; --keep-failed publishes it marked failed, "
-                                "--no-validate skips the check")
+    return ValidationError(
+        f"validation failed: {lines[0]}{more}",
+        hint="nothing was published; --keep-failed publishes it marked failed, --no-validate skips the check",
+    )
 
 
 def _now() -> str:

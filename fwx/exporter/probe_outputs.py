@@ -22,9 +22,13 @@ from fwx.sources.load import LoadedSource
 from fwx.sources.samples import InputConfig, make_feeds, probe_sizes
 
 
-def resolve_outputs(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec],
-                    examples: Mapping[str, np.ndarray] | None = None, cfg: InputConfig | None = None
-                    ) -> tuple[TensorSpec, ...]:
+def resolve_outputs(
+    src: LoadedSource,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    examples: Mapping[str, np.ndarray] | None = None,
+    cfg: InputConfig | None = None,
+) -> tuple[TensorSpec, ...]:
     """``outputs`` with each declared-dynamic axis settled by two runs; unchanged when the model cannot run."""
     if src.format is not Format.ONNX or src.path is None or not any(s.dynamic_axes for s in outputs):
         return tuple(outputs)
@@ -43,8 +47,9 @@ def resolve_outputs(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Se
     return tuple(_settle(spec, runs[0].get(spec.name), runs[1].get(spec.name), sizes) for spec in outputs)
 
 
-def _settle(spec: TensorSpec, a: np.ndarray | None, b: np.ndarray | None, sizes: Sequence[Mapping[str, int]]
-            ) -> TensorSpec:
+def _settle(
+    spec: TensorSpec, a: np.ndarray | None, b: np.ndarray | None, sizes: Sequence[Mapping[str, int]]
+) -> TensorSpec:
     if a is None or b is None or a.ndim != spec.rank or b.ndim != spec.rank:
         return spec
     dims: list[Dim] = []

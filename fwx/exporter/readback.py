@@ -77,11 +77,15 @@ def shared_dims(pinned: Signature, got: Signature) -> list[str]:
                 continue
             first_pin, first_got = pin_axes.setdefault(pd, (p.name, axis)), got_axes.setdefault(gd, (p.name, axis))
             if first_pin != (p.name, axis) and first_got != first_pin:
-                problems.append(f"input {p.name!r} axis {axis} and input {first_pin[0]!r} axis {first_pin[1]} share "
-                                f"{pd} in the pin, but the artifact lets them differ")
+                problems.append(
+                    f"input {p.name!r} axis {axis} and input {first_pin[0]!r} axis {first_pin[1]} share "
+                    f"{pd} in the pin, but the artifact lets them differ"
+                )
             elif first_got != (p.name, axis) and first_pin != first_got:
-                problems.append(f"input {p.name!r} axis {axis} must equal input {first_got[0]!r} axis "
-                                f"{first_got[1]} in the artifact, but the pin lets them differ")
+                problems.append(
+                    f"input {p.name!r} axis {axis} must equal input {first_got[0]!r} axis "
+                    f"{first_got[1]} in the artifact, but the pin lets them differ"
+                )
     return problems
 
 
@@ -91,18 +95,29 @@ def _dims(spec: TensorSpec) -> str:
 
 def in_layout(pinned: Signature, source: str | None, target: str | None, *, outputs: bool = False) -> Signature:
     """The pin as an artifact of layout ``target`` shows it: 4-D inputs (and ``outputs``) moved from ``source``."""
+
     def move(spec: TensorSpec) -> TensorSpec:
         if spec.rank != 4:
             return spec
-        return TensorSpec(spec.name, spec.dtype, tuple(d for d in shape_to(spec.shape, source, target)
-                                                       if isinstance(d, (int, str))))
+        return TensorSpec(
+            spec.name, spec.dtype, tuple(d for d in shape_to(spec.shape, source, target) if isinstance(d, (int, str)))
+        )
 
-    return Signature(tuple(move(s) for s in pinned.inputs),
-                     tuple(move(s) for s in pinned.outputs) if outputs else pinned.outputs)
+    return Signature(
+        tuple(move(s) for s in pinned.inputs), tuple(move(s) for s in pinned.outputs) if outputs else pinned.outputs
+    )
 
 
-def check_readback(fmt: Format, path: Path, pinned: Signature, got: Signature, *, opset: int | None = None,
-                   precision: str = "fp32", layouts: tuple[str | None, str | None] = (None, None)) -> int | None:
+def check_readback(
+    fmt: Format,
+    path: Path,
+    pinned: Signature,
+    got: Signature,
+    *,
+    opset: int | None = None,
+    precision: str = "fp32",
+    layouts: tuple[str | None, str | None] = (None, None),
+) -> int | None:
     """Raise ``SignatureMismatchError`` if the artifact departs from the pin; return its ONNX opset.
 
     Quantised artifacts may carry integer I/O, so dtypes are only held to the
@@ -120,7 +135,9 @@ def check_readback(fmt: Format, path: Path, pinned: Signature, got: Signature, *
         problems.append(f"the file declares opset {written}, pinned {opset}")
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise SignatureMismatchError(f"{fmt} artifact read back differs from the pinned signature: {problems[0]}{more}",
-                                     hint="the exporter changed the model's interface; rerun with --debug, or pin "
-                                          "the dims this format cannot keep dynamic as numbers")
+        raise SignatureMismatchError(
+            f"{fmt} artifact read back differs from the pinned signature: {problems[0]}{more}",
+            hint="the exporter changed the model's interface; rerun with --debug, or pin "
+            "the dims this format cannot keep dynamic as numbers",
+        )
     return written

@@ -21,11 +21,16 @@ from fwx.signature import Signature, TensorSpec, names_or_default
 from fwx.sources.load import LoadedSource
 from fwx.sources.samples import InputConfig, make_feeds, probe_sizes
 
-_TORCH_NEEDS = ("a PyTorch model stores no input signature: fwx needs the inputs' names, dtypes and shapes")
+_TORCH_NEEDS = "a PyTorch model stores no input signature: fwx needs the inputs' names, dtypes and shapes"
 
 
-def pin_signature(src: LoadedSource, inputs: Sequence[TensorSpec] = (), outputs: Sequence[str] = (),
-                  examples: Mapping[str, np.ndarray] | None = None, cfg: InputConfig | None = None) -> Signature:
+def pin_signature(
+    src: LoadedSource,
+    inputs: Sequence[TensorSpec] = (),
+    outputs: Sequence[str] = (),
+    examples: Mapping[str, np.ndarray] | None = None,
+    cfg: InputConfig | None = None,
+) -> Signature:
     """The pinned signature; ``cfg`` carries ``--input-range``/``--input-values`` for the probing samples."""
     if src.plan_format is Format.PYTORCH:
         return _pin_torch(src, inputs, outputs, examples, cfg)
@@ -38,25 +43,40 @@ def pin_signature(src: LoadedSource, inputs: Sequence[TensorSpec] = (), outputs:
         _probe_keras(src, pinned_in, examples, cfg)
         names = names_or_default(outputs, len(model_out), "output") if outputs else [s.name for s in model_out]
         if len(names) != len(model_out):
-            raise InputError(f"--output names {len(names)} output(s) but the model has {len(model_out)}",
-                             hint="pass one --output per model output, or none")
-        return Signature(pinned_in, tuple(TensorSpec(n, s.dtype, s.shape) for n, s in zip(names, model_out, strict=True)))
+            raise InputError(
+                f"--output names {len(names)} output(s) but the model has {len(model_out)}",
+                hint="pass one --output per model output, or none",
+            )
+        return Signature(
+            pinned_in, tuple(TensorSpec(n, s.dtype, s.shape) for n, s in zip(names, model_out, strict=True))
+        )
     if outputs and sorted(outputs) != sorted(s.name for s in model_out):
-        raise InputError(f"--output {', '.join(outputs)} does not match the model's outputs "
-                         f"({', '.join(s.name for s in model_out)})", hint=f"{src.format} keeps its own output names")
+        raise InputError(
+            f"--output {', '.join(outputs)} does not match the model's outputs "
+            f"({', '.join(s.name for s in model_out)})",
+            hint=f"{src.format} keeps its own output names",
+        )
     return Signature(pinned_in, resolve_outputs(src, pinned_in, model_out, examples, cfg))
 
 
-def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequence[str],
-               examples: Mapping[str, np.ndarray] | None, cfg: InputConfig | None = None) -> Signature:
+def _pin_torch(
+    src: LoadedSource,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[str],
+    examples: Mapping[str, np.ndarray] | None,
+    cfg: InputConfig | None = None,
+) -> Signature:
     from fwx.runtimes._torch import flatten_outputs, to_numpy  # imports torch
 
     specs = pinning.resolve_inputs(inputs, examples, src.inputs, needs_flags=_TORCH_NEEDS)
     arity = tc.forward_arity(src.obj)
     if arity and not arity[0] <= len(specs) <= arity[1]:
         want = arity[0] if arity[0] == arity[1] else f"{arity[0]}..{arity[1]}"
-        raise InputError(f"the model's forward takes {want} input(s), but {len(specs)} were pinned "
-                         f"({', '.join(s.name for s in specs)})", hint="pass one --input per forward argument, in order")
+        raise InputError(
+            f"the model's forward takes {want} input(s), but {len(specs)} were pinned "
+            f"({', '.join(s.name for s in specs)})",
+            hint="pass one --input per forward argument, in order",
+        )
     sig_in = Signature(specs)
     sizes = probe_sizes(specs, examples)
     runs, keys = [], None
@@ -69,25 +89,33 @@ def _pin_torch(src: LoadedSource, inputs: Sequence[TensorSpec], outputs: Sequenc
             if isinstance(exc, FwxError):
                 raise
             shown = ", ".join(f"{s}" for s in specs)
-            raise InputError(f"--input {shown} does not fit the model: it fails on a sample of shape "
-                             f"{_shapes(feeds)}: {first_line(exc)}",
-                             hint="check the rank, sizes and dtype of each --input") from exc
+            raise InputError(
+                f"--input {shown} does not fit the model: it fails on a sample of shape "
+                f"{_shapes(feeds)}: {first_line(exc)}",
+                hint="check the rank, sizes and dtype of each --input",
+            ) from exc
         tensors, keys = flatten_outputs(raw)
         runs.append([to_numpy(t) for t in tensors])
     names = list(outputs) or keys or names_or_default((), len(runs[0]), "output")
     return Signature(specs, pinning.output_specs(names, runs, sizes))
 
 
-def _probe_keras(src: LoadedSource, specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None,
-                 cfg: InputConfig | None = None) -> None:
+def _probe_keras(
+    src: LoadedSource,
+    specs: Sequence[TensorSpec],
+    examples: Mapping[str, np.ndarray] | None,
+    cfg: InputConfig | None = None,
+) -> None:
     feeds = make_feeds(specs, probe_sizes(specs, examples)[0], examples, cfg=cfg)
     try:
         with quiet():
             src.obj([feeds[s.name] for s in specs] if len(specs) > 1 else feeds[specs[0].name], training=False)
     except Exception as exc:  # noqa: BLE001
         shown = ", ".join(str(s) for s in specs)
-        raise InputError(f"--input {shown} does not fit the model: {first_line(exc)}",
-                         hint="check the rank, sizes and dtype of each --input") from exc
+        raise InputError(
+            f"--input {shown} does not fit the model: {first_line(exc)}",
+            hint="check the rank, sizes and dtype of each --input",
+        ) from exc
 
 
 def _shapes(feeds: Mapping[str, np.ndarray]) -> str:

@@ -95,6 +95,7 @@ class RunContext:
 # Every error from a conversion hop names the hop: ``onnx -> savedmodel (fwx-onnx-tf): ...``. A user reading
 # one error line for a 3-hop path needs to know which tool failed; cached failures are re-raised as they are.
 
+
 def hop_label(entry: EdgeEntry) -> str:
     return f"{entry.source} -> {entry.target} ({edge_class(entry).tool})"
 
@@ -133,8 +134,10 @@ def run_target(ctx: RunContext, target: Format, plans: list[Plan]) -> list[Attem
         except FwxError as exc:
             attempt.error = exc
         except Exception as exc:  # noqa: BLE001 - a read-back bug must not take down the other targets
-            attempt.error = ExportError(f"reading back the {target} artifact of {plan.describe()} failed: "
-                                        f"{first_line(exc)}", hint="rerun with --debug for the traceback")
+            attempt.error = ExportError(
+                f"reading back the {target} artifact of {plan.describe()} failed: {first_line(exc)}",
+                hint="rerun with --debug for the traceback",
+            )
             if ui.state.debug:
                 raise
         if attempt.passed:
@@ -207,11 +210,13 @@ def _hop(ctx: RunContext, entry: EdgeEntry, prev: ConvertResult | None, *, last:
     cls.check_available()
     opts = ctx.options
     if prev is None:
-        src = SourceModel(ctx.src.plan_format, ctx.src.path, ctx.signature, obj=ctx.src.obj, layout=ctx.layout,
-                          opset=ctx.src.opset)
+        src = SourceModel(
+            ctx.src.plan_format, ctx.src.path, ctx.signature, obj=ctx.src.obj, layout=ctx.layout, opset=ctx.src.opset
+        )
     else:  # an intermediate fwx wrote: its SavedModel signature is serving_default
-        src = SourceModel(entry.source, prev.path, prev.signature, layout=prev.layout, opset=prev.opset,
-                          precision=prev.precision)
+        src = SourceModel(
+            entry.source, prev.path, prev.signature, layout=prev.layout, opset=prev.opset, precision=prev.precision
+        )
         opts = replace(opts, saved_model_signature="serving_default")
     if not last or entry.target in POST_QUANTIZED:
         opts = replace(opts, quantize=None)
@@ -238,8 +243,9 @@ def _identity(ctx: RunContext, target: Format) -> HopRun:
     elif target is Format.ONNX and external_files(ctx.src.path):
         extra = gather_external_data(ctx.src.path, out)
         tool = f"copy (external data gathered into {', '.join(extra)})"
-        result = ConvertResult(out, ctx.signature, tool=tool, layout=ctx.layout, opset=ctx.src.opset,
-                               extra={"files": extra})
+        result = ConvertResult(
+            out, ctx.signature, tool=tool, layout=ctx.layout, opset=ctx.src.opset, extra={"files": extra}
+        )
         return HopRun(None, result, time.perf_counter() - t0)
     else:
         shutil.copytree(ctx.src.path, out) if ctx.src.path.is_dir() else shutil.copy2(ctx.src.path, out)
@@ -254,10 +260,16 @@ def _post_quantize(ctx: RunContext, target: Format, float_result: ConvertResult)
     t0 = time.perf_counter()
     with quiet():
         info = quantize_onnx(float_result.path, out, ctx.signature, ctx.options)
-    result = ConvertResult(out, float_result.signature, tool=info.tool, tool_version=info.tool_version,
-                           layout=float_result.layout, opset=info.opset or float_result.opset,
-                           precision=info.precision,
-                           extra={"quantization": info.to_json(), "warnings": list(info.warnings)})
+    result = ConvertResult(
+        out,
+        float_result.signature,
+        tool=info.tool,
+        tool_version=info.tool_version,
+        layout=float_result.layout,
+        opset=info.opset or float_result.opset,
+        precision=info.precision,
+        extra={"quantization": info.to_json(), "warnings": list(info.warnings)},
+    )
     return HopRun(None, result, time.perf_counter() - t0)
 
 
@@ -267,14 +279,27 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
     kw: dict[str, Any] = {"signature_name": "serving_default"} if target is Format.SAVEDMODEL else {}
     expect_opset = ctx.options.opset if target is Format.ONNX and ctx.options.opset else res.opset
     with quiet(), silence_stderr_fd():
-        rt = load_runtime(target, res.path, device=ctx.device, signature_hint=res.signature,
-                          trust_model_code=True, precision=res.precision, **kw)
+        rt = load_runtime(
+            target,
+            res.path,
+            device=ctx.device,
+            signature_hint=res.signature,
+            trust_model_code=True,
+            precision=res.precision,
+            **kw,
+        )
     try:
         attempt.readback = rt.signature()
         attempt.runtime_version = rt.runtime_version
-        attempt.opset = check_readback(target, res.path, ctx.expected or ctx.signature, attempt.readback,
-                                       opset=expect_opset, precision=res.precision,
-                                       layouts=(ctx.layout, res.layout))
+        attempt.opset = check_readback(
+            target,
+            res.path,
+            ctx.expected or ctx.signature,
+            attempt.readback,
+            opset=expect_opset,
+            precision=res.precision,
+            layouts=(ctx.layout, res.layout),
+        )
         if ctx.validate:
             with silence_stderr_fd(), ui.step(f"validate {target} against the source", sub=True):
                 attempt.report = _validate(ctx, target, rt, res)
@@ -285,17 +310,28 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
 def _validate(ctx: RunContext, target: Format, rt: Runtime, res: ConvertResult) -> Any:
     key = target.value
     with quiet():
-        return validate_runtimes(reference(ctx), {key: rt}, signature=ctx.expected or ctx.signature,
-                                 precisions={key: res.precision}, layouts={key: res.layout},
-                                 reference_layout=ctx.layout, inputs=ctx.inputs, input_config=ctx.input_config,
-                                 reference_key=f"source ({ctx.src.format})")
+        return validate_runtimes(
+            reference(ctx),
+            {key: rt},
+            signature=ctx.expected or ctx.signature,
+            precisions={key: res.precision},
+            layouts={key: res.layout},
+            reference_layout=ctx.layout,
+            inputs=ctx.inputs,
+            input_config=ctx.input_config,
+            reference_key=f"source ({ctx.src.format})",
+        )
 
 
 def reference(ctx: RunContext) -> Runtime:
     """The source model as a runtime (built once per export; the pipeline closes it)."""
     if ctx.reference is None:
         with quiet():
-            ctx.reference = source_runtime(ctx.src, ctx.signature, device=ctx.device,
-                                           signature_name=ctx.options.saved_model_signature,
-                                           trust_model_code=ctx.options.trust_model_code)
+            ctx.reference = source_runtime(
+                ctx.src,
+                ctx.signature,
+                device=ctx.device,
+                signature_name=ctx.options.saved_model_signature,
+                trust_model_code=ctx.options.trust_model_code,
+            )
     return ctx.reference

@@ -39,8 +39,9 @@ def _target(text: str) -> Format:
     try:
         return parse_format(text)
     except FwxError:  # the generic hint would list source-only formats, which --to then refuses
-        raise UsageError(f"unknown format {text!r} for --to",
-                         hint=f"use one of: {', '.join(t.value for t in TARGETS)}, all") from None
+        raise UsageError(
+            f"unknown format {text!r} for --to", hint=f"use one of: {', '.join(t.value for t in TARGETS)}, all"
+        ) from None
 
 
 def parse_targets(values: Sequence[str | Format]) -> list[str | Format]:
@@ -56,7 +57,9 @@ def parse_targets(values: Sequence[str | Format]) -> list[str | Format]:
         raise UsageError("no target format given", hint="pass --to torchscript|pt2|savedmodel|onnx|tflite|all")
     for fmt in out:
         if isinstance(fmt, Format) and fmt not in TARGETS:
-            raise UsageError(f"{fmt} is not an export target", hint=f"use one of: {', '.join(t.value for t in TARGETS)}, all")
+            raise UsageError(
+                f"{fmt} is not an export target", hint=f"use one of: {', '.join(t.value for t in TARGETS)}, all"
+            )
     return out
 
 
@@ -79,8 +82,9 @@ def copied_formats(source: str | Path) -> frozenset[Format]:
     return frozenset({Format.PT2}) if detect_format(source) is Format.PT2 else frozenset()
 
 
-def select(start: Format, targets: Sequence[str | Format], opts: ConvertOptions,
-           copies: frozenset[Format] = frozenset()) -> Selection:
+def select(
+    start: Format, targets: Sequence[str | Format], opts: ConvertOptions, copies: frozenset[Format] = frozenset()
+) -> Selection:
     """Plan every requested target; raises before any heavy work for a named target that has no path.
 
     A target in ``copies`` tries the copy first, then the planner's paths.
@@ -101,13 +105,22 @@ def select(start: Format, targets: Sequence[str | Format], opts: ConvertOptions,
                 skipped[fmt] = exc.message
     if not plans:
         why = "; ".join(f"{fmt}: {reason}" for fmt, reason in skipped.items())
-        raise UsageError(f"no target is reachable from {start} ({why})" if why else f"no target is reachable from {start}",
-                         hint="run `fwx export --plan` to see the paths")
+        raise UsageError(
+            f"no target is reachable from {start} ({why})" if why else f"no target is reachable from {start}",
+            hint="run `fwx export --plan` to see the paths",
+        )
     return Selection(plans, skipped, frozenset(f for f in plans if f not in named))
 
 
-def decide(start: Format, targets: Sequence[str | Format], opts: ConvertOptions, source_layout: str | None, *,
-           known: bool, copies: frozenset[Format] = frozenset()) -> tuple[ConvertOptions, Selection]:
+def decide(
+    start: Format,
+    targets: Sequence[str | Format],
+    opts: ConvertOptions,
+    source_layout: str | None,
+    *,
+    known: bool,
+    copies: frozenset[Format] = frozenset(),
+) -> tuple[ConvertOptions, Selection]:
     """The convert options with ``--layout`` settled against the source's, and the targets' paths under them."""
     settled = settle_layout(replace(opts, layout=layout_option(opts.layout)), source_layout, known=known)
     return settled, select(start, targets, settled, copies)
@@ -135,7 +148,9 @@ def settle_layout(opts: ConvertOptions, source: str | None, *, known: bool) -> C
     if want == source:
         return replace(opts, layout=None)
     if source == NHWC:
-        raise UsageError("--layout nchw cannot be applied to a channels-last (NHWC) model",
-                         hint="fwx moves channels only from NCHW to NHWC (in the ONNX -> SavedModel hop); "
-                              "drop --layout to keep NHWC")
+        raise UsageError(
+            "--layout nchw cannot be applied to a channels-last (NHWC) model",
+            hint="fwx moves channels only from NCHW to NHWC (in the ONNX -> SavedModel hop); "
+            "drop --layout to keep NHWC",
+        )
     return opts

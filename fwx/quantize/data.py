@@ -32,8 +32,9 @@ from fwx.quantize.preprocess import IMAGE_SUFFIXES, Preprocess, open_image, pars
 from fwx.signature import Signature, TensorSpec, concrete_shape
 
 LABELS = "labels"
-FORMATS_HINT = ("pass an .npz keyed by input name, a folder of .npy/.npz files, or a folder of images; "
-                "see docs/quantize.md")
+FORMATS_HINT = (
+    "pass an .npz keyed by input name, a folder of .npy/.npz files, or a folder of images; see docs/quantize.md"
+)
 
 
 def pick(count: int, n: int) -> list[int]:
@@ -55,12 +56,15 @@ def check_row(name: str, dtype: np.dtype, shape: Sequence[int], spec: TensorSpec
     full = tuple(shape) if len(shape) == spec.rank else (1, *shape) if len(shape) + 1 == spec.rank else None
     if full is None or not spec.fits(full):
         want = [str(d) for d in spec.shape]
-        raise InputError(f"{where}: samples of {name!r} have shape {list(shape)}, but the model takes {spec}",
-                         hint=f"store each sample as [{','.join(want[1:])}] (first axis = samples) "
-                              f"or with a batch axis of 1")
+        raise InputError(
+            f"{where}: samples of {name!r} have shape {list(shape)}, but the model takes {spec}",
+            hint=f"store each sample as [{','.join(want[1:])}] (first axis = samples) or with a batch axis of 1",
+        )
     if not dtype_fits(dtype, spec.dtype):
-        raise InputError(f"{where}: {name!r} is {np.dtype(dtype).name}, but the model takes {spec.dtype}",
-                         hint=f"save it as {spec.dtype}, e.g. x.astype(np.{spec.dtype})")
+        raise InputError(
+            f"{where}: {name!r} is {np.dtype(dtype).name}, but the model takes {spec.dtype}",
+            hint=f"save it as {spec.dtype}, e.g. x.astype(np.{spec.dtype})",
+        )
 
 
 def dtype_fits(src: Any, dst: str) -> bool:
@@ -106,13 +110,17 @@ class Source(ABC):
         wanted = signature.input_names
         missing = [k for k in wanted if k not in found]
         if missing:
-            raise InputError(f"{self.describe()} has no samples for input(s) {', '.join(missing)} "
-                             f"(it has: {', '.join(found) or 'nothing'})",
-                             hint=f"key the arrays by the model's input names: {', '.join(wanted)}")
+            raise InputError(
+                f"{self.describe()} has no samples for input(s) {', '.join(missing)} "
+                f"(it has: {', '.join(found) or 'nothing'})",
+                hint=f"key the arrays by the model's input names: {', '.join(wanted)}",
+            )
         extra = [k for k in found if k not in wanted]
         if extra:
-            raise InputError(f"{self.describe()} has arrays the model does not take: {', '.join(extra)}",
-                             hint=f"the model's inputs are: {', '.join(wanted)} (plus optional '{LABELS}')")
+            raise InputError(
+                f"{self.describe()} has arrays the model does not take: {', '.join(extra)}",
+                hint=f"the model's inputs are: {', '.join(wanted)} (plus optional '{LABELS}')",
+            )
         for name in wanted:
             dtype, shape = found[name]
             check_row(name, dtype, shape, signature.input(name), self.describe())
@@ -133,9 +141,11 @@ class NpzSource(Source):
         inputs = {k: h for k, h in self.headers.items() if k != LABELS}
         counts = {k: h.shape[0] if h.shape else 0 for k, h in inputs.items()}
         if len(set(counts.values())) > 1:
-            raise InputError(f"{self.describe()}: arrays hold different numbers of samples: "
-                             + ", ".join(f"{k}={v}" for k, v in counts.items()),
-                             hint="the first axis of every array counts samples; make them equal")
+            raise InputError(
+                f"{self.describe()}: arrays hold different numbers of samples: "
+                + ", ".join(f"{k}={v}" for k, v in counts.items()),
+                hint="the first axis of every array counts samples; make them equal",
+            )
         self.count = next(iter(counts.values()), 0)
 
     def arrays(self, signature: Signature) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
@@ -162,9 +172,11 @@ class PerInputNpySource(Source):
         self.maps = {k: npyio.load_mmap(p) for k, p in files.items()}
         counts = {k: m.shape[0] if m.ndim else 0 for k, m in self.maps.items() if k != LABELS}
         if len(set(counts.values())) > 1:
-            raise InputError(f"{self.describe()}: files hold different numbers of samples: "
-                             + ", ".join(f"{k}.npy={v}" for k, v in counts.items()),
-                             hint="the first axis of every file counts samples; make them equal")
+            raise InputError(
+                f"{self.describe()}: files hold different numbers of samples: "
+                + ", ".join(f"{k}.npy={v}" for k, v in counts.items()),
+                hint="the first axis of every file counts samples; make them equal",
+            )
         self.count = next(iter(counts.values()), 0)
 
     def arrays(self, signature: Signature) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
@@ -196,8 +208,10 @@ class PerSampleSource(Source):
         if f.suffix == ".npz":
             return {k: (h.dtype, h.shape) for k, h in npyio.npz_headers(f).items()}
         if len(signature.inputs) != 1:
-            raise InputError(f"{self.describe()}: one .npy per sample only works for single-input models",
-                             hint="use one .npz per sample keyed by input name, or one <input>.npy per input")
+            raise InputError(
+                f"{self.describe()}: one .npy per sample only works for single-input models",
+                hint="use one .npz per sample keyed by input name, or one <input>.npy per input",
+            )
         h = npyio.npy_header(f)
         return {signature.input_names[0]: (h.dtype, h.shape)}
 
@@ -237,8 +251,10 @@ class ImageSource(Source):
 
     def resolved(self, signature: Signature) -> Preprocess:
         if len(signature.inputs) != 1:
-            raise InputError(f"{self.describe()}: image folders only feed single-input models",
-                             hint="use an .npz keyed by input name for models with several inputs")
+            raise InputError(
+                f"{self.describe()}: image folders only feed single-input models",
+                hint="use an .npz keyed by input name for models with several inputs",
+            )
         return resolve(self.raw, signature.inputs[0])
 
     def check(self, signature: Signature | None, n: int) -> None:
@@ -301,8 +317,14 @@ def _noise(rng: np.random.Generator, spec: TensorSpec) -> np.ndarray:
     return rng.integers(0, 10, size=shape).astype(spec.dtype)
 
 
-def open_source(spec: str | Path, signature: Signature | None, preprocess: Any = None, *,
-                purpose: str = "calibration", random_count: int = 0) -> Source:
+def open_source(
+    spec: str | Path,
+    signature: Signature | None,
+    preprocess: Any = None,
+    *,
+    purpose: str = "calibration",
+    random_count: int = 0,
+) -> Source:
     """Recognise the layout of ``spec`` (see the module docstring) without reading samples."""
     if str(spec).strip().lower() == "random":
         return RandomSource(random_count)
@@ -327,7 +349,11 @@ def _open_folder(path: Path, signature: Signature | None, preprocess: Any, purpo
     if not arrays:
         raise InputError(f"{purpose} folder {path} is empty (no .npy, .npz or image files)", hint=FORMATS_HINT)
     stems = {p.stem: p for p in arrays if p.suffix == ".npy"}
-    if signature is not None and all(n in stems for n in signature.input_names) \
-            and set(stems) <= {*signature.input_names, LABELS} and len(stems) == len(arrays):
+    if (
+        signature is not None
+        and all(n in stems for n in signature.input_names)
+        and set(stems) <= {*signature.input_names, LABELS}
+        and len(stems) == len(arrays)
+    ):
         return PerInputNpySource(path, purpose, stems)
     return PerSampleSource(path, purpose, arrays)

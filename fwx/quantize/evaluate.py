@@ -44,16 +44,19 @@ class _Tally:
             pf, pq = a.argmax(1), b.argmax(1)
             self.agree += int((pf == pq).sum())
             if self.labels is not None:
-                truth = self.labels[self.seen:self.seen + n]
+                truth = self.labels[self.seen : self.seen + n]
                 self.correct_f += int((pf == truth).sum())
                 self.correct_q += int((pq == truth).sum())
         self.seen += n
 
     def result(self, output: str, classes: bool) -> EvalResult:
         cos = np.concatenate(self.cosines) if self.cosines else np.zeros(0)
-        res = EvalResult(samples=self.seen, output=output,
-                         cosine_mean=round(float(cos.mean()), 6) if cos.size else None,
-                         cosine_min=round(float(cos.min()), 6) if cos.size else None)
+        res = EvalResult(
+            samples=self.seen,
+            output=output,
+            cosine_mean=round(float(cos.mean()), 6) if cos.size else None,
+            cosine_min=round(float(cos.min()), 6) if cos.size else None,
+        )
         if classes and self.seen:
             res.agreement = round(self.agree / self.seen, 6)
             if self.labels is not None:
@@ -70,13 +73,16 @@ def _labels(source: Source) -> np.ndarray | None:
     if labels.ndim == 2:  # one-hot
         labels = labels.argmax(1)
     if labels.ndim != 1 or len(labels) != source.count:
-        raise InputError(f"{source.describe()}: 'labels' has shape {list(labels.shape)} for {source.count} samples",
-                         hint="store one integer class per sample (or one-hot rows)")
+        raise InputError(
+            f"{source.describe()}: 'labels' has shape {list(labels.shape)} for {source.count} samples",
+            hint="store one integer class per sample (or one-hot rows)",
+        )
     return labels.astype(np.int64)
 
 
-def evaluate(float_run: Runner, quant_run: Runner, source: Source, signature: Signature,
-             output: str | None = None) -> EvalResult:
+def evaluate(
+    float_run: Runner, quant_run: Runner, source: Source, signature: Signature, output: str | None = None
+) -> EvalResult:
     """Run every eval sample through both models; compare on ``output`` (default: the first)."""
     labels = _labels(source)
     bs = batch_size_for(signature, EVAL_BATCH)
@@ -102,8 +108,9 @@ def runtime_runner(fmt: Format, path: Path, **options: Any) -> tuple[Runner, Cal
     return rt.infer, rt.close
 
 
-def evaluate_artifacts(fmt: Format, float_path: Path, quant_path: Path, source: Source,
-                       signature: Signature) -> EvalResult:
+def evaluate_artifacts(
+    fmt: Format, float_path: Path, quant_path: Path, source: Source, signature: Signature
+) -> EvalResult:
     run_f, close_f = runtime_runner(fmt, float_path)
     run_q, close_q = runtime_runner(fmt, quant_path)
     try:

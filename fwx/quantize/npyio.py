@@ -46,8 +46,9 @@ def read_header(fp: IO[bytes], path: Path) -> Header:
     except (ValueError, OSError, EOFError, SyntaxError) as exc:
         raise _bad(path, exc) from exc
     if dtype.hasobject:
-        raise InputError(f"{path} holds Python objects (a pickled array), which fwx will not load",
-                         hint="save plain numeric arrays")
+        raise InputError(
+            f"{path} holds Python objects (a pickled array), which fwx will not load", hint="save plain numeric arrays"
+        )
     return Header(tuple(int(d) for d in shape), dtype, bool(fortran))
 
 
@@ -159,7 +160,9 @@ class NpzRows:
             self.members = {n: _MemberRows(self.zf, n, self.path) for n in self.names}
         except KeyError as exc:
             self.zf.close()
-            raise InputError(f"{self.path} has no array {exc}", hint="key the arrays by the model's input names") from exc
+            raise InputError(
+                f"{self.path} has no array {exc}", hint="key the arrays by the model's input names"
+            ) from exc
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -49,8 +49,10 @@ def _model_facts(onnx: Any, path: Path, signature: Signature) -> int:
     inits = {i.name for i in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in inits]
     if sorted(names) != sorted(signature.input_names):
-        raise SignatureMismatchError(f"{path.name} takes inputs {names}, the pinned signature {signature.input_names}",
-                                     hint="re-export the float ONNX model with the pinned input names")
+        raise SignatureMismatchError(
+            f"{path.name} takes inputs {names}, the pinned signature {signature.input_names}",
+            hint="re-export the float ONNX model with the pinned input names",
+        )
     return int(opset)
 
 
@@ -60,9 +62,14 @@ def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, opts: Q
     onnx, ort = require("onnx", "quantising ONNX models"), require("onnxruntime", "quantising ONNX models")
     fp32_path, out_path = Path(fp32_path), Path(out_path)
     opset = _model_facts(onnx, fp32_path, signature)
-    info = QuantInfo(kind=s.kind, format=Format.ONNX.value, opset=opset, size_before=size_of(fp32_path),
-                     tool=f"onnxruntime.{'transformers.float16' if s.kind == 'fp16' else 'quantization'}",
-                     tool_version=ort.__version__)
+    info = QuantInfo(
+        kind=s.kind,
+        format=Format.ONNX.value,
+        opset=opset,
+        size_before=size_of(fp32_path),
+        tool=f"onnxruntime.{'transformers.float16' if s.kind == 'fp16' else 'quantization'}",
+        tool_version=ort.__version__,
+    )
     evaluation = _eval_source(s, signature)
     t0 = time.perf_counter()
     if s.kind == "int8":
@@ -94,8 +101,10 @@ def _eval_source(s: QuantSettings, signature: Signature) -> Source | None:
 
 def _granularity(s: QuantSettings, opset: int, info: QuantInfo) -> bool:
     if opset < MIN_INT8_OPSET:
-        raise UsageError(f"--quantize {s.kind} needs ONNX opset >= {MIN_INT8_OPSET} (QuantizeLinear), the model has {opset}",
-                         hint=f"export with --opset {MIN_PER_CHANNEL_OPSET} or higher")
+        raise UsageError(
+            f"--quantize {s.kind} needs ONNX opset >= {MIN_INT8_OPSET} (QuantizeLinear), the model has {opset}",
+            hint=f"export with --opset {MIN_PER_CHANNEL_OPSET} or higher",
+        )
     per_channel = s.per_channel is not False and opset >= MIN_PER_CHANNEL_OPSET
     if s.per_channel is not False and opset < MIN_PER_CHANNEL_OPSET:
         info.warn(per_tensor_warning(opset))
@@ -119,10 +128,20 @@ def _static(s: QuantSettings, fp32: Path, out: Path, signature: Signature, info:
     with tempfile.TemporaryDirectory(prefix="fwx-quant-") as tmp:
         model_in = _pre_process(fp32, Path(tmp) / "pre.onnx", info)
         extra = {"CalibStridedMinMax": stride_for(len(stream), bs)}
-        _run(lambda: quantize_static(
-            str(model_in), str(out), stream, quant_format=QuantFormat.QDQ, per_channel=per_channel,
-            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-            calibrate_method=getattr(CalibrationMethod, _METHODS[s.method]), extra_options=extra), "int8")
+        _run(
+            lambda: quantize_static(
+                str(model_in),
+                str(out),
+                stream,
+                quant_format=QuantFormat.QDQ,
+                per_channel=per_channel,
+                activation_type=QuantType.QInt8,
+                weight_type=QuantType.QInt8,
+                calibrate_method=getattr(CalibrationMethod, _METHODS[s.method]),
+                extra_options=extra,
+            ),
+            "int8",
+        )
 
 
 def _pre_process(fp32: Path, dest: Path, info: QuantInfo) -> Path:
@@ -143,8 +162,10 @@ def _dynamic(fp32: Path, out: Path, info: QuantInfo) -> None:
 
     assert info.opset is not None
     if info.opset < MIN_INT8_OPSET:
-        raise UsageError(f"--quantize int8-dynamic needs ONNX opset >= {MIN_INT8_OPSET}, the model has {info.opset}",
-                         hint=f"export with --opset {MIN_PER_CHANNEL_OPSET} or higher")
+        raise UsageError(
+            f"--quantize int8-dynamic needs ONNX opset >= {MIN_INT8_OPSET}, the model has {info.opset}",
+            hint=f"export with --opset {MIN_PER_CHANNEL_OPSET} or higher",
+        )
     info.granularity = "per-tensor"
     with tempfile.TemporaryDirectory(prefix="fwx-quant-") as tmp:
         model_in = _pre_process(fp32, Path(tmp) / "pre.onnx", info)
@@ -169,6 +190,7 @@ def _run(fn: Any, kind: str) -> None:
     except FwxError:
         raise
     except Exception as exc:  # noqa: BLE001 - ORT raises anything from deep inside
-        raise ExportError(f"ONNX {kind} quantisation failed: {first_line(exc)}",
-                          hint="rerun with --debug for the full log; --quantize int8-dynamic or fp16 may still work") from exc
-
+        raise ExportError(
+            f"ONNX {kind} quantisation failed: {first_line(exc)}",
+            hint="rerun with --debug for the full log; --quantize int8-dynamic or fp16 may still work",
+        ) from exc

@@ -26,8 +26,10 @@ DEFAULT_SAMPLES = 200
 MIN_INT8_OPSET = 10  # QuantizeLinear/DequantizeLinear
 MIN_PER_CHANNEL_OPSET = 13  # the axis attribute of QuantizeLinear/DequantizeLinear
 RANDOM = "random"
-RANDOM_WARNING = ("calibrating with RANDOM data: int8 scales will not match real inputs and accuracy can "
-                  "collapse; pass --calibration-data with real samples")
+RANDOM_WARNING = (
+    "calibrating with RANDOM data: int8 scales will not match real inputs and accuracy can "
+    "collapse; pass --calibration-data with real samples"
+)
 
 
 class QuantOptions(Protocol):
@@ -82,11 +84,19 @@ class QuantSettings:
         io_dtype = str(q.get("io_dtype") or "int8").strip().lower()
         if io_dtype not in IO_DTYPES:
             raise UsageError(f"unknown --io-dtype {io_dtype!r}", hint=f"use one of: {', '.join(IO_DTYPES)}")
-        return cls(kind=kind, calibration_data=_opt_str(q.get("calibration_data")), method=method,
-                   method_given=q.get("method") is not None, samples=_samples(q.get("samples")),
-                   per_channel=q.get("per_channel"), io_dtype=io_dtype, io_dtype_given=q.get("io_dtype") is not None,
-                   strict=bool(q.get("strict", False)), eval_data=_opt_str(q.get("eval_data")),
-                   preprocess=q.get("preprocess"))
+        return cls(
+            kind=kind,
+            calibration_data=_opt_str(q.get("calibration_data")),
+            method=method,
+            method_given=q.get("method") is not None,
+            samples=_samples(q.get("samples")),
+            per_channel=q.get("per_channel"),
+            io_dtype=io_dtype,
+            io_dtype_given=q.get("io_dtype") is not None,
+            strict=bool(q.get("strict", False)),
+            eval_data=_opt_str(q.get("eval_data")),
+            preprocess=q.get("preprocess"),
+        )
 
 
 def _opt_str(value: Any) -> str | None:
@@ -132,32 +142,40 @@ def check_target(target: Format, kind: str) -> None:
     """Refuse ``--quantize`` for a format that cannot hold a quantised model, naming those that can."""
     if target not in QUANTIZABLE:
         names = ", ".join(f.value for f in QUANTIZABLE)
-        raise UsageError(f"--quantize {kind} cannot be applied to {target}: only {names} can hold a quantised model",
-                         hint=f"export {target} without --quantize, or quantise with --to {names.replace(', ', ',')}")
+        raise UsageError(
+            f"--quantize {kind} cannot be applied to {target}: only {names} can hold a quantised model",
+            hint=f"export {target} without --quantize, or quantise with --to {names.replace(', ', ',')}",
+        )
 
 
 def _opset_warnings(target: Format, s: QuantSettings, opset: int | None) -> list[str]:
     if target is not Format.ONNX or s.kind == "fp16" or opset is None:
         return []
     if opset < MIN_INT8_OPSET:
-        raise UsageError(f"--quantize {s.kind} needs ONNX opset >= {MIN_INT8_OPSET} (QuantizeLinear), got --opset {opset}",
-                         hint=f"export with --opset {MIN_PER_CHANNEL_OPSET} or higher")
+        raise UsageError(
+            f"--quantize {s.kind} needs ONNX opset >= {MIN_INT8_OPSET} (QuantizeLinear), got --opset {opset}",
+            hint=f"export with --opset {MIN_PER_CHANNEL_OPSET} or higher",
+        )
     if opset < MIN_PER_CHANNEL_OPSET and s.kind == "int8" and s.per_channel is not False:
         return [per_tensor_warning(opset)]
     return []
 
 
 def per_tensor_warning(opset: int) -> str:
-    return (f"ONNX opset {opset} has no per-channel QuantizeLinear: weights are quantised per-tensor, which usually "
-            f"costs accuracy; use --opset {MIN_PER_CHANNEL_OPSET} or higher for per-channel")
+    return (
+        f"ONNX opset {opset} has no per-channel QuantizeLinear: weights are quantised per-tensor, which usually "
+        f"costs accuracy; use --opset {MIN_PER_CHANNEL_OPSET} or higher for per-channel"
+    )
 
 
 def _flag_warnings(target: Format, s: QuantSettings) -> list[str]:
     out: list[str] = []
     if s.static and not s.calibration_data:
-        raise UsageError("--quantize int8 needs calibration data",
-                         hint="pass --calibration-data PATH (.npz keyed by input name, a folder of .npy files or "
-                              "images); --calibration-data random works but is not recommended")
+        raise UsageError(
+            "--quantize int8 needs calibration data",
+            hint="pass --calibration-data PATH (.npz keyed by input name, a folder of .npy files or "
+            "images); --calibration-data random works but is not recommended",
+        )
     if not s.static and s.calibration_data:
         out.append(f"--calibration-data is ignored with --quantize {s.kind} (only int8 calibrates)")
     if s.is_random and s.static:

@@ -39,8 +39,15 @@ class Preprocess:
     dtype: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"resize": f"{self.size[0]}x{self.size[1]}", "scale": self.scale, "mean": list(self.mean),
-                "std": list(self.std), "layout": self.layout, "mode": self.mode, "dtype": self.dtype}
+        return {
+            "resize": f"{self.size[0]}x{self.size[1]}",
+            "scale": self.scale,
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "layout": self.layout,
+            "mode": self.mode,
+            "dtype": self.dtype,
+        }
 
     def apply(self, path: Path) -> np.ndarray:
         """Decode, convert, resize, normalise one image; returns one sample without a batch axis."""
@@ -80,8 +87,10 @@ def open_image(path: Path, *, load: bool = False) -> Any:
             img.verify()  # checks headers/CRCs without decoding all pixels
         return img
     except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad files
-        raise InputError(f"cannot read image {path}: {first_line(exc)}",
-                         hint="remove or replace the file; images must be .jpg/.png/.bmp/.gif/.webp") from exc
+        raise InputError(
+            f"cannot read image {path}: {first_line(exc)}",
+            hint="remove or replace the file; images must be .jpg/.png/.bmp/.gif/.webp",
+        ) from exc
 
 
 def parse(spec: str | Mapping[str, Any] | None) -> dict[str, Any]:
@@ -123,8 +132,9 @@ def _numbers(value: Any, what: str, channels: int) -> tuple[float, ...]:
     if len(vals) == 1:
         vals = vals * channels
     if len(vals) != channels:
-        raise UsageError(f"preprocessing {what} has {len(vals)} values but the model takes {channels} channel(s)",
-                         hint=HINT)
+        raise UsageError(
+            f"preprocessing {what} has {len(vals)} values but the model takes {channels} channel(s)", hint=HINT
+        )
     if what == "std" and any(v == 0 for v in vals):
         raise UsageError("preprocessing std must not be 0", hint=HINT)
     return vals
@@ -151,16 +161,20 @@ def _size(raw: dict[str, Any], spec: TensorSpec, layout: str) -> tuple[int, int]
         return w, h
     h_dim, w_dim = spec.shape[-3:-1] if layout == "nhwc" else spec.shape[-2:]
     if not (isinstance(h_dim, int) and isinstance(w_dim, int) and h_dim > 0 and w_dim > 0):
-        raise UsageError(f"input {spec} has a dynamic image size; say what to resize calibration images to",
-                         hint="pass a preprocessing option resize=WxH")
+        raise UsageError(
+            f"input {spec} has a dynamic image size; say what to resize calibration images to",
+            hint="pass a preprocessing option resize=WxH",
+        )
     return w_dim, h_dim
 
 
 def resolve(raw: dict[str, Any], spec: TensorSpec) -> Preprocess:
     """Fill every option not given from the model input ``spec`` (size, layout, channels, dtype)."""
     if spec.rank not in (2, 3, 4):
-        raise InputError(f"input {spec} does not look like an image (rank {spec.rank})",
-                         hint="use .npz/.npy calibration data for non-image inputs")
+        raise InputError(
+            f"input {spec} does not look like an image (rank {spec.rank})",
+            hint="use .npz/.npy calibration data for non-image inputs",
+        )
     layout = _layout(spec, raw.get("layout"))
     c_dim = {"nchw": spec.shape[1], "nhwc": spec.shape[-1]}.get(layout, 1)
     channels = c_dim if isinstance(c_dim, int) and c_dim > 0 else 3
@@ -170,6 +184,12 @@ def resolve(raw: dict[str, Any], spec: TensorSpec) -> Preprocess:
     if mode not in ("L", "RGB", "BGR") or (mode == "L") != (channels == 1):
         raise UsageError(f"preprocessing mode={raw.get('mode')!r} does not fit {channels} channel(s)", hint=HINT)
     is_int = np.dtype(spec.dtype).kind in "iu"
-    return Preprocess(size=(w, h), scale=_number(raw.get("scale", 1 if is_int else 1 / 255), "scale"),
-                      mean=_numbers(raw.get("mean", 0), "mean", channels), std=_numbers(raw.get("std", 1), "std", channels),
-                      layout=layout, mode=mode, dtype=spec.dtype)
+    return Preprocess(
+        size=(w, h),
+        scale=_number(raw.get("scale", 1 if is_int else 1 / 255), "scale"),
+        mean=_numbers(raw.get("mean", 0), "mean", channels),
+        std=_numbers(raw.get("std", 1), "std", channels),
+        layout=layout,
+        mode=mode,
+        dtype=spec.dtype,
+    )

@@ -55,8 +55,12 @@ def rows(data: Mapping[str, Any] | QuantInfo) -> list[tuple[str, str]]:
     ev = info.eval
     if ev is not None:
         if ev.accuracy_float is not None:
-            out.append(("top-1 float -> quant",
-                        f"{_pct(ev.accuracy_float)} -> {_pct(ev.accuracy_quant)} (drop {ev.drop_points:+.2f} pt)"))
+            out.append(
+                (
+                    "top-1 float -> quant",
+                    f"{_pct(ev.accuracy_float)} -> {_pct(ev.accuracy_quant)} (drop {ev.drop_points:+.2f} pt)",
+                )
+            )
         out.append(("agreement / cosine", f"{_pct(ev.agreement)} / mean {ev.cosine_mean}, min {ev.cosine_min}"))
     out += [("warning", w) for w in info.warnings]
     return out

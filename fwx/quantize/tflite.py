@@ -48,9 +48,12 @@ def convert_quantized(saved_model_dir: Path, out_path: Path, signature: Signatur
     require("ai_edge_litert", "quantising TFLite models")  # reads the written model back
     tf = require("tensorflow", "quantising TFLite models")
     calib = _calibration_source(s, signature)
-    evaluation = _checked(open_source(s.eval_data, signature, s.preprocess, purpose="eval"), signature) \
-        if s.eval_data else None
-    info = QuantInfo(kind=s.kind, format=Format.TFLITE.value, tool="tf.lite.TFLiteConverter", tool_version=tf.__version__)
+    evaluation = (
+        _checked(open_source(s.eval_data, signature, s.preprocess, purpose="eval"), signature) if s.eval_data else None
+    )
+    info = QuantInfo(
+        kind=s.kind, format=Format.TFLITE.value, tool="tf.lite.TFLiteConverter", tool_version=tf.__version__
+    )
     key = opts.saved_model_signature or "serving_default"
     with tempfile.TemporaryDirectory(prefix="fwx-tflite-") as tmp:
         float_path = Path(tmp) / "float32.tflite"
@@ -65,8 +68,11 @@ def convert_quantized(saved_model_dir: Path, out_path: Path, signature: Signatur
         inspect_model(Path(out_path), key, info)
         if s.kind == "int8" and s.strict and info.float_ops:
             Path(out_path).unlink()
-            raise UnsupportedOpsError("TFLite full-integer (--strict-int8)", info.float_ops,
-                                      hint="these ops have no int8 kernel; drop --strict-int8 to keep them in float")
+            raise UnsupportedOpsError(
+                "TFLite full-integer (--strict-int8)",
+                info.float_ops,
+                hint="these ops have no int8 kernel; drop --strict-int8 to keep them in float",
+            )
         if evaluation is not None:
             from fwx.quantize.evaluate import evaluate_artifacts
             from fwx.quantize.report import accuracy_warning
@@ -94,12 +100,14 @@ def _converter(tf: Any, saved_model_dir: Path, key: str) -> Any:
         with quiet(), silence_stderr_fd():
             return tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir), signature_keys=[key])
     except Exception as exc:  # noqa: BLE001 - TF raises many types for a bad SavedModel
-        raise ExportError(f"cannot open SavedModel {saved_model_dir} (signature {key!r}) for TFLite: "
-                          f"{first_line(exc, 200)}") from exc
+        raise ExportError(
+            f"cannot open SavedModel {saved_model_dir} (signature {key!r}) for TFLite: {first_line(exc, 200)}"
+        ) from exc
 
 
-def _configure(tf: Any, conv: Any, s: QuantSettings, calib: Source | None, signature: Signature,
-               info: QuantInfo) -> None:
+def _configure(
+    tf: Any, conv: Any, s: QuantSettings, calib: Source | None, signature: Signature, info: QuantInfo
+) -> None:
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     if s.kind == "fp16":
         conv.target_spec.supported_types = [tf.float16]
@@ -138,9 +146,12 @@ def _convert(conv: Any, kind: str) -> bytes:
         text = f"{exc}\n{log.getvalue()}"
         ops = sorted(set(re.findall(r"'tfl?\.(\w+)' op", text)))
         if ops and "INT8" in text.upper():
-            raise UnsupportedOpsError("TFLite full-integer", ops,
-                                      hint="drop --strict-int8 to keep these ops in float") from exc
-        raise ExportError(f"TFLite {kind} conversion failed: {first_line(exc)}", hint="rerun with --debug for the full log") from exc
+            raise UnsupportedOpsError(
+                "TFLite full-integer", ops, hint="drop --strict-int8 to keep these ops in float"
+            ) from exc
+        raise ExportError(
+            f"TFLite {kind} conversion failed: {first_line(exc)}", hint="rerun with --debug for the full log"
+        ) from exc
 
 
 def inspect_model(path: Path, key: str, info: QuantInfo) -> None:

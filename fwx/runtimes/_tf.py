@@ -18,8 +18,10 @@ def tf_device(device: str) -> str:
     if not device.startswith("cuda"):
         return "/CPU:0"
     if not tf.config.list_physical_devices("GPU"):
-        raise UsageError("device cuda was requested but TensorFlow sees no GPU",
-                         hint="use --device cpu (or auto), or install a CUDA build of tensorflow")
+        raise UsageError(
+            "device cuda was requested but TensorFlow sees no GPU",
+            hint="use --device cpu (or auto), or install a CUDA build of tensorflow",
+        )
     index = device.split(":", 1)[1] if ":" in device else "0"
     return f"/GPU:{index}"
 

@@ -27,8 +27,10 @@ def torch_device(device: str) -> torch.device:
     """The torch device for ``cpu``/``cuda``; ``cuda`` without a GPU is a clear usage error."""
     check_device(device)
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError("device cuda was requested but torch sees no CUDA GPU",
-                         hint="use --device cpu (or auto), or install a CUDA build of torch")
+        raise UsageError(
+            "device cuda was requested but torch sees no CUDA GPU",
+            hint="use --device cpu (or auto), or install a CUDA build of torch",
+        )
     return torch.device(device)
 
 
@@ -47,8 +49,10 @@ def flatten_outputs(result: Any) -> tuple[list[torch.Tensor], list[str] | None]:
         for v in result:
             out.extend(flatten_outputs(v)[0])
         return out, None
-    raise InputError(f"the model returned {type(result).__name__}, not tensors",
-                     hint="export a model whose forward returns a tensor, a tuple or a dict of tensors")
+    raise InputError(
+        f"the model returned {type(result).__name__}, not tensors",
+        hint="export a model whose forward returns a tensor, a tuple or a dict of tensors",
+    )
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -97,8 +101,11 @@ class TorchRuntimeBase(Runtime):
         with torch.inference_mode():
             result = self._module(*args)
         tensors, keys = flatten_outputs(result)
-        names = self._names if self._names and len(self._names) == len(tensors) else \
-            output_names(self.signature_hint, len(tensors), keys)
+        names = (
+            self._names
+            if self._names and len(self._names) == len(tensors)
+            else output_names(self.signature_hint, len(tensors), keys)
+        )
         return {n: to_numpy(t) for n, t in zip(names, tensors, strict=True)}
 
     @property

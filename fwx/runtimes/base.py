@@ -29,8 +29,15 @@ class Runtime(ABC):
     #: (TFLite needs a resize first, which the runtime does itself).
     batchable: ClassVar[bool] = True
 
-    def __init__(self, path: Path | None, *, device: str = "cpu", trust_model_code: bool = False,
-                 signature_hint: Signature | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        device: str = "cpu",
+        trust_model_code: bool = False,
+        signature_hint: Signature | None = None,
+        **options: Any,
+    ) -> None:
         self.path = path
         self.device = device
         self.trust_model_code = trust_model_code
@@ -38,8 +45,15 @@ class Runtime(ABC):
         self.options = options
 
     @classmethod
-    def load(cls, path: str | Path, *, device: str = "cpu", trust_model_code: bool = False,
-             signature_hint: Signature | None = None, **options: Any) -> Runtime:
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        device: str = "cpu",
+        trust_model_code: bool = False,
+        signature_hint: Signature | None = None,
+        **options: Any,
+    ) -> Runtime:
         """Load ``path`` on ``device`` ("cpu" or "cuda").
 
         ``signature_hint`` carries the pinned names when the format cannot store
@@ -48,8 +62,7 @@ class Runtime(ABC):
         from fwx.safety import check_model  # read the file as data first: refuse I/O ops, custom ops
 
         check_model(cls.format, path, trust=trust_model_code)
-        rt = cls(Path(path), device=device, trust_model_code=trust_model_code,
-                 signature_hint=signature_hint, **options)
+        rt = cls(Path(path), device=device, trust_model_code=trust_model_code, signature_hint=signature_hint, **options)
         rt._load()
         return rt
 
@@ -128,8 +141,9 @@ def load_runtime(fmt: Format, path: str | Path, *, device: str = "cpu", **kw: An
     except FwxError:
         raise
     except Exception as exc:  # noqa: BLE001 - native loaders raise anything; the user needs one line
-        raise InputError(f"cannot load {path} as {fmt}: {first_line(exc)}",
-                         hint="the file may be truncated or corrupt; re-export it") from exc
+        raise InputError(
+            f"cannot load {path} as {fmt}: {first_line(exc)}", hint="the file may be truncated or corrupt; re-export it"
+        ) from exc
 
 
 # Lazy registrations: nothing here imports a framework.
@@ -163,9 +177,13 @@ def warmup(runtime: Runtime, sig: Signature) -> None:
     except FwxError:
         raise
     except Exception as exc:  # noqa: BLE001 - native runtimes raise anything
-        raise InputError(f"warm-up inference failed: {first_line(exc)}",
-                         hint="the artifact does not run on the inputs its signature declares; re-export it") from exc
+        raise InputError(
+            f"warm-up inference failed: {first_line(exc)}",
+            hint="the artifact does not run on the inputs its signature declares; re-export it",
+        ) from exc
     missing = [n for n in sig.output_names if n not in outputs]
     if missing:
-        raise InputError(f"warm-up inference did not return output(s) {', '.join(missing)}",
-                         hint="the artifact's outputs differ from fwx.json; re-export it")
+        raise InputError(
+            f"warm-up inference did not return output(s) {', '.join(missing)}",
+            hint="the artifact's outputs differ from fwx.json; re-export it",
+        )

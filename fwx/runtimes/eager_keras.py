@@ -52,8 +52,9 @@ class KerasRuntime(Runtime):
     format = Format.KERAS
 
     @classmethod
-    def from_model(cls, model: Any, signature: Signature | None = None, *, device: str = "cpu",
-                   **options: Any) -> KerasRuntime:
+    def from_model(
+        cls, model: Any, signature: Signature | None = None, *, device: str = "cpu", **options: Any
+    ) -> KerasRuntime:
         """Wrap a built Keras model; ``signature`` gives the pinned names."""
         rt = cls(None, device=device, signature_hint=signature, **options)
         rt._attach(model)
@@ -105,8 +106,11 @@ class KerasRuntime(Runtime):
         if isinstance(result, dict) and set(names) <= {str(k) for k in result}:
             return {n: np.asarray(result[n]) for n in names}  # by name: a dict's order is not the model's
         values = _flatten(result)
-        names = self._sig.output_names if len(self._sig.outputs) == len(values) else \
-            [f"output_{i}" for i in range(len(values))]
+        names = (
+            self._sig.output_names
+            if len(self._sig.outputs) == len(values)
+            else [f"output_{i}" for i in range(len(values))]
+        )
         return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
 
     @property

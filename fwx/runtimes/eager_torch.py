@@ -23,8 +23,9 @@ class EagerTorchRuntime(TorchRuntimeBase):
     format = Format.PYTORCH
 
     @classmethod
-    def from_module(cls, module: torch.nn.Module, signature: Signature, *, device: str = "cpu",
-                    **options: Any) -> EagerTorchRuntime:
+    def from_module(
+        cls, module: torch.nn.Module, signature: Signature, *, device: str = "cpu", **options: Any
+    ) -> EagerTorchRuntime:
         """Wrap a module the caller already built.
 
         ``module.to(device)`` and ``.eval()`` act in place (no copy of the weights), so on ``cuda``
@@ -46,17 +47,23 @@ class EagerTorchRuntime(TorchRuntimeBase):
 
     def _load(self) -> None:
         if not self.trust_model_code and self._weights_only():
-            raise InputError(f"{self.path} holds only weights (a state_dict), not a model to run",
-                             hint="pass --model-class pkg.mod:Class that rebuilds it")
+            raise InputError(
+                f"{self.path} holds only weights (a state_dict), not a model to run",
+                hint="pass --model-class pkg.mod:Class that rebuilds it",
+            )
         if not self.trust_model_code:
-            raise UnsafeModelError(f"loading {self.path} as a pickled PyTorch module would run code from it",
-                                   hint="pass --trust-model-code if you trust it, or give the model class")
+            raise UnsafeModelError(
+                f"loading {self.path} as a pickled PyTorch module would run code from it",
+                hint="pass --trust-model-code if you trust it, or give the model class",
+            )
         if self.signature_hint is None:
             raise InputError("an eager PyTorch source needs the pinned signature", hint="pass signature_hint")
         self._setup_device()
         obj = torch.load(str(self.path), map_location=self._torch_device, weights_only=False)
         if not isinstance(obj, torch.nn.Module):
-            raise InputError(f"{self.path} holds a {type(obj).__name__}, not a whole nn.Module",
-                             hint="load the state dict into its model class and use from_module")
+            raise InputError(
+                f"{self.path} holds a {type(obj).__name__}, not a whole nn.Module",
+                hint="load the state dict into its model class and use from_module",
+            )
         self._module = obj.eval()
         self._finish(self.signature_hint)

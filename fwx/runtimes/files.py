@@ -43,8 +43,7 @@ def check_tflite_file(path: Path) -> None:
     size = path.stat().st_size
 
     def bad(why: str) -> InputError:
-        return InputError(f"{path} is not a valid TFLite model: {why}",
-                          hint=CORRUPT_HINT)
+        return InputError(f"{path} is not a valid TFLite model: {why}", hint=CORRUPT_HINT)
 
     if size < _MIN_SIZE:
         raise bad(f"only {size} bytes")

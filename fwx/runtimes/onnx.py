@@ -25,15 +25,35 @@ from fwx.signature import Signature, TensorSpec
 
 #: onnxruntime type strings -> canonical dtype names.
 ORT_TYPES = {
-    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
-    "tensor(bfloat16)": "bfloat16", "tensor(int8)": "int8", "tensor(int16)": "int16",
-    "tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(uint8)": "uint8",
-    "tensor(uint16)": "uint16", "tensor(uint32)": "uint32", "tensor(uint64)": "uint64",
-    "tensor(bool)": "bool", "tensor(string)": "bytes",
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(double)": "float64",
+    "tensor(bfloat16)": "bfloat16",
+    "tensor(int8)": "int8",
+    "tensor(int16)": "int16",
+    "tensor(int32)": "int32",
+    "tensor(int64)": "int64",
+    "tensor(uint8)": "uint8",
+    "tensor(uint16)": "uint16",
+    "tensor(uint32)": "uint32",
+    "tensor(uint64)": "uint64",
+    "tensor(bool)": "bool",
+    "tensor(string)": "bytes",
 }
 #: Ops that mark a quantised graph the CUDA EP cannot run as intended.
-QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
-                       "ConvInteger", "DynamicQuantizeLinear", "QLinearAdd", "QLinearMul"})
+QUANT_OPS = frozenset(
+    {
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "QLinearConv",
+        "QLinearMatMul",
+        "MatMulInteger",
+        "ConvInteger",
+        "DynamicQuantizeLinear",
+        "QLinearAdd",
+        "QLinearMul",
+    }
+)
 
 
 def is_quantized(path: str) -> bool:
@@ -72,8 +92,9 @@ class OnnxRuntime(Runtime):
             so.intra_op_num_threads = int(threads)
         providers = self._providers(ort.get_available_providers())
         self._session = ort.InferenceSession(str(self.path), sess_options=so, providers=providers)
-        self._sig = Signature(tuple(_spec(a) for a in self._session.get_inputs()),
-                              tuple(_spec(a) for a in self._session.get_outputs()))
+        self._sig = Signature(
+            tuple(_spec(a) for a in self._session.get_inputs()), tuple(_spec(a) for a in self._session.get_outputs())
+        )
         self._dtypes = np_dtypes(self._sig.inputs)
         self._out_names = self._sig.output_names
         # onnxruntime str()s bytes objects ("b'hi'"): string tensors go in as str, come out as bytes.
@@ -90,8 +111,10 @@ class OnnxRuntime(Runtime):
         if quantized:
             if "TensorrtExecutionProvider" in available:
                 self.notes.append("INT8 QDQ model on cuda: TensorRT EP")
-                return [("TensorrtExecutionProvider", {"device_id": device_id, "trt_int8_enable": True}),
-                        "CPUExecutionProvider"]
+                return [
+                    ("TensorrtExecutionProvider", {"device_id": device_id, "trt_int8_enable": True}),
+                    "CPUExecutionProvider",
+                ]
             self.notes.append("INT8 QDQ model: the CUDA EP cannot run it, so the CPU EP ran it")
             return ["CPUExecutionProvider"]
         if "CUDAExecutionProvider" not in available:
@@ -108,8 +131,9 @@ class OnnxRuntime(Runtime):
         try:
             outs = self._session.run(self._out_names, feed)
         except self._invalid as exc:
-            raise InputError(f"onnxruntime rejected the inputs: {first_line(exc)}",
-                             hint=f"the model expects {self._sig}") from exc
+            raise InputError(
+                f"onnxruntime rejected the inputs: {first_line(exc)}", hint=f"the model expects {self._sig}"
+            ) from exc
         result = dict(zip(self._out_names, outs, strict=True))
         for name in self._str_out:
             result[name] = _to_bytes(result[name])
@@ -143,9 +167,10 @@ def _to_str(name: str, arr: np.ndarray) -> np.ndarray:
         try:
             flat.append(v.decode("utf-8"))
         except UnicodeDecodeError:
-            raise InputError(f"input {name!r} element {i} is not UTF-8 text; onnxruntime string tensors "
-                             "take UTF-8 only", hint="serve a SavedModel or TFLite export of this model for "
-                             "arbitrary bytes, or base64-encode them") from None
+            raise InputError(
+                f"input {name!r} element {i} is not UTF-8 text; onnxruntime string tensors take UTF-8 only",
+                hint="serve a SavedModel or TFLite export of this model for arbitrary bytes, or base64-encode them",
+            ) from None
     return np.array(flat, dtype=object).reshape(arr.shape)
 
 

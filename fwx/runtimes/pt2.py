@@ -44,8 +44,10 @@ def load_program(path: Path, *, trust: bool) -> Any:
     except FwxError:
         raise
     except Exception as exc:  # noqa: BLE001 - torch raises anything on a bad archive
-        raise InputError(f"cannot load {path} as a torch.export program: {first_line(exc)}",
-                         hint="the file is probably truncated, corrupt or from a newer torch") from exc
+        raise InputError(
+            f"cannot load {path} as a torch.export program: {first_line(exc)}",
+            hint="the file is probably truncated, corrupt or from a newer torch",
+        ) from exc
 
 
 def program_signature(ep: Any, hint: Signature | None) -> Signature:
@@ -55,14 +57,21 @@ def program_signature(ep: Any, hint: Signature | None) -> Signature:
     nodes = {n.name: n for n in ep.graph.nodes}
     gs = ep.graph_signature
     in_args = [s.arg.name for s in gs.input_specs if s.kind == InputKind.USER_INPUT]
-    out_args = [getattr(s.arg, "name", f"output_{i}") for i, s in enumerate(gs.output_specs)
-                if s.kind == OutputKind.USER_OUTPUT]
+    out_args = [
+        getattr(s.arg, "name", f"output_{i}") for i, s in enumerate(gs.output_specs) if s.kind == OutputKind.USER_OUTPUT
+    ]
     in_names = hint_names(hint, len(in_args), in_args)
-    out_names = hint.output_names if hint is not None and len(hint.outputs) == len(out_args) else \
-        [f"output_{i}" for i in range(len(out_args))]
-    inputs = tuple(_spec(n, nodes[a].meta.get("val") if a in nodes else None) for n, a in zip(in_names, in_args, strict=True))
-    outputs = tuple(_spec(n, nodes[a].meta.get("val") if a in nodes else None)
-                    for n, a in zip(out_names, out_args, strict=True))
+    out_names = (
+        hint.output_names
+        if hint is not None and len(hint.outputs) == len(out_args)
+        else [f"output_{i}" for i in range(len(out_args))]
+    )
+    inputs = tuple(
+        _spec(n, nodes[a].meta.get("val") if a in nodes else None) for n, a in zip(in_names, in_args, strict=True)
+    )
+    outputs = tuple(
+        _spec(n, nodes[a].meta.get("val") if a in nodes else None) for n, a in zip(out_names, out_args, strict=True)
+    )
     return Signature(inputs, outputs)
 
 

@@ -30,15 +30,19 @@ class SavedModelRuntime(Runtime):
         self._device = tf_device(self.device)
         assert self.path is not None
         if not (self.path / "saved_model.pb").is_file():
-            raise InputError(f"{self.path} is not a SavedModel folder (no saved_model.pb)",
-                             hint="pass the folder written by tf.saved_model.save")
+            raise InputError(
+                f"{self.path} is not a SavedModel folder (no saved_model.pb)",
+                hint="pass the folder written by tf.saved_model.save",
+            )
         with silence_stderr_fd(), tf.device(self._device):
             self._loaded = tf.saved_model.load(str(self.path))
         name = self.options.get("signature_name") or "serving_default"
         sigs = self._loaded.signatures
         if name not in sigs:
-            raise InputError(f"{self.path} has no signature {name!r}",
-                             hint=f"it has: {', '.join(sigs) or 'none (re-export with a serving signature)'}")
+            raise InputError(
+                f"{self.path} has no signature {name!r}",
+                hint=f"it has: {', '.join(sigs) or 'none (re-export with a serving signature)'}",
+            )
         self._fn = sigs[name]
         self._sig = self._read_signature(self._fn)
         self._dtypes = np_dtypes(self._sig.inputs)
@@ -58,8 +62,10 @@ class SavedModelRuntime(Runtime):
             in_order = hint.input_names  # same names; keep the pinned order
         if hint is not None and set(hint.output_names) == set(out_specs):
             out_order = hint.output_names
-        return Signature(tuple(spec_from_tf(n, in_specs[n]) for n in in_order),
-                         tuple(spec_from_tf(n, out_specs[n]) for n in out_order))
+        return Signature(
+            tuple(spec_from_tf(n, in_specs[n]) for n in in_order),
+            tuple(spec_from_tf(n, out_specs[n]) for n in out_order),
+        )
 
     def signature(self) -> Signature:
         return self._sig
@@ -72,8 +78,9 @@ class SavedModelRuntime(Runtime):
             with tf.device(self._device):
                 out = self._fn(**{self._kwarg[n]: a for n, a in arrays.items()})
         except (tf.errors.InvalidArgumentError, ValueError, TypeError) as exc:
-            raise InputError(f"TensorFlow rejected the inputs: {first_line(exc)}",
-                             hint=f"the model expects {self._sig}") from exc
+            raise InputError(
+                f"TensorFlow rejected the inputs: {first_line(exc)}", hint=f"the model expects {self._sig}"
+            ) from exc
         return {n: out[n].numpy() for n in self._out_names}
 
     def close(self) -> None:

@@ -97,7 +97,9 @@ class TFLiteRuntime(Runtime):
         self._shapes = {io.index: tuple(self._interp.get_tensor(io.index).shape) for io in self._inputs}
 
     def _from_signature_runner(self, sigs: dict[str, Any]) -> None:
-        wanted = self.options.get("signature_name") or ("serving_default" if "serving_default" in sigs else next(iter(sigs)))
+        wanted = self.options.get("signature_name") or (
+            "serving_default" if "serving_default" in sigs else next(iter(sigs))
+        )
         if wanted not in sigs:
             raise UsageError(f"{self.path} has no signature {wanted!r}", hint=f"it has: {', '.join(sigs)}")
         runner = self._interp.get_signature_runner(wanted)
@@ -109,8 +111,10 @@ class TFLiteRuntime(Runtime):
             outs = {n: outs[n] for n in hint.output_names}
         self._inputs = [_io(n, d) for n, d in ins.items()]
         self._outputs = [_io(n, d) for n, d in outs.items()]
-        self._sig = Signature(tuple(_tensor_spec(io, ins[io.name]) for io in self._inputs),
-                              tuple(_tensor_spec(io, outs[io.name]) for io in self._outputs))
+        self._sig = Signature(
+            tuple(_tensor_spec(io, ins[io.name]) for io in self._inputs),
+            tuple(_tensor_spec(io, outs[io.name]) for io in self._outputs),
+        )
         if getattr(runner, "_subgraph_index", 0) != 0:
             self._runner = runner  # only subgraph 0 is reachable through the interpreter's own API
 
@@ -118,11 +122,15 @@ class TFLiteRuntime(Runtime):
         ins, outs = self._interp.get_input_details(), self._interp.get_output_details()
         hint = self.signature_hint
         in_names = hint_names(hint, len(ins), [d["name"] for d in ins])
-        out_names = hint.output_names if hint is not None and len(hint.outputs) == len(outs) else [d["name"] for d in outs]
+        out_names = (
+            hint.output_names if hint is not None and len(hint.outputs) == len(outs) else [d["name"] for d in outs]
+        )
         self._inputs = [_io(n, d) for n, d in zip(in_names, ins, strict=True)]
         self._outputs = [_io(n, d) for n, d in zip(out_names, outs, strict=True)]
-        self._sig = Signature(tuple(_tensor_spec(io, d) for io, d in zip(self._inputs, ins, strict=True)),
-                              tuple(_tensor_spec(io, d) for io, d in zip(self._outputs, outs, strict=True)))
+        self._sig = Signature(
+            tuple(_tensor_spec(io, d) for io, d in zip(self._inputs, ins, strict=True)),
+            tuple(_tensor_spec(io, d) for io, d in zip(self._outputs, outs, strict=True)),
+        )
 
     def signature(self) -> Signature:
         return self._sig
@@ -147,7 +155,9 @@ class TFLiteRuntime(Runtime):
         except (ValueError, RuntimeError) as exc:
             for io in changed:
                 self._shapes[io.index] = ()  # force a fresh resize on the next call
-            raise InputError(f"LiteRT rejected the inputs: {first_line(exc)}", hint=f"the model expects {self._sig}") from exc
+            raise InputError(
+                f"LiteRT rejected the inputs: {first_line(exc)}", hint=f"the model expects {self._sig}"
+            ) from exc
         for io in changed:
             self._shapes[io.index] = feed[io.name].shape
         interp.invoke()

@@ -68,8 +68,10 @@ def check_savedmodel(path: Path) -> None:
     try:
         sm.ParseFromString(pb.read_bytes())
     except Exception as exc:  # noqa: BLE001 - protobuf DecodeError
-        raise InputError(f"cannot load {path} as savedmodel: {first_line(exc)}",
-                         hint="saved_model.pb is probably truncated or corrupt; re-export it") from exc
+        raise InputError(
+            f"cannot load {path} as savedmodel: {first_line(exc)}",
+            hint="saved_model.pb is probably truncated or corrupt; re-export it",
+        ) from exc
     found = [str(f) for f in scan_saved_model(sm)]
     if found:
         raise UnsafeModelError(f"{path} reaches outside the tensor world: {_more(found)}", hint=TRUST_HINT)
@@ -85,12 +87,15 @@ def check_onnx(path: Path) -> None:
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf DecodeError and friends
-        raise InputError(f"cannot load {path} as onnx: {first_line(exc)}",
-                         hint="the file may be truncated or corrupt; re-export it") from exc
+        raise InputError(
+            f"cannot load {path} as onnx: {first_line(exc)}", hint="the file may be truncated or corrupt; re-export it"
+        ) from exc
     found = nonstandard_ops(model)
     if found:
-        raise UnsafeModelError(f"{path} uses ops outside the standard ONNX domains, which need a custom-op "
-                               f"library: {_more(found)}", hint=TRUST_HINT)
+        raise UnsafeModelError(
+            f"{path} uses ops outside the standard ONNX domains, which need a custom-op library: {_more(found)}",
+            hint=TRUST_HINT,
+        )
 
 
 def check_tflite(path: Path) -> None:
@@ -103,8 +108,10 @@ def check_tflite(path: Path) -> None:
     except FlatBufferError:
         return  # not followable: the runtime's own structural check refuses it with its message
     if found:
-        raise UnsafeModelError(f"{path} needs custom op(s) {_more(sorted(set(found)))}: they are code from "
-                               "outside the TFLite runtime", hint=TRUST_HINT)
+        raise UnsafeModelError(
+            f"{path} needs custom op(s) {_more(sorted(set(found)))}: they are code from outside the TFLite runtime",
+            hint=TRUST_HINT,
+        )
 
 
 _CHECKS = {Format.SAVEDMODEL: check_savedmodel, Format.ONNX: check_onnx, Format.TFLITE: check_tflite}

@@ -54,7 +54,10 @@ def _describe(err: Any) -> str:
     if kind == "enum":
         return f"is {_short(value)}, expected one of {', '.join(map(str, limit))}"
     if kind == "additionalProperties":
-        return "has unknown field(s): " + ", ".join(sorted(k for k in value if k not in err.schema.get("properties", {})))[:120]
+        return (
+            "has unknown field(s): "
+            + ", ".join(sorted(k for k in value if k not in err.schema.get("properties", {})))[:120]
+        )
     if kind == "oneOf":
         return f"is {_short(value)}, expected a dimension (an integer >= -1 or a symbol name)"
     return str(err.message)[:160]
@@ -68,5 +71,7 @@ def check(data: Any, where: str) -> None:
     if err is None:
         return
     field = "/".join(str(p) for p in err.absolute_path) or "(top level)"
-    raise InputError(f"{where}: field {field} {_describe(err)}",
-                     hint="the manifest is corrupt or was edited by hand; re-export the model")
+    raise InputError(
+        f"{where}: field {field} {_describe(err)}",
+        hint="the manifest is corrupt or was edited by hand; re-export the model",
+    )

@@ -16,8 +16,19 @@ from collections.abc import Iterator
 
 #: Pickle protocols 2-5 start with PROTO (0x80) and the protocol byte.
 _PROTO_HEADS = tuple(bytes([0x80, v]) for v in (2, 3, 4, 5))
-_STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "SHORT_BINSTRING",
-                         "BINSTRING", "STRING", "SHORT_BINBYTES", "BINBYTES"})
+_STRING_OPS = frozenset(
+    {
+        "SHORT_BINUNICODE",
+        "BINUNICODE",
+        "BINUNICODE8",
+        "UNICODE",
+        "SHORT_BINSTRING",
+        "BINSTRING",
+        "STRING",
+        "SHORT_BINBYTES",
+        "BINBYTES",
+    }
+)
 _GET_OPS = frozenset({"GET", "BINGET", "LONG_BINGET"})
 _PUT_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
 #: Opcodes that fetch a callable from copyreg's extension registry: never in a tensor file.
@@ -44,7 +55,7 @@ def pickle_globals(data: bytes, *, max_pickles: int = 8) -> list[str]:
     found: list[str] = []
     for i in range(max_pickles):
         start = buf.tell()
-        if i and not looks_like_pickle(data[start:start + 2]):
+        if i and not looks_like_pickle(data[start : start + 2]):
             break
         found.extend(_walk(buf))
         if buf.tell() >= len(data):

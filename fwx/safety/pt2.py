@@ -49,8 +49,17 @@ def scan_archive(data: bytes, *, allowed: frozenset[str] | None = None) -> Pt2Fi
 
 
 #: Members torch reads as text or JSON, never unpickles.
-_TEXT_BASENAMES = frozenset({"archive_format", "archive_version", "byteorder", "version", "serialization_id",
-                             ".format_version", ".storage_alignment"})
+_TEXT_BASENAMES = frozenset(
+    {
+        "archive_format",
+        "archive_version",
+        "byteorder",
+        "version",
+        "serialization_id",
+        ".format_version",
+        ".storage_alignment",
+    }
+)
 
 
 def _is_text(name: str) -> bool:
@@ -105,8 +114,9 @@ def _scan_zip(data: bytes, prefix: str, allowed: frozenset[str], out: Pt2Finding
         _scan_blob(blob, member, allowed, out, depth, lenient=name in raw)
 
 
-def _scan_blob(blob: bytes, member: str, allowed: frozenset[str], out: Pt2Findings, depth: int, *,
-               lenient: bool) -> None:
+def _scan_blob(
+    blob: bytes, member: str, allowed: frozenset[str], out: Pt2Findings, depth: int, *, lenient: bool
+) -> None:
     """Walk one member. ``lenient``: declared raw tensor bytes, which only count if they ARE a pickle."""
     if blob.startswith(_ZIP_HEAD) and not member.endswith(".pkl"):
         if depth >= _MAX_DEPTH:

@@ -59,7 +59,7 @@ def _string(buf: bytes, pos: int | None) -> str:
     n = _u32(buf, start)
     if start + 4 + n > len(buf):
         raise FlatBufferError(f"string at {start} runs past the end of the file")
-    return buf[start + 4:start + 4 + n].decode("utf-8", "replace")
+    return buf[start + 4 : start + 4 + n].decode("utf-8", "replace")
 
 
 def operator_codes(buf: bytes) -> list[tuple[int, str]]:

@@ -22,9 +22,12 @@ from fwx.signature import FROM_KSERVE, KSERVE_DTYPES
 MAX_RANK = 32
 MAX_ELEMENTS = 2**31
 
-_NP_DTYPES: dict[str, np.dtype] = {k: np.dtype(v).newbyteorder("<") for k, v in FROM_KSERVE.items()
-                                    if v not in ("bytes", "bfloat16")}
-_KSERVE_OF_NP: dict[np.dtype, str] = {np.dtype(k): v for k, v in KSERVE_DTYPES.items() if k not in ("bytes", "bfloat16")}
+_NP_DTYPES: dict[str, np.dtype] = {
+    k: np.dtype(v).newbyteorder("<") for k, v in FROM_KSERVE.items() if v not in ("bytes", "bfloat16")
+}
+_KSERVE_OF_NP: dict[np.dtype, str] = {
+    np.dtype(k): v for k, v in KSERVE_DTYPES.items() if k not in ("bytes", "bfloat16")
+}
 _LEN = struct.Struct("<I")
 
 
@@ -50,8 +53,10 @@ def element_count(name: str, shape: Sequence[Any]) -> int:
         if isinstance(d, bool) or not isinstance(d, int):
             raise InputError(f"input {name!r}: shape {list(shape)} holds a non-integer dimension {d!r}")
         if d < 0:
-            raise InputError(f"input {name!r}: shape {list(shape)} has a negative dimension",
-                             hint="send the concrete shape of this request's tensor")
+            raise InputError(
+                f"input {name!r}: shape {list(shape)} has a negative dimension",
+                hint="send the concrete shape of this request's tensor",
+            )
         count *= d
         extent *= max(d, 1)
     if count > MAX_ELEMENTS:
@@ -69,8 +74,10 @@ def decode_raw(name: str, datatype: str, shape: Sequence[int], buf: bytes | byte
     dt = np_dtype(name, datatype)
     expected = count * dt.itemsize
     if expected != len(buf):
-        raise InputError(f"input {name!r}: shape {list(shape)} of {datatype} needs {expected} bytes, got {len(buf)}",
-                         hint="the byte size must equal prod(shape) * element size")
+        raise InputError(
+            f"input {name!r}: shape {list(shape)} of {datatype} needs {expected} bytes, got {len(buf)}",
+            hint="the byte size must equal prod(shape) * element size",
+        )
     return np.frombuffer(buf, dtype=dt).reshape(shape)
 
 
@@ -80,13 +87,15 @@ def _decode_bytes(name: str, shape: Sequence[int], count: int, buf: bytes | byte
     pos, end = 0, len(view)
     for i in range(count):
         if pos + 4 > end:
-            raise InputError(f"input {name!r}: BYTES data ends after {i} of {count} elements",
-                             hint="each element is a 4-byte little-endian length followed by its bytes")
+            raise InputError(
+                f"input {name!r}: BYTES data ends after {i} of {count} elements",
+                hint="each element is a 4-byte little-endian length followed by its bytes",
+            )
         (n,) = _LEN.unpack_from(view, pos)
         pos += 4
         if pos + n > end:
             raise InputError(f"input {name!r}: BYTES element {i} claims {n} bytes but only {end - pos} remain")
-        out[i] = bytes(view[pos:pos + n])
+        out[i] = bytes(view[pos : pos + n])
         pos += n
     if pos != end:
         raise InputError(f"input {name!r}: {end - pos} bytes left over after {count} BYTES elements")
@@ -182,7 +191,8 @@ def _utf8(name: str, index: int, raw: bytes) -> str:
         raise InputError(
             f"output {name!r} element {index} is not UTF-8 text, and JSON strings carry only UTF-8",
             hint=f'ask for it in binary: "outputs": [{{"name": "{name}", "parameters": {{"binary_data": true}}}}] '
-                 '(or "parameters": {"binary_data_output": true}), or use gRPC') from None
+            '(or "parameters": {"binary_data_output": true}), or use gRPC',
+        ) from None
 
 
 def encode_raw(arr: np.ndarray) -> bytes:

@@ -30,8 +30,10 @@ def parse_prefer(text: str | Iterable[str]) -> list[Format]:
             continue
         fmt = parse_format(part)
         if fmt not in SERVABLE:
-            raise UsageError(f"fwx serve cannot serve {fmt} artifacts",
-                             hint="choose from " + ",".join(f.value for f in DEFAULT_PREFER))
+            raise UsageError(
+                f"fwx serve cannot serve {fmt} artifacts",
+                hint="choose from " + ",".join(f.value for f in DEFAULT_PREFER),
+            )
         if fmt not in out:
             out.append(fmt)
     if not out:
@@ -105,8 +107,9 @@ class ServerConfig:
         only = parse_prefer([str(f) for f in self.only_formats]) if self.only_formats is not None else None
         self.only_formats = only
         self.prefer = preference_order(parse_prefer([str(f) for f in self.prefer]), only)
-        self.prefer_per_model = {k: preference_order(parse_prefer([str(f) for f in v]), only)
-                                 for k, v in self.prefer_per_model.items()}
+        self.prefer_per_model = {
+            k: preference_order(parse_prefer([str(f) for f in v]), only) for k, v in self.prefer_per_model.items()
+        }
         self._check_ranges()
         check_tokens(self)
         if self.model_name is not None:
@@ -122,17 +125,28 @@ class ServerConfig:
         for name in ("http_port", "grpc_port"):
             port = getattr(self, name)
             if not -1 <= port <= 65535:
-                raise UsageError(f"--{name.replace('_', '-')} {port} is not a port",
-                                 hint="use 1-65535, 0 for any free port, -1 to disable")
-        positive = {"max_batch_size": self.max_batch_size, "max_queue_size": self.max_queue_size,
-                    "max_body_bytes": self.max_body_bytes, "grpc_max_message_bytes": self.grpc_max_message_bytes,
-                    "instances": self.workers, "workers": self.worker_processes}
+                raise UsageError(
+                    f"--{name.replace('_', '-')} {port} is not a port",
+                    hint="use 1-65535, 0 for any free port, -1 to disable",
+                )
+        positive = {
+            "max_batch_size": self.max_batch_size,
+            "max_queue_size": self.max_queue_size,
+            "max_body_bytes": self.max_body_bytes,
+            "grpc_max_message_bytes": self.grpc_max_message_bytes,
+            "instances": self.workers,
+            "workers": self.worker_processes,
+        }
         for name, value in positive.items():
             if value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-        non_negative = {"max_queue_delay_ms": self.max_queue_delay_ms, "request_timeout_s": self.request_timeout_s,
-                        "poll_seconds": self.poll_seconds, "drain_seconds": self.drain_seconds,
-                        "shutdown_delay_seconds": self.shutdown_delay_s}
+        non_negative = {
+            "max_queue_delay_ms": self.max_queue_delay_ms,
+            "request_timeout_s": self.request_timeout_s,
+            "poll_seconds": self.poll_seconds,
+            "drain_seconds": self.drain_seconds,
+            "shutdown_delay_seconds": self.shutdown_delay_s,
+        }
         for name, fvalue in non_negative.items():
             if fvalue < 0:
                 raise UsageError(f"--{name.replace('_', '-')} must not be negative, got {fvalue}")

@@ -41,13 +41,16 @@ def check_tokens(config: Any) -> None:
         if not token.strip():
             raise UsageError(f"{flag} is empty", hint=f"pass a secret (e.g. openssl rand -hex 32), or leave {flag} out")
         if not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
-            raise UsageError(f"{flag} holds whitespace, control or non-ASCII characters",
-                             hint="clients send it in an HTTP header as 'Authorization: Bearer TOKEN'; "
-                                  "use letters, digits and punctuation")
+            raise UsageError(
+                f"{flag} holds whitespace, control or non-ASCII characters",
+                hint="clients send it in an HTTP header as 'Authorization: Bearer TOKEN'; "
+                "use letters, digits and punctuation",
+            )
     if config.enable_model_control and not config.admin_token:
-        raise UsageError("--enable-model-control needs a non-empty --admin-token",
-                         hint="pass --admin-token TOKEN (or FWX_ADMIN_TOKEN); load/unload then need "
-                              "'Authorization: Bearer TOKEN'")
+        raise UsageError(
+            "--enable-model-control needs a non-empty --admin-token",
+            hint="pass --admin-token TOKEN (or FWX_ADMIN_TOKEN); load/unload then need 'Authorization: Bearer TOKEN'",
+        )
 
 
 def check_admin(config: Any, token: str | None) -> None:
@@ -63,9 +66,10 @@ def check_admin(config: Any, token: str | None) -> None:
         raise ForbiddenError("model control has no admin token configured", hint=_ENABLE_HINT)
     given = bearer_token(token)
     if given is None:
-        raise UnauthenticatedError("model control needs the admin token",
-                                   hint="send 'Authorization: Bearer TOKEN' (REST) or 'authorization' metadata "
-                                        "'Bearer TOKEN' (gRPC)")
+        raise UnauthenticatedError(
+            "model control needs the admin token",
+            hint="send 'Authorization: Bearer TOKEN' (REST) or 'authorization' metadata 'Bearer TOKEN' (gRPC)",
+        )
     if not hmac.compare_digest(given.encode(), str(expected).encode()):
         raise UnauthenticatedError("invalid admin token", hint="send the token given to --admin-token")
 
@@ -92,8 +96,10 @@ def resolve_model_dir(repository: Path, name: str, *, must_exist: bool = True) -
     check_request_model_name(name)
     path = Path(repository) / name
     if not inside(Path(repository), path):
-        raise InputError(f"model {name!r} resolves outside the model repository",
-                         hint="model folders (and symlinks) must stay inside the repository")
+        raise InputError(
+            f"model {name!r} resolves outside the model repository",
+            hint="model folders (and symlinks) must stay inside the repository",
+        )
     if must_exist and not path.is_dir():
         raise NotFoundError(f"model {name!r} is not in the repository", hint="publish it first with fwx export")
     return path

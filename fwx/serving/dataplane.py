@@ -55,16 +55,32 @@ class Access(enum.Enum):
 
 #: The one access table: every data-plane operation a transport exposes, by name.
 ACCESS: dict[str, Access] = {
-    "live": Access.PUBLIC, "ready": Access.PUBLIC, "server_metadata": Access.PUBLIC, "metrics": Access.PUBLIC,
+    "live": Access.PUBLIC,
+    "ready": Access.PUBLIC,
+    "server_metadata": Access.PUBLIC,
+    "metrics": Access.PUBLIC,
     "openapi": Access.PUBLIC,
-    "model_ready": Access.API, "model_metadata": Access.API, "model_config": Access.API,
-    "model_statistics": Access.API, "repository_index": Access.API, "infer": Access.API,
-    "model_status": Access.API, "served_model": Access.API,
-    "load_model": Access.ADMIN, "unload_model": Access.ADMIN,
+    "model_ready": Access.API,
+    "model_metadata": Access.API,
+    "model_config": Access.API,
+    "model_statistics": Access.API,
+    "repository_index": Access.API,
+    "infer": Access.API,
+    "model_status": Access.API,
+    "served_model": Access.API,
+    "load_model": Access.ADMIN,
+    "unload_model": Access.ADMIN,
 }
 
-EXTENSIONS = ["binary_tensor_data", "parameters", "statistics", "model_configuration", "model_repository",
-              "schedule_policy", "tf_serving_rest"]
+EXTENSIONS = [
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+    "model_configuration",
+    "model_repository",
+    "schedule_policy",
+    "tf_serving_rest",
+]
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -85,8 +101,9 @@ def failure_reason(exc: BaseException) -> str:
 class DataPlane:
     """All serving logic over one ``ModelManager``."""
 
-    def __init__(self, manager: ModelManager, config: ServerConfig, metrics: Metrics,
-                 hooks: BatchingHooks | None = None) -> None:
+    def __init__(
+        self, manager: ModelManager, config: ServerConfig, metrics: Metrics, hooks: BatchingHooks | None = None
+    ) -> None:
         self.manager = manager
         self.config = config
         self.metrics = metrics
@@ -118,8 +135,10 @@ class DataPlane:
         given = bearer_token(token)
         if given is None or not hmac.compare_digest(given.encode(), expected.encode()):
             self.metrics.count_failure("unauthenticated")
-            raise UnauthenticatedError("missing or invalid API token",
-                                       hint="send 'Authorization: Bearer TOKEN' (gRPC: 'authorization' metadata)")
+            raise UnauthenticatedError(
+                "missing or invalid API token",
+                hint="send 'Authorization: Bearer TOKEN' (gRPC: 'authorization' metadata)",
+            )
 
     # ------------------------------------------------------------------ health
     def live(self) -> bool:
@@ -208,13 +227,15 @@ class DataPlane:
         self.authorize("model_config", auth)
         return triton_config(self.manager.get(name, version), self.config)
 
-    def model_statistics(self, name: str | None, version: str | None, *,
-                         auth: str | None = None) -> dict[str, Any]:
+    def model_statistics(self, name: str | None, version: str | None, *, auth: str | None = None) -> dict[str, Any]:
         self.authorize("model_statistics", auth)
         if name:
             self.manager.get(name, version)  # NotFoundError for an unknown model or version
-        stats = [s for s in self.metrics.models()
-                 if (not name or s.model == name) and (not version or s.version == str(version))]
+        stats = [
+            s
+            for s in self.metrics.models()
+            if (not name or s.model == name) and (not version or s.version == str(version))
+        ]
         stats.sort(key=lambda s: (s.model, int(s.version) if s.version.isdigit() else 0))
         return {"model_stats": [s.triton_json() for s in stats]}
 
@@ -229,8 +250,9 @@ class DataPlane:
         self.authorize("model_status", auth)
         if version is not None and version.isdigit():
             version = str(int(version))  # "02" is version 2, as for every other route
-        entries = [e for e in self.manager.index()
-                   if e["name"] == name and (version is None or str(e["version"]) == version)]
+        entries = [
+            e for e in self.manager.index() if e["name"] == name and (version is None or str(e["version"]) == version)
+        ]
         if not entries:
             self.manager.get(name, version)  # raises NotFoundError naming what is missing
         return entries
@@ -245,8 +267,9 @@ class DataPlane:
         await self.manager.unload(check_request_model_name(name))
 
     # --------------------------------------------------------------- inference
-    async def handle_infer(self, decode: Callable[[], Awaitable[tuple[InferRequest, _D]]], *,
-                           auth: str | None = None) -> tuple[InferRequest, _D, InferResponse]:
+    async def handle_infer(
+        self, decode: Callable[[], Awaitable[tuple[InferRequest, _D]]], *, auth: str | None = None
+    ) -> tuple[InferRequest, _D, InferResponse]:
         """What every transport calls: authorize, decode (a failure is counted), infer.
 
         ``decode`` runs only after the caller is authorized (REST reads the body
@@ -297,8 +320,7 @@ class DataPlane:
         if self.config.request_timeout_s > 0:
             deadline = _earliest(deadline, now + self.config.request_timeout_s)
         if deadline is not None and deadline <= now:
-            raise DeadlineExceededError("the request's deadline passed before it was queued",
-                                        hint="raise the timeout")
+            raise DeadlineExceededError("the request's deadline passed before it was queued", hint="raise the timeout")
         return deadline
 
 
@@ -310,15 +332,16 @@ def _tensor_meta(spec: TensorSpec) -> dict[str, Any]:
     return {"name": spec.name, "datatype": KSERVE_DTYPES[spec.dtype], "shape": spec.kserve_shape()}
 
 
-def _response(model: LoadedModel, request: InferRequest, slot: ModelSlot,
-              outputs: dict[str, Any]) -> InferResponse:
+def _response(model: LoadedModel, request: InferRequest, slot: ModelSlot, outputs: dict[str, Any]) -> InferResponse:
     names = [o.name for o in request.outputs] if request.outputs else (slot.plan.output_names or list(outputs))
     tensors = []
     for name in names:
         arr = outputs.get(name)
         if arr is None:
-            raise ServingError(f"model {model.name} did not return output {name!r}",
-                               hint="the artifact's outputs differ from fwx.json; re-export it")
+            raise ServingError(
+                f"model {model.name} did not return output {name!r}",
+                hint="the artifact's outputs differ from fwx.json; re-export it",
+            )
         tensors.append(InferTensor(name, datatype_of(arr), list(arr.shape), arr))
     return InferResponse(model.name, str(model.version), tensors, id=request.id)
 

@@ -26,7 +26,9 @@ def timeout_seconds(parameters: Mapping[str, Any]) -> float | None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             what = "microseconds, as in Triton" if name == "timeout" else "milliseconds"
-            raise InputError(f"parameter {name!r} must be a non-negative number of {what}, got {value!r}",
-                             hint='e.g. "timeout": 500000 (µs) or "timeout_ms": 500')
+            raise InputError(
+                f"parameter {name!r} must be a non-negative number of {what}, got {value!r}",
+                hint='e.g. "timeout": 500000 (µs) or "timeout_ms": 500',
+            )
         found.append(value * unit)
     return min(found) if found else None

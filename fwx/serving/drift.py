@@ -55,5 +55,7 @@ def version_drift(manifest: Manifest, fmt: Format, runtime_version: str) -> str 
     if found is None or found[1] == found[2]:
         return None
     package, recorded, serving = found
-    return (f"model {manifest.name} v{manifest.version} ({fmt}) was recorded with {package} {recorded} "
-            f"but is served by {package} {serving}; outputs may differ slightly (re-validate with fwx validate)")
+    return (
+        f"model {manifest.name} v{manifest.version} ({fmt}) was recorded with {package} {recorded} "
+        f"but is served by {package} {serving}; outputs may differ slightly (re-validate with fwx validate)"
+    )

@@ -28,8 +28,10 @@ def numeric_array(name: str, label: str, dtype: np.dtype, data: Any) -> np.ndarr
     raw = np.asarray(data)
     kind = raw.dtype.kind
     if kind in "OUS":
-        raise InputError(f"input {name!r}: {label} data holds a null, a string or a value out of every numeric "
-                         "range", hint=f"send JSON numbers only for {label}")
+        raise InputError(
+            f"input {name!r}: {label} data holds a null, a string or a value out of every numeric range",
+            hint=f"send JSON numbers only for {label}",
+        )
     if kind == "b":
         raise InputError(f"input {name!r}: {label} data holds true/false", hint=f"send JSON numbers for {label}")
     if dtype.kind in "iu":
@@ -37,16 +39,19 @@ def numeric_array(name: str, label: str, dtype: np.dtype, data: Any) -> np.ndarr
     with np.errstate(over="ignore"):  # overflow is detected below and reported as a 400
         out = raw.astype(dtype)
     if dtype.kind == "f" and out.size and not np.isfinite(out).all():
-        raise InputError(f"input {name!r}: a value is out of the {label} range (it would become inf)",
-                         hint=f"send values within +-{float(np.finfo(dtype).max):.4g}")
+        raise InputError(
+            f"input {name!r}: a value is out of the {label} range (it would become inf)",
+            hint=f"send values within +-{float(np.finfo(dtype).max):.4g}",
+        )
     return out
 
 
 def _as_int(name: str, label: str, dtype: np.dtype, raw: np.ndarray) -> np.ndarray:
     whole = raw.dtype.kind != "f" or not raw.size or (np.isfinite(raw).all() and (raw == np.floor(raw)).all())
     if not whole:
-        raise InputError(f"input {name!r}: {label} data holds a non-integer value",
-                         hint="send whole numbers (e.g. 2, not 1.5)")
+        raise InputError(
+            f"input {name!r}: {label} data holds a non-integer value", hint="send whole numbers (e.g. 2, not 1.5)"
+        )
     if raw.size:
         info = np.iinfo(dtype)
         lo, hi = raw.min(), raw.max()

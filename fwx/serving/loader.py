@@ -91,8 +91,13 @@ def _served_signature(manifest: Manifest, runtime: Runtime) -> Signature:
         return pinned
     if set(actual.input_names) == set(pinned.input_names) and set(actual.output_names) >= set(pinned.output_names):
         return pinned
-    log.warning("%s v%s: runtime signature %s differs from pinned %s; serving the runtime's names",
-                manifest.name, manifest.version, actual, pinned)
+    log.warning(
+        "%s v%s: runtime signature %s differs from pinned %s; serving the runtime's names",
+        manifest.name,
+        manifest.version,
+        actual,
+        pinned,
+    )
     return actual
 
 
@@ -109,8 +114,10 @@ def load_version(path: Path, settings: LoadSettings, probed: set[str]) -> Loaded
     if not options:
         have = ", ".join(sorted(e.format for e in manifest.artifacts.values())) or "none"
         want = ", ".join(f.value for f in settings.prefer)
-        raise InputError(f"no servable format (artifacts: {have}; loadable here: {want})",
-                         hint="export one of those formats, or widen --only-formats")
+        raise InputError(
+            f"no servable format (artifacts: {have}; loadable here: {want})",
+            hint="export one of those formats, or widen --only-formats",
+        )
     errors: list[str] = []
     for fmt, entry in options:
         try:
@@ -121,22 +128,29 @@ def load_version(path: Path, settings: LoadSettings, probed: set[str]) -> Loaded
     raise InputError("; ".join(errors), hint="re-export the model, or put another format first with --prefer")
 
 
-def _load_one(path: Path, manifest: Manifest, fmt: Format, entry: ArtifactEntry, settings: LoadSettings,
-              probed: set[str]) -> Loaded:
+def _load_one(
+    path: Path, manifest: Manifest, fmt: Format, entry: ArtifactEntry, settings: LoadSettings, probed: set[str]
+) -> Loaded:
     artifact = path / entry.path
     sig = manifest.sig()
     probe_s: float | None = None
     # The cache is keyed by checksum, so it is only sound when checksums were verified.
     key = f"{fmt.value}:{entry.sha256}" if entry.sha256 and not settings.trust_model_code else ""
     if settings.probe and (not key or key not in probed):
-        probe_s = probe(fmt, artifact, signature=sig if settings.warmup else None,
-                        trust_model_code=settings.trust_model_code, limits=settings.probe_limits)
+        probe_s = probe(
+            fmt,
+            artifact,
+            signature=sig if settings.warmup else None,
+            trust_model_code=settings.trust_model_code,
+            limits=settings.probe_limits,
+        )
         if key:
             probed.add(key)
     start = time.monotonic()
     with load_guard(fmt, artifact) if load_guard is not None else contextlib.nullcontext():
-        runtime = load_runtime(fmt, artifact, device=settings.device, trust_model_code=settings.trust_model_code,
-                               signature_hint=sig)
+        runtime = load_runtime(
+            fmt, artifact, device=settings.device, trust_model_code=settings.trust_model_code, signature_hint=sig
+        )
         try:
             served = _served_signature(manifest, runtime)
             if settings.warmup:

@@ -72,44 +72,68 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def probe(fmt: Format, path: Path, *, signature: Signature | None = None, trust_model_code: bool = False,
-          limits: ProbeLimits | None = None) -> float:
+def probe(
+    fmt: Format,
+    path: Path,
+    *,
+    signature: Signature | None = None,
+    trust_model_code: bool = False,
+    limits: ProbeLimits | None = None,
+) -> float:
     """Load (and warm up) ``path`` in a child process; return its wall time in seconds.
 
     Raises ``InputError`` with reason "loader crashed (SIGSEGV)", "loader timed
     out" or the child's own one-line error. Blocking: call it from a thread.
     """
     lim = limits or ProbeLimits()
-    cmd = [sys.executable, "-m", "fwx.serving.loader_probe", fmt.value, str(path),
-           "--cpu-s", str(lim.cpu_s), "--memory-mb", str(lim.memory_mb)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fwx.serving.loader_probe",
+        fmt.value,
+        str(path),
+        "--cpu-s",
+        str(lim.cpu_s),
+        "--memory-mb",
+        str(lim.memory_mb),
+    ]
     if signature is not None:
         cmd += ["--signature", json.dumps(signature.to_json())]
     if trust_model_code:
         cmd.append("--trust-model-code")
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            text=True, env=_child_env())
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=_child_env()
+    )
     _ACTIVE.add(proc)
     try:
         stdout, stderr = proc.communicate(timeout=lim.timeout_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        raise InputError(f"loader timed out after {lim.timeout_s:g}s on {path.name} ({fmt})",
-                         hint="the artifact may be hostile or too big; raise the probe timeout if it is legitimate") from None
+        raise InputError(
+            f"loader timed out after {lim.timeout_s:g}s on {path.name} ({fmt})",
+            hint="the artifact may be hostile or too big; raise the probe timeout if it is legitimate",
+        ) from None
     finally:
         _ACTIVE.discard(proc)
     seconds = time.monotonic() - start
     if proc.pid in _CANCELLED or proc.returncode in (-signal.SIGINT, -signal.SIGTERM):
         _CANCELLED.discard(proc.pid)
-        raise InputError(f"trial load of {path.name} ({fmt}) stopped: the server is shutting down",
-                         hint="nothing is wrong with the artifact")
+        raise InputError(
+            f"trial load of {path.name} ({fmt}) stopped: the server is shutting down",
+            hint="nothing is wrong with the artifact",
+        )
     if proc.returncode < 0:
-        raise InputError(f"loader crashed ({_signal_name(proc.returncode)}) on {path.name} ({fmt})",
-                         hint="the artifact is corrupt or hostile; re-export it")
+        raise InputError(
+            f"loader crashed ({_signal_name(proc.returncode)}) on {path.name} ({fmt})",
+            hint="the artifact is corrupt or hostile; re-export it",
+        )
     if proc.returncode != 0:
-        raise InputError(_child_error(stdout, stderr, proc.returncode, path, fmt),
-                         hint="the artifact is corrupt or does not match its signature; re-export it")
+        raise InputError(
+            _child_error(stdout, stderr, proc.returncode, path, fmt),
+            hint="the artifact is corrupt or does not match its signature; re-export it",
+        )
     return seconds
 
 
@@ -117,7 +141,7 @@ def _child_error(stdout: str, stderr: str, code: int, path: Path, fmt: Format) -
     for line in reversed(stdout.splitlines()):
         if line.startswith(MARKER):
             try:
-                return str(json.loads(line[len(MARKER):]).get("error", "")) or f"loader refused {path.name}"
+                return str(json.loads(line[len(MARKER) :]).get("error", "")) or f"loader refused {path.name}"
             except ValueError:
                 break
     tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
@@ -143,8 +167,9 @@ def _run(args: argparse.Namespace) -> dict[str, object]:
 
     sig = Signature.from_json(json.loads(args.signature)) if args.signature else None
     start = time.monotonic()
-    rt = load_runtime(Format(args.format), args.path, device="cpu", trust_model_code=args.trust_model_code,
-                      signature_hint=sig)
+    rt = load_runtime(
+        Format(args.format), args.path, device="cpu", trust_model_code=args.trust_model_code, signature_hint=sig
+    )
     try:
         loaded = time.monotonic() - start
         if sig is not None:
@@ -171,8 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         print(MARKER + json.dumps({"ok": False, "error": exc.message}), flush=True)
         return REFUSED
     except MemoryError:
-        print(MARKER + json.dumps({"ok": False, "error": f"loader ran out of memory on {Path(args.path).name}"}),
-              flush=True)
+        print(
+            MARKER + json.dumps({"ok": False, "error": f"loader ran out of memory on {Path(args.path).name}"}),
+            flush=True,
+        )
         return REFUSED
     print(MARKER + json.dumps(result), flush=True)
     return 0

@@ -111,13 +111,13 @@ class _Collector:
         mv = ["model", "version"]
         fams = {
             "ok": CounterMetricFamily("fwx_request_success", "Successful inference requests.", labels=mv),
-            "fail": CounterMetricFamily("fwx_request_failure", "Failed inference requests by reason.",
-                                        labels=[*mv, "reason"]),
+            "fail": CounterMetricFamily(
+                "fwx_request_failure", "Failed inference requests by reason.", labels=[*mv, "reason"]
+            ),
             "depth": GaugeMetricFamily("fwx_queue_depth", "Requests waiting in the batch queue.", labels=mv),
             "total": _hist_family("fwx_request_duration_seconds", "Request latency inside the server.", mv),
             "queue": _hist_family("fwx_queue_duration_seconds", "Time a request waited for its batch.", mv),
-            "compute": _hist_family("fwx_compute_duration_seconds", "Compute time of the batch a request ran in.",
-                                    mv),
+            "compute": _hist_family("fwx_compute_duration_seconds", "Compute time of the batch a request ran in.", mv),
             # _count is the number of model executions, _sum the rows inferred (no separate counters)
             "batch": _hist_family("fwx_batch_size", "Rows per model execution.", mv),
         }
@@ -126,12 +126,15 @@ class _Collector:
             "std": GaugeMetricFamily("fwx_input_std", "Running std of each input.", labels=[*mv, "input"]),
             "min": GaugeMetricFamily("fwx_input_min", "Smallest value seen in each input.", labels=[*mv, "input"]),
             "max": GaugeMetricFamily("fwx_input_max", "Largest value seen in each input.", labels=[*mv, "input"]),
-            "rmean": GaugeMetricFamily("fwx_input_recent_mean", "Mean of each input over the last window.",
-                                       labels=[*mv, "input"]),
-            "rstd": GaugeMetricFamily("fwx_input_recent_std", "Std of each input over the last window.",
-                                      labels=[*mv, "input"]),
-            "score": _hist_family("fwx_output_top_score", "Max over the last axis of float outputs, per row.",
-                                  [*mv, "output"]),
+            "rmean": GaugeMetricFamily(
+                "fwx_input_recent_mean", "Mean of each input over the last window.", labels=[*mv, "input"]
+            ),
+            "rstd": GaugeMetricFamily(
+                "fwx_input_recent_std", "Std of each input over the last window.", labels=[*mv, "input"]
+            ),
+            "score": _hist_family(
+                "fwx_output_top_score", "Max over the last axis of float outputs, per row.", [*mv, "output"]
+            ),
         }
         for st in self.metrics.models():
             self._collect_model(st, fams, data)
@@ -147,8 +150,12 @@ class _Collector:
             fams["ok"].add_metric(lv, st.success.count)
             for reason, n in sorted(st.failures.items()):
                 fams["fail"].add_metric([*lv, reason], n)
-            for key, hist in (("total", st.h_total), ("queue", st.h_queue), ("compute", st.h_compute),
-                              ("batch", st.h_batch)):
+            for key, hist in (
+                ("total", st.h_total),
+                ("queue", st.h_queue),
+                ("compute", st.h_compute),
+                ("batch", st.h_batch),
+            ):
                 _add_hist(fams[key], lv, hist)
             for name, hist in sorted(st.scores.items()):
                 _add_hist(data["score"], [*lv, name], hist)
@@ -164,8 +171,9 @@ class _Collector:
     def _server_families(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        fail = CounterMetricFamily("fwx_server_request_failure",
-                                   "Requests refused before reaching a model, by reason.", labels=["reason"])
+        fail = CounterMetricFamily(
+            "fwx_server_request_failure", "Requests refused before reaching a model, by reason.", labels=["reason"]
+        )
         for reason, n in sorted(self.metrics.server_failures.items()):
             fail.add_metric([reason], n)
         ready = GaugeMetricFamily("fwx_server_ready", "1 when every model is loaded and warm and not draining.")

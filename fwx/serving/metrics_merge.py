@@ -23,8 +23,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 _MIN = {"fwx_server_ready", "fwx_input_min", "process_start_time_seconds"}
-_MAX = {"fwx_input_max", "fwx_gpu_utilization_ratio", "fwx_gpu_memory_used_bytes", "fwx_server_info",
-        "process_max_fds"}
+_MAX = {"fwx_input_max", "fwx_gpu_utilization_ratio", "fwx_gpu_memory_used_bytes", "fwx_server_info", "process_max_fds"}
 _MEAN = {"fwx_input_mean", "fwx_input_std"}
 
 

@@ -29,15 +29,22 @@ def model_families(manager: ModelManager) -> Iterator[CounterMetricFamily | Gaug
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     loads = CounterMetricFamily("fwx_model_loads", "Successful model version loads.", labels=["model"])
-    failed = CounterMetricFamily("fwx_model_load_failures", "Failed model version loads (0 from start).",
-                                 labels=["model"])
-    served = GaugeMetricFamily("fwx_model_version_served", "1 for each model version this server routes to.",
-                               labels=["model", "version", "format"])
-    newest = GaugeMetricFamily("fwx_model_newest_version", "Highest version number served, per model.",
-                               labels=["model"])
-    drift = GaugeMetricFamily("fwx_model_runtime_drift",
-                              "1 when the serving runtime's version differs from the one fwx.json recorded.",
-                              labels=["model", "version", "format", "runtime", "recorded", "serving"])
+    failed = CounterMetricFamily(
+        "fwx_model_load_failures", "Failed model version loads (0 from start).", labels=["model"]
+    )
+    served = GaugeMetricFamily(
+        "fwx_model_version_served",
+        "1 for each model version this server routes to.",
+        labels=["model", "version", "format"],
+    )
+    newest = GaugeMetricFamily(
+        "fwx_model_newest_version", "Highest version number served, per model.", labels=["model"]
+    )
+    drift = GaugeMetricFamily(
+        "fwx_model_runtime_drift",
+        "1 when the serving runtime's version differs from the one fwx.json recorded.",
+        labels=["model", "version", "format", "runtime", "recorded", "serving"],
+    )
     load_counts = dict(manager.loads)
     failure_counts = dict(manager.load_failures)
     names = sorted(set(manager.models()) | set(load_counts) | set(failure_counts))
@@ -52,8 +59,9 @@ def model_families(manager: ModelManager) -> Iterator[CounterMetricFamily | Gaug
     yield from (loads, failed, served, newest, drift)
 
 
-def _add_version(manager: ModelManager, name: str, version: int, served: GaugeMetricFamily,
-                 drift: GaugeMetricFamily) -> None:
+def _add_version(
+    manager: ModelManager, name: str, version: int, served: GaugeMetricFamily, drift: GaugeMetricFamily
+) -> None:
     try:
         model = manager.get(name, version)
     except FwxError:  # unloaded between listing and lookup

@@ -85,10 +85,15 @@ def _formats(items: Iterable[Any]) -> tuple[Format, ...]:
 class ModelManager:
     """Discovers, loads, hot-reloads and unloads the models of one repository."""
 
-    def __init__(self, repository: Path, config: ServerConfig, *,
-                 on_load: Callable[[LoadedModel], None] | None = None,
-                 on_unload: Callable[[LoadedModel], Awaitable[None]] | None = None,
-                 on_load_failure: Callable[[str, int, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        repository: Path,
+        config: ServerConfig,
+        *,
+        on_load: Callable[[LoadedModel], None] | None = None,
+        on_unload: Callable[[LoadedModel], Awaitable[None]] | None = None,
+        on_load_failure: Callable[[str, int, str], None] | None = None,
+    ) -> None:
         self.repository = Path(repository)
         self.config = config
         self.on_load = on_load
@@ -99,7 +104,9 @@ class ModelManager:
         self.loads: Counter[str] = Counter()
         self._policy = parse_version_policy(str(getattr(config, "version_policy", "latest") or "latest"))
         self._policy_per_model: dict[str, VersionPolicy] = {
-            k: parse_version_policy(str(v)) for k, v in (getattr(config, "version_policy_per_model", None) or {}).items()}
+            k: parse_version_policy(str(v))
+            for k, v in (getattr(config, "version_policy_per_model", None) or {}).items()
+        }
         self._prefer = _formats(getattr(config, "prefer", None) or DEFAULT_PREFER)
         self._prefer_per_model = {k: _formats(v) for k, v in (getattr(config, "prefer_per_model", None) or {}).items()}
         self._routes: dict[str, dict[int, LoadedModel]] = {}
@@ -122,7 +129,9 @@ class ModelManager:
         poll = float(getattr(self.config, "poll_seconds", 2.0) or 0.0)
         if poll > 0:
             self._poll_task = asyncio.create_task(self._poll(poll), name="fwx-model-poll")
-        log.info("models serving: %s", ", ".join(f"{n} v{sorted(v)}" for n, v in sorted(self._routes.items())) or "none")
+        log.info(
+            "models serving: %s", ", ".join(f"{n} v{sorted(v)}" for n, v in sorted(self._routes.items())) or "none"
+        )
 
     async def stop(self) -> None:
         """Stop polling, then drain and unload every model."""
@@ -143,8 +152,11 @@ class ModelManager:
         """Started, not stopping, and every enabled model with a version on disk serves one."""
         if not self._started or self._stopping:
             return False
-        return all(self._routes.get(name) or not any(r.state in (FAILED, LOADING) for r in recs.values())
-                   for name, recs in self._records.items() if name in self._known and name not in self._disabled)
+        return all(
+            self._routes.get(name) or not any(r.state in (FAILED, LOADING) for r in recs.values())
+            for name, recs in self._records.items()
+            if name in self._known and name not in self._disabled
+        )
 
     # ------------------------------------------------------------------- lookups
     def get(self, name: str, version: str | int | None) -> LoadedModel:
@@ -173,8 +185,11 @@ class ModelManager:
 
     def index(self) -> list[dict[str, Any]]:
         """Every model/version seen: state READY/UNAVAILABLE/LOADING/FAILED and why."""
-        return [{"name": name, "version": str(v), "state": rec.state, "reason": rec.reason}
-                for name in sorted(self._records) for v, rec in sorted(self._records[name].items())]
+        return [
+            {"name": name, "version": str(v), "state": rec.state, "reason": rec.reason}
+            for name in sorted(self._records)
+            for v, rec in sorted(self._records[name].items())
+        ]
 
     def _why_not_ready(self, name: str) -> str:
         recs = self._records.get(name, {})
@@ -190,8 +205,10 @@ class ModelManager:
         self._known.add(name)
         await self._reconcile(name, retry_failed=True)
         if not self._routes.get(name):
-            raise InputError(f"model {name!r} failed to load: {self._why_not_ready(name)}",
-                             hint="fix or re-export the model, then load it again")
+            raise InputError(
+                f"model {name!r} failed to load: {self._why_not_ready(name)}",
+                hint="fix or re-export the model, then load it again",
+            )
 
     async def unload(self, name: str) -> None:
         """Drain and unload every version of ``name``; polling leaves it unloaded until ``load``."""
@@ -205,8 +222,10 @@ class ModelManager:
 
     def _check_control(self) -> None:
         if not getattr(self.config, "enable_model_control", False):
-            raise ForbiddenError("model control is disabled on this server",
-                                 hint="start fwx serve with --enable-model-control --admin-token TOKEN")
+            raise ForbiddenError(
+                "model control is disabled on this server",
+                hint="start fwx serve with --enable-model-control --admin-token TOKEN",
+            )
 
     # ------------------------------------------------------------- reconciling
     def _lock(self, name: str) -> asyncio.Lock:
@@ -266,8 +285,14 @@ class ModelManager:
             if v not in found and rec.state != READY:
                 rec.state, rec.reason = UNAVAILABLE, "removed from the repository"
 
-    async def _swap(self, name: str, new: dict[int, LoadedModel], had: dict[int, LoadedModel],
-                    on_disk: set[int], policy: VersionPolicy) -> None:
+    async def _swap(
+        self,
+        name: str,
+        new: dict[int, LoadedModel],
+        had: dict[int, LoadedModel],
+        on_disk: set[int],
+        policy: VersionPolicy,
+    ) -> None:
         if self._stopping:
             new = {}
         old = self._routes.get(name) or {}
@@ -282,12 +307,15 @@ class ModelManager:
         for m in leaving:
             recs[m.version] = _Record(UNAVAILABLE, self._leave_reason(m.version, new, on_disk, policy))
         if leaving or set(new) != set(old):
-            log.info("model %s: serving versions %s%s", name, sorted(new) or "none",
-                     f"; retiring {sorted(m.version for m in leaving)}" if leaving else "")
+            log.info(
+                "model %s: serving versions %s%s",
+                name,
+                sorted(new) or "none",
+                f"; retiring {sorted(m.version for m in leaving)}" if leaving else "",
+            )
         await self._retire(leaving)
 
-    def _leave_reason(self, version: int, new: dict[int, LoadedModel], on_disk: set[int],
-                      policy: VersionPolicy) -> str:
+    def _leave_reason(self, version: int, new: dict[int, LoadedModel], on_disk: set[int], policy: VersionPolicy) -> str:
         newest = max(new, default=0)
         if self._stopping:
             return "server shutting down"
@@ -317,8 +345,17 @@ class ModelManager:
             log.exception("unexpected error loading %s", path)
             self._failed(name, version, fp, f"unexpected {type(exc).__name__}: {exc}")
             return None
-        model = LoadedModel(name, version, loaded.format, loaded.runtime, loaded.signature, loaded.manifest, path,
-                            PLATFORMS.get(loaded.format, loaded.format.value), is_batchable(loaded.signature, loaded.runtime))
+        model = LoadedModel(
+            name,
+            version,
+            loaded.format,
+            loaded.runtime,
+            loaded.signature,
+            loaded.manifest,
+            path,
+            PLATFORMS.get(loaded.format, loaded.format.value),
+            is_batchable(loaded.signature, loaded.runtime),
+        )
         try:
             if self.on_load is not None:
                 self.on_load(model)
@@ -328,7 +365,9 @@ class ModelManager:
             return None
         self.loads[name] += 1
         probe = f", probe {loaded.probe_seconds:.2f}s" if loaded.probe_seconds is not None else ""
-        log.info("model %s v%d loaded as %s in %.2fs%s (warmed up)", name, version, loaded.format, loaded.seconds, probe)
+        log.info(
+            "model %s v%d loaded as %s in %.2fs%s (warmed up)", name, version, loaded.format, loaded.seconds, probe
+        )
         return model
 
     def _failed(self, name: str, version: int, fp: Fingerprint, reason: str) -> None:
@@ -343,12 +382,18 @@ class ModelManager:
 
     def _settings(self, name: str) -> LoadSettings:
         cfg = self.config
-        limits = ProbeLimits(timeout_s=float(getattr(cfg, "probe_timeout_s", ProbeLimits.timeout_s)),
-                             memory_mb=int(getattr(cfg, "probe_memory_mb", ProbeLimits.memory_mb)))
-        return LoadSettings(prefer=self._prefer_per_model.get(name, self._prefer), device=str(getattr(cfg, "device", "cpu")),
-                            trust_model_code=bool(getattr(cfg, "trust_model_code", False)),
-                            warmup=bool(getattr(cfg, "warmup", True)), probe=bool(getattr(cfg, "load_probe", True)),
-                            probe_limits=limits)
+        limits = ProbeLimits(
+            timeout_s=float(getattr(cfg, "probe_timeout_s", ProbeLimits.timeout_s)),
+            memory_mb=int(getattr(cfg, "probe_memory_mb", ProbeLimits.memory_mb)),
+        )
+        return LoadSettings(
+            prefer=self._prefer_per_model.get(name, self._prefer),
+            device=str(getattr(cfg, "device", "cpu")),
+            trust_model_code=bool(getattr(cfg, "trust_model_code", False)),
+            warmup=bool(getattr(cfg, "warmup", True)),
+            probe=bool(getattr(cfg, "load_probe", True)),
+            probe_limits=limits,
+        )
 
     # ----------------------------------------------------------------- unloading
     async def _unload_all(self, name: str, why: str) -> None:

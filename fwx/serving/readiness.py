@@ -62,14 +62,21 @@ def check_repository(path: Path) -> None:
     shown = str(path).rstrip("/") or "/"
     if (path / MANIFEST_NAME).is_file():
         root = _suggest(path, 2)
-        raise UsageError(f"{shown} is one model version, not a repository",
-                         hint=f"did you mean {root}? (fwx serve takes the folder that holds the model folders)")
+        raise UsageError(
+            f"{shown} is one model version, not a repository",
+            hint=f"did you mean {root}? (fwx serve takes the folder that holds the model folders)",
+        )
     if _versions(path):
         root = _suggest(path, 1)
-        raise UsageError(f"{shown} is one model's folder, not a repository",
-                         hint=f"did you mean {root}? (fwx serve takes the folder that holds the model folders)")
-    models = [p for p in sorted(path.iterdir())
-              if p.is_dir() and not p.name.startswith((".", TMP_PREFIX)) and _versions(p)]
+        raise UsageError(
+            f"{shown} is one model's folder, not a repository",
+            hint=f"did you mean {root}? (fwx serve takes the folder that holds the model folders)",
+        )
+    models = [
+        p for p in sorted(path.iterdir()) if p.is_dir() and not p.name.startswith((".", TMP_PREFIX)) and _versions(p)
+    ]
     if not models:
-        raise UsageError(f"{shown} holds no model (no <model>/<version>/{MANIFEST_NAME} inside)",
-                         hint="export one first (fwx export MODEL --out " + shown + ") or pass the right folder")
+        raise UsageError(
+            f"{shown} holds no model (no <model>/<version>/{MANIFEST_NAME} inside)",
+            hint="export one first (fwx export MODEL --out " + shown + ") or pass the right folder",
+        )

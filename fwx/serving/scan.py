@@ -27,8 +27,9 @@ _VERSION_RE = re.compile(r"[1-9]\d*")
 
 def is_model_folder(root: Path) -> bool:
     """``root/<version>/fwx.json`` exists: one model's folder rather than a repository of models."""
-    return root.is_dir() and any(_VERSION_RE.fullmatch(p.name) and (p / MANIFEST_NAME).is_file()
-                                 for p in root.iterdir())
+    return root.is_dir() and any(
+        _VERSION_RE.fullmatch(p.name) and (p / MANIFEST_NAME).is_file() for p in root.iterdir()
+    )
 
 
 class Scanner:

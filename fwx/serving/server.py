@@ -49,8 +49,10 @@ def _bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise UsageError(f"cannot listen for HTTP on {host}:{port}: {exc.strerror}",
-                         hint="choose another --http-port (0 = any free port, -1 disables HTTP)") from None
+        raise UsageError(
+            f"cannot listen for HTTP on {host}:{port}: {exc.strerror}",
+            hint="choose another --http-port (0 = any free port, -1 disables HTTP)",
+        ) from None
     sock.set_inheritable(True)
     return sock
 
@@ -66,9 +68,16 @@ def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
             yield
 
     # log_config=None: uvicorn's records go through fwx's handler and format (see _setup_logging)
-    ucfg = uvicorn.Config(app, log_level=_uvicorn_level(config), access_log=False, lifespan="off", log_config=None,
-                          timeout_graceful_shutdown=max(1, int(config.drain_seconds)), server_header=False,
-                          http=guarded_protocol(config.max_body_bytes) or "auto")
+    ucfg = uvicorn.Config(
+        app,
+        log_level=_uvicorn_level(config),
+        access_log=False,
+        lifespan="off",
+        log_config=None,
+        timeout_graceful_shutdown=max(1, int(config.drain_seconds)),
+        server_header=False,
+        http=guarded_protocol(config.max_body_bytes) or "auto",
+    )
     return _Server(ucfg)
 
 
@@ -124,8 +133,12 @@ class Server:
             log.info("fwx serve ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)
         else:
             blockers = readiness_blockers(self.dataplane.manager) or ["see POST /v2/repository/index"]
-            log.error("fwx serve is NOT ready (/v2/health/ready answers 400; HTTP %s, gRPC %s): %s",
-                      self.http_port, self.grpc_port, "; ".join(blockers))
+            log.error(
+                "fwx serve is NOT ready (/v2/health/ready answers 400; HTTP %s, gRPC %s): %s",
+                self.http_port,
+                self.grpc_port,
+                "; ".join(blockers),
+            )
             self._ready_watch = asyncio.create_task(self._announce_when_ready(), name="fwx-ready-watch")
 
     async def _announce_when_ready(self) -> None:
@@ -180,8 +193,9 @@ class Server:
         await dp.manager.stop()
 
 
-async def run_server(config: ServerConfig, *, announce: bool = True,
-                     setup: Callable[[Server], object] | None = None) -> int:
+async def run_server(
+    config: ServerConfig, *, announce: bool = True, setup: Callable[[Server], object] | None = None
+) -> int:
     """Serve until SIGTERM/SIGINT, then drain and return the exit code (0).
 
     ``setup`` sees the server before it starts (a supervised worker's hooks, ``fwx.serving.workers``).
@@ -200,8 +214,11 @@ async def run_server(config: ServerConfig, *, announce: bool = True,
             server.dataplane.mark_unready()
         else:
             server.dataplane.begin_shutdown()
-        log.info("received %s: %s", signal.Signals(signum).name,
-                 "draining" if signals["count"] == 1 else "stopping without waiting")
+        log.info(
+            "received %s: %s",
+            signal.Signals(signum).name,
+            "draining" if signals["count"] == 1 else "stopping without waiting",
+        )
         if signals["count"] > 1:
             server.force()
         stop.set()

@@ -34,8 +34,9 @@ def _rule(spec: TensorSpec) -> _InputRule:
     datatype = KSERVE_DTYPES[spec.dtype]
     fixed = tuple((i, int(d)) for i, d in enumerate(spec.shape) if not is_dynamic(d))
     symbols = tuple((i, d) for i, d in enumerate(spec.shape) if isinstance(d, str))
-    return _InputRule(spec.name, datatype, np_dtype(spec.name, datatype), spec.rank, fixed, symbols,
-                      str(spec.kserve_shape()))
+    return _InputRule(
+        spec.name, datatype, np_dtype(spec.name, datatype), spec.rank, fixed, symbols, str(spec.kserve_shape())
+    )
 
 
 class RequestPlan:
@@ -60,8 +61,9 @@ class RequestPlan:
             arrays[t.name] = self._check_one(rule, t, sizes)
         if len(arrays) != len(self.rules):
             missing = [n for n in self.input_names if n not in arrays]
-            raise InputError(f"missing input(s): {', '.join(missing)}",
-                             hint=f"this model takes: {', '.join(self.input_names)}")
+            raise InputError(
+                f"missing input(s): {', '.join(missing)}", hint=f"this model takes: {', '.join(self.input_names)}"
+            )
         return arrays, self._rows(arrays)
 
     @staticmethod
@@ -71,17 +73,21 @@ class RequestPlan:
         data = t.data
         shape = data.shape
         if len(shape) != rule.rank:
-            raise InputError(f"input {t.name!r}: expected rank {rule.rank} (shape {rule.shape_text}), "
-                             f"got shape {list(shape)}")
+            raise InputError(
+                f"input {t.name!r}: expected rank {rule.rank} (shape {rule.shape_text}), got shape {list(shape)}"
+            )
         for axis, size in rule.fixed:
             if shape[axis] != size:
-                raise InputError(f"input {t.name!r}: expected shape {rule.shape_text}, got {list(shape)}",
-                                 hint=f"dimension {axis} must be {size}")
+                raise InputError(
+                    f"input {t.name!r}: expected shape {rule.shape_text}, got {list(shape)}",
+                    hint=f"dimension {axis} must be {size}",
+                )
         for axis, sym in rule.symbols:
             seen = sizes.setdefault(sym, shape[axis])
             if seen != shape[axis]:
-                raise InputError(f"input {t.name!r}: dimension {axis} is {shape[axis]} but {sym!r} is {seen} "
-                                 "in another input")
+                raise InputError(
+                    f"input {t.name!r}: dimension {axis} is {shape[axis]} but {sym!r} is {seen} in another input"
+                )
         if data.dtype != rule.dtype:
             data = data.astype(rule.dtype)
         return data
@@ -91,8 +97,10 @@ class RequestPlan:
             return 1
         firsts = {a.shape[0] for a in arrays.values()}
         if len(firsts) != 1:
-            raise InputError(f"inputs disagree on the batch size: {sorted(firsts)}",
-                             hint="every input's first dimension is the batch")
+            raise InputError(
+                f"inputs disagree on the batch size: {sorted(firsts)}",
+                hint="every input's first dimension is the batch",
+            )
         rows = firsts.pop()
         if rows == 0:
             raise InputError("the request has an empty batch (first dimension 0)")
@@ -101,5 +109,6 @@ class RequestPlan:
     def check_outputs(self, requested: Sequence[RequestedOutput]) -> None:
         for out in requested:
             if out.name not in self.output_names:
-                raise InputError(f"unknown output {out.name!r}",
-                                 hint=f"this model returns: {', '.join(self.output_names)}")
+                raise InputError(
+                    f"unknown output {out.name!r}", hint=f"this model returns: {', '.join(self.output_names)}"
+                )

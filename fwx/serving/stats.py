@@ -78,8 +78,13 @@ class RunningStats:
         n = int(arr.size)
         if n == 0:
             return RunningStats()
-        return RunningStats(n, float(arr.mean(dtype=np.float64)), float(arr.var(dtype=np.float64)) * n,
-                            float(arr.min()), float(arr.max()))
+        return RunningStats(
+            n,
+            float(arr.mean(dtype=np.float64)),
+            float(arr.var(dtype=np.float64)) * n,
+            float(arr.min()),
+            float(arr.max()),
+        )
 
     def merge(self, other: RunningStats) -> None:
         n = other.count
@@ -246,8 +251,12 @@ class ModelStats:
                     "cache_miss": {"count": 0, "ns": 0},
                 },
                 "batch_stats": [
-                    {"batch_size": size, "compute_input": r.compute_input.to_json(),
-                     "compute_infer": r.compute_infer.to_json(), "compute_output": r.compute_output.to_json()}
+                    {
+                        "batch_size": size,
+                        "compute_input": r.compute_input.to_json(),
+                        "compute_infer": r.compute_infer.to_json(),
+                        "compute_output": r.compute_output.to_json(),
+                    }
                     for size, r in sorted(self.batches.items())
                 ],
             }

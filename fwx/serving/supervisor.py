@@ -99,8 +99,10 @@ def _reserve(host: str, port: int, what: str, flag: str) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise UsageError(f"cannot listen for {what} on {host}:{port}: {exc.strerror}",
-                         hint=f"choose another {flag} (0 = any free port, -1 disables {what})") from None
+        raise UsageError(
+            f"cannot listen for {what} on {host}:{port}: {exc.strerror}",
+            hint=f"choose another {flag} (0 = any free port, -1 disables {what})",
+        ) from None
     return sock
 
 
@@ -153,8 +155,13 @@ class Supervisor:
             reason = w.hung or f"loader crashed ({how}) on {loading.get('what', 'an artifact')}"
             w.hung = ""
             self.state.quarantine(str(loading["key"]), reason)
-            log.error("worker %d (pid %d) died (%s) loading %s: quarantined; restarting it without that artifact",
-                      w.slot, pid, how, loading.get("what"))
+            log.error(
+                "worker %d (pid %d) died (%s) loading %s: quarantined; restarting it without that artifact",
+                w.slot,
+                pid,
+                how,
+                loading.get("what"),
+            )
             w.restart_at = now  # the cause is gone: restart at once
             return
         if code > 0 and not w.was_ready:
@@ -193,12 +200,17 @@ class Supervisor:
         self.state.set_all_ready(ready and self.signals == 0)
         if ready and not self._announced:
             self._announced = True
-            log.info("fwx serve ready: %d worker process(es) on HTTP %s, gRPC %s", self.n,
-                     self.config.http_port, self.config.grpc_port)
+            log.info(
+                "fwx serve ready: %d worker process(es) on HTTP %s, gRPC %s",
+                self.n,
+                self.config.http_port,
+                self.config.grpc_port,
+            )
             from fwx.serving.usage import print_usage_examples
 
-            print_usage_examples(self.config, http_port=self._port(self.config.http_port),
-                                 grpc_port=self._port(self.config.grpc_port))
+            print_usage_examples(
+                self.config, http_port=self._port(self.config.http_port), grpc_port=self._port(self.config.grpc_port)
+            )
 
     @staticmethod
     def _port(port: int) -> int | None:
@@ -207,8 +219,11 @@ class Supervisor:
     def on_signal(self, signum: int, _frame: FrameType | None = None) -> None:
         self.signals += 1
         self.state.set_all_ready(False)
-        log.info("received %s: %s", signal.Signals(signum).name,
-                 "draining every worker" if self.signals == 1 else "stopping without waiting")
+        log.info(
+            "received %s: %s",
+            signal.Signals(signum).name,
+            "draining every worker" if self.signals == 1 else "stopping without waiting",
+        )
         for w in self.workers:
             if w.proc is not None and w.proc.poll() is None:
                 w.proc.send_signal(signal.SIGTERM)
@@ -269,8 +284,10 @@ def supervise(config: ServerConfig) -> int:
     _setup_logging(config.log_level)
     check_repository(config.repository)  # a wrong folder is a usage error here, before any worker starts
     if config.worker_processes > 1 and config.enable_model_control:
-        raise UsageError("--enable-model-control needs --workers 1",
-                         hint="a load/unload call would reach one worker only; use repository polling instead")
+        raise UsageError(
+            "--enable-model-control needs --workers 1",
+            hint="a load/unload call would reach one worker only; use repository polling instead",
+        )
     held: list[socket.socket] = []
     http_port, grpc_port = config.http_port, config.grpc_port
     if http_port >= 0:

@@ -39,8 +39,9 @@ def _host(config: ServerConfig) -> str:
     return "127.0.0.1" if config.host in ("0.0.0.0", "::", "") else config.host
 
 
-def usage_examples(config: ServerConfig, repo: Path | None = None, *, http_port: int | None = None,
-                   grpc_port: int | None = None) -> str:
+def usage_examples(
+    config: ServerConfig, repo: Path | None = None, *, http_port: int | None = None, grpc_port: int | None = None
+) -> str:
     """The example text (empty when the repository holds no model)."""
     found = _first_model(Path(repo or config.repository))
     if found is None:
@@ -74,37 +75,71 @@ def _count(shape: list[int]) -> int:
     return n
 
 
-def _kserve_curl(name: str, sig: Signature, shapes: dict[str, list[int]], small: bool, http: str,
-                 auth: str) -> list[str]:
+def _kserve_curl(
+    name: str, sig: Signature, shapes: dict[str, list[int]], small: bool, http: str, auth: str
+) -> list[str]:
     url = f"{http}/v2/models/{name}/infer"
     if small:
-        body = {"inputs": [{"name": s.name, "shape": shapes[s.name], "datatype": KSERVE_DTYPES[s.dtype],
-                            "data": [_example(s.dtype)] * _count(shapes[s.name])} for s in sig.inputs]}
-        return ["", "# KServe v2 REST", f"curl -s {url}{auth} -H 'Content-Type: application/json' -d '{json.dumps(body)}'"]
-    gen = ", ".join(f"{{'name': '{s.name}', 'shape': {shapes[s.name]}, 'datatype': '{KSERVE_DTYPES[s.dtype]}', "
-                    f"'data': [{_example(s.dtype)!r}] * {_count(shapes[s.name])}}}" for s in sig.inputs)
-    return ["", "# KServe v2 REST",
-            f"python3 -c \"import json; print(json.dumps({{'inputs': [{gen}]}}))\" > /tmp/fwx_v2.json",
-            f"curl -s {url}{auth} -H 'Content-Type: application/json' -d @/tmp/fwx_v2.json"]
+        body = {
+            "inputs": [
+                {
+                    "name": s.name,
+                    "shape": shapes[s.name],
+                    "datatype": KSERVE_DTYPES[s.dtype],
+                    "data": [_example(s.dtype)] * _count(shapes[s.name]),
+                }
+                for s in sig.inputs
+            ]
+        }
+        return [
+            "",
+            "# KServe v2 REST",
+            f"curl -s {url}{auth} -H 'Content-Type: application/json' -d '{json.dumps(body)}'",
+        ]
+    gen = ", ".join(
+        f"{{'name': '{s.name}', 'shape': {shapes[s.name]}, 'datatype': '{KSERVE_DTYPES[s.dtype]}', "
+        f"'data': [{_example(s.dtype)!r}] * {_count(shapes[s.name])}}}"
+        for s in sig.inputs
+    )
+    return [
+        "",
+        "# KServe v2 REST",
+        f"python3 -c \"import json; print(json.dumps({{'inputs': [{gen}]}}))\" > /tmp/fwx_v2.json",
+        f"curl -s {url}{auth} -H 'Content-Type: application/json' -d @/tmp/fwx_v2.json",
+    ]
 
 
 def _tf_curl(name: str, sig: Signature, shapes: dict[str, list[int]], small: bool, http: str, auth: str) -> list[str]:
     url = f"{http}/v1/models/{name}:predict"
     cols = ", ".join(f"'{s.name}': {_nested(shapes[s.name], _example(s.dtype))}" for s in sig.inputs)
-    return ["", "# TF Serving REST (columnar 'inputs'; 'instances' works too)",
-            f"python3 -c \"import json; print(json.dumps({{'inputs': {{{cols}}}}}))\" > /tmp/fwx_tf.json",
-            f"curl -s {url}{auth} -d @/tmp/fwx_tf.json"]
+    return [
+        "",
+        "# TF Serving REST (columnar 'inputs'; 'instances' works too)",
+        f"python3 -c \"import json; print(json.dumps({{'inputs': {{{cols}}}}}))\" > /tmp/fwx_tf.json",
+        f"curl -s {url}{auth} -d @/tmp/fwx_tf.json",
+    ]
 
 
-def _triton_snippet(name: str, sig: Signature, shapes: dict[str, list[int]], url: str,
-                    config: ServerConfig) -> list[str]:
+def _triton_snippet(
+    name: str, sig: Signature, shapes: dict[str, list[int]], url: str, config: ServerConfig
+) -> list[str]:
     kind = "grpc" if config.grpc_port >= 0 else "http"
-    lines = ["", f"# tritonclient (pip install 'tritonclient[{kind}]')", "python3 - <<'PY'", "import numpy as np",
-             f"import tritonclient.{kind} as g", f"c = g.InferenceServerClient('{url}')", "inputs = []"]
+    lines = [
+        "",
+        f"# tritonclient (pip install 'tritonclient[{kind}]')",
+        "python3 - <<'PY'",
+        "import numpy as np",
+        f"import tritonclient.{kind} as g",
+        f"c = g.InferenceServerClient('{url}')",
+        "inputs = []",
+    ]
     for s in sig.inputs:
         dtype = "np.object_" if s.dtype == "bytes" else f"np.{s.dtype}"
-        lines += [f"i = g.InferInput('{s.name}', {shapes[s.name]}, '{KSERVE_DTYPES[s.dtype]}')",
-                  f"i.set_data_from_numpy(np.zeros({shapes[s.name]}, dtype={dtype}))", "inputs.append(i)"]
+        lines += [
+            f"i = g.InferInput('{s.name}', {shapes[s.name]}, '{KSERVE_DTYPES[s.dtype]}')",
+            f"i.set_data_from_numpy(np.zeros({shapes[s.name]}, dtype={dtype}))",
+            "inputs.append(i)",
+        ]
     headers = "{'authorization': 'Bearer ' + __import__('os').environ['FWX_API_TOKEN']}" if config.api_token else "None"
     lines += [f"r = c.infer('{name}', inputs, headers={headers})"]
     lines += [f"print('{s.name}', r.as_numpy('{s.name}'))" for s in sig.outputs]
@@ -112,8 +147,14 @@ def _triton_snippet(name: str, sig: Signature, shapes: dict[str, list[int]], url
     return lines
 
 
-def print_usage_examples(config: ServerConfig, repo: Path | None = None, *, http_port: int | None = None,
-                         grpc_port: int | None = None, file: TextIO | None = None) -> str:
+def print_usage_examples(
+    config: ServerConfig,
+    repo: Path | None = None,
+    *,
+    http_port: int | None = None,
+    grpc_port: int | None = None,
+    file: TextIO | None = None,
+) -> str:
     """Print (and return) the examples; what ``fwx serve`` shows once ready and ``make run`` ends with."""
     text = usage_examples(config, repo, http_port=http_port, grpc_port=grpc_port)
     if text:

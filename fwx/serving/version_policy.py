@@ -31,7 +31,7 @@ class VersionPolicy:
             return avail
         if self.kind == "specific":
             return [v for v in avail if v in self.versions]
-        return avail[-self.count:] if avail else []
+        return avail[-self.count :] if avail else []
 
     def __str__(self) -> str:
         if self.kind == "latest":
@@ -62,8 +62,9 @@ def parse_version_policy(text: str) -> VersionPolicy:
     raise UsageError(f"invalid version policy {text!r}", hint=_HINT)
 
 
-def policy_for(model: str, default: str | VersionPolicy,
-               per_model: Mapping[str, str | VersionPolicy] | None = None) -> VersionPolicy:
+def policy_for(
+    model: str, default: str | VersionPolicy, per_model: Mapping[str, str | VersionPolicy] | None = None
+) -> VersionPolicy:
     """The policy of one model: its override if any, else the server default."""
     chosen = (per_model or {}).get(model, default)
     return chosen if isinstance(chosen, VersionPolicy) else parse_version_policy(chosen)

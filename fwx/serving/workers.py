@@ -134,12 +134,14 @@ def install(server: Any, state: RunState, slot: int, supervisor_pid: int) -> Non
     dp.metrics.render = render  # type: ignore[method-assign]
     dp.metrics.negotiate = negotiate  # type: ignore[method-assign]
     loop = asyncio.get_running_loop()
-    server._fwx_worker_task = loop.create_task(_tick(local_ready, local_render, state, slot, supervisor_pid),
-                                               name="fwx-worker-tick")
+    server._fwx_worker_task = loop.create_task(
+        _tick(local_ready, local_render, state, slot, supervisor_pid), name="fwx-worker-tick"
+    )
 
 
-async def _tick(local_ready: Callable[[], bool], render: Callable[[], bytes], state: RunState, slot: int,
-                supervisor_pid: int) -> None:
+async def _tick(
+    local_ready: Callable[[], bool], render: Callable[[], bytes], state: RunState, slot: int, supervisor_pid: int
+) -> None:
     """Publish readiness and metrics; stop (SIGTERM to self) if the supervisor is gone."""
     loop = asyncio.get_running_loop()
     next_metrics = 0.0
@@ -181,8 +183,9 @@ def main(argv: Iterable[str] | None = None) -> int:
 
     loader.load_guard = LoadGuard(state, slot)
     try:
-        return asyncio.run(run_server(config, announce=False,
-                                      setup=lambda server: install(server, state, slot, supervisor_pid)))
+        return asyncio.run(
+            run_server(config, announce=False, setup=lambda server: install(server, state, slot, supervisor_pid))
+        )
     finally:
         state.set_worker_ready(slot, False)
         state.close()

@@ -36,8 +36,14 @@ def inspect_path(path: str | Path, *, trust: bool = False, signature_name: str =
     if p.is_dir() and not (p / "saved_model.pb").is_file() and Repository(p.parent).versions(p.name):
         return {"path": str(p), "format": "model folder", "versions": Repository(p.parent).versions(p.name)}
     fmt = detect_format(p)
-    info: dict[str, Any] = {"path": str(p), "format": fmt.value, "size_bytes": size_of(p), "signature": None,
-                            "metadata": {}, "notes": []}
+    info: dict[str, Any] = {
+        "path": str(p),
+        "format": fmt.value,
+        "size_bytes": size_of(p),
+        "signature": None,
+        "metadata": {},
+        "notes": [],
+    }
     try:  # the handlers only read data; still say when loading the file would reach outside the tensor world
         check_model(fmt, p, trust=trust)
     except UnsafeModelError as exc:
@@ -52,13 +58,32 @@ def _sig(info: dict[str, Any], sig: Signature | None) -> None:
 
 def _version_folder(p: Path) -> dict[str, Any]:
     m = Manifest.read(p)
-    arts = {k: {"path": a.path, "size_bytes": a.size_bytes, "precision": a.precision, "opset": a.opset,
-                "layout": a.layout, "status": a.status, "validated": a.validation.get("passed"),
-                "path_taken": " -> ".join([a.hops[0]["source"], *(h["target"] for h in a.hops)]) if a.hops else ""}
-            for k, a in m.artifacts.items()}
-    return {"path": str(p), "format": "version folder", "name": m.name, "version": m.version,
-            "signature": m.signature, "source": vars(m.source), "created": m.created, "command": m.command,
-            "fwx_version": m.fwx_version, "artifacts": arts, "skipped": dict(m.skipped)}
+    arts = {
+        k: {
+            "path": a.path,
+            "size_bytes": a.size_bytes,
+            "precision": a.precision,
+            "opset": a.opset,
+            "layout": a.layout,
+            "status": a.status,
+            "validated": a.validation.get("passed"),
+            "path_taken": " -> ".join([a.hops[0]["source"], *(h["target"] for h in a.hops)]) if a.hops else "",
+        }
+        for k, a in m.artifacts.items()
+    }
+    return {
+        "path": str(p),
+        "format": "version folder",
+        "name": m.name,
+        "version": m.version,
+        "signature": m.signature,
+        "source": vars(m.source),
+        "created": m.created,
+        "command": m.command,
+        "fwx_version": m.fwx_version,
+        "artifacts": arts,
+        "skipped": dict(m.skipped),
+    }
 
 
 def _onnx(p: Path, info: dict[str, Any], **_: Any) -> None:
@@ -86,8 +111,12 @@ def _keras(p: Path, info: dict[str, Any], **_: Any) -> None:
     lambdas, foreign = readers.keras_code_risks(config)
     _sig(info, readers.keras_config_signature(config))
     layers = readers.keras_layers(config)
-    info["metadata"] = {**meta, "class_name": config.get("class_name"), "layers": len(layers),
-                        "layer_types": dict(Counter(layers).most_common())}
+    info["metadata"] = {
+        **meta,
+        "class_name": config.get("class_name"),
+        "layers": len(layers),
+        "layer_types": dict(Counter(layers).most_common()),
+    }
     if lambdas:
         info["notes"].append(f"Lambda layers (Python code in the file): {', '.join(lambdas)}")
     if foreign:
@@ -147,8 +176,11 @@ def _pt2(p: Path, info: dict[str, Any], *, trust: bool, **_: Any) -> None:
     inputs = pt2_inputs(ep)
     _sig(info, Signature(inputs) if inputs else None)
     ops = Counter(str(n.target) for n in ep.graph.nodes if n.op == "call_function")
-    info["metadata"] = {"outputs": len(ep.graph_signature.user_outputs), "ops": dict(ops.most_common(15)),
-                        "range_constraints": {str(k): str(v) for k, v in ep.range_constraints.items()}}
+    info["metadata"] = {
+        "outputs": len(ep.graph_signature.user_outputs),
+        "ops": dict(ops.most_common(15)),
+        "range_constraints": {str(k): str(v) for k, v in ep.range_constraints.items()},
+    }
 
 
 def _checkpoint(p: Path, info: dict[str, Any], *, trust: bool, **_: Any) -> None:
@@ -163,20 +195,29 @@ def _checkpoint(p: Path, info: dict[str, Any], *, trust: bool, **_: Any) -> None
         info["metadata"].update(_state_summary(state))
         info["notes"].append("a state_dict: export it with --model-class pkg.mod:Class")
     elif hasattr(obj, "parameters"):
-        info["metadata"].update({"class": type(obj).__name__,
-                                 "parameters": sum(int(t.numel()) for t in obj.parameters())})
+        info["metadata"].update(
+            {"class": type(obj).__name__, "parameters": sum(int(t.numel()) for t in obj.parameters())}
+        )
     else:
         raise InputError(f"{p} holds a {type(obj).__name__}, not a model or a state_dict")
 
 
 _HANDLERS: dict[Format, Callable[..., None]] = {
-    Format.ONNX: _onnx, Format.TFLITE: _tflite, Format.SAVEDMODEL: _savedmodel, Format.KERAS: _keras,
-    Format.TORCHSCRIPT: _torchscript, Format.PT2: _pt2, Format.PYTORCH: _checkpoint,
+    Format.ONNX: _onnx,
+    Format.TFLITE: _tflite,
+    Format.SAVEDMODEL: _savedmodel,
+    Format.KERAS: _keras,
+    Format.TORCHSCRIPT: _torchscript,
+    Format.PT2: _pt2,
+    Format.PYTORCH: _checkpoint,
 }
 
 
 def _state_summary(state: Any) -> dict[str, Any]:
     tensors = list(state.items())
-    return {"tensors": len(tensors), "parameters": sum(int(t.numel()) for _, t in tensors),
-            "dtypes": dict(Counter(str(t.dtype).replace("torch.", "") for _, t in tensors)),
-            "first": {k: list(t.shape) for k, t in tensors[:8]}}
+    return {
+        "tensors": len(tensors),
+        "parameters": sum(int(t.numel()) for _, t in tensors),
+        "dtypes": dict(Counter(str(t.dtype).replace("torch.", "") for _, t in tensors)),
+        "first": {k: list(t.shape) for k, t in tensors[:8]},
+    }

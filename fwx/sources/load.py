@@ -47,9 +47,11 @@ def parse_model_kwargs(text: str | None) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except ValueError as exc:
-        raise UsageError(f"--model-kwargs is not valid JSON: {exc}", hint='e.g. --model-kwargs \'{"width": 16}\'') from exc
+        raise UsageError(
+            f"--model-kwargs is not valid JSON: {exc}", hint="e.g. --model-kwargs '{\"width\": 16}'"
+        ) from exc
     if not isinstance(value, dict):
-        raise UsageError("--model-kwargs must be a JSON object", hint='e.g. --model-kwargs \'{"width": 16}\'')
+        raise UsageError("--model-kwargs must be a JSON object", hint="e.g. --model-kwargs '{\"width\": 16}'")
     return value
 
 
@@ -57,8 +59,14 @@ def is_factory_ref(source: str) -> bool:
     return not Path(source).exists() and bool(ts.FACTORY_RE.match(source))
 
 
-def load_source(source: str | Path, *, model_class: str | None = None, model_kwargs: Mapping[str, Any] | None = None,
-                trust: bool = False, signature_name: str = "serving_default") -> LoadedSource:
+def load_source(
+    source: str | Path,
+    *,
+    model_class: str | None = None,
+    model_kwargs: Mapping[str, Any] | None = None,
+    trust: bool = False,
+    signature_name: str = "serving_default",
+) -> LoadedSource:
     """Load ``source`` (a path, or ``pkg.mod:build_fn`` for a factory) without running its code."""
     kwargs = dict(model_kwargs or {})
     if isinstance(source, str) and is_factory_ref(source):
@@ -78,21 +86,51 @@ def load_source(source: str | Path, *, model_class: str | None = None, model_kwa
     if fmt is Format.SAVEDMODEL:
         tf = require("tensorflow", "reading SavedModels")
         sig = savedmodel_signature(path, signature_name)
-        return LoadedSource(fmt, fmt, path, f"SavedModel (signature {signature_name})", "tensorflow", tf.__version__,
-                            inputs=sig.inputs, outputs=sig.outputs, sha256=sha256_path(path))
+        return LoadedSource(
+            fmt,
+            fmt,
+            path,
+            f"SavedModel (signature {signature_name})",
+            "tensorflow",
+            tf.__version__,
+            inputs=sig.inputs,
+            outputs=sig.outputs,
+            sha256=sha256_path(path),
+        )
     if fmt is Format.ONNX:
         sig, meta = onnx_signature(path)
         external_files(path)  # refuse data locations outside the model's folder before anything loads them
-        return LoadedSource(fmt, fmt, path, f"ONNX (opset {meta['opset']})", "onnx", version_of("onnx"),
-                            inputs=sig.inputs, outputs=sig.outputs, opset=meta["opset"], sha256=sha256_path(path))
-    raise InputError(f"{path} is a {fmt} model, which fwx cannot export from",
-                     hint="export from the original PyTorch, Keras, SavedModel or ONNX model")
+        return LoadedSource(
+            fmt,
+            fmt,
+            path,
+            f"ONNX (opset {meta['opset']})",
+            "onnx",
+            version_of("onnx"),
+            inputs=sig.inputs,
+            outputs=sig.outputs,
+            opset=meta["opset"],
+            sha256=sha256_path(path),
+        )
+    raise InputError(
+        f"{path} is a {fmt} model, which fwx cannot export from",
+        hint="export from the original PyTorch, Keras, SavedModel or ONNX model",
+    )
 
 
 def _torch(fmt: Format, path: Path | None, kind: str, module: Any, **kw: Any) -> LoadedSource:
     torch = require("torch", "loading PyTorch models")
-    return LoadedSource(fmt, Format.PYTORCH, path, kind, "torch", torch.__version__, obj=module,
-                        sha256=sha256_path(path) if path else "", **kw)
+    return LoadedSource(
+        fmt,
+        Format.PYTORCH,
+        path,
+        kind,
+        "torch",
+        torch.__version__,
+        obj=module,
+        sha256=sha256_path(path) if path else "",
+        **kw,
+    )
 
 
 def _torch_checkpoint(path: Path, model_class: str | None, kwargs: dict[str, Any], trust: bool) -> LoadedSource:
@@ -102,11 +140,15 @@ def _torch_checkpoint(path: Path, model_class: str | None, kwargs: dict[str, Any
         return _torch(Format.PYTORCH, path, "pickled nn.Module", obj.eval())
     state = ts.find_state_dict(obj)
     if state is None:
-        raise InputError(f"{path} holds a {type(obj).__name__}, neither a state_dict nor an nn.Module",
-                         hint="save model.state_dict() or the module itself")
+        raise InputError(
+            f"{path} holds a {type(obj).__name__}, neither a state_dict nor an nn.Module",
+            hint="save model.state_dict() or the module itself",
+        )
     if not model_class:
-        raise UsageError(f"{path} is a state_dict: fwx needs the class that rebuilds the model",
-                         hint="pass --model-class pkg.module:Class (and --model-kwargs JSON if it takes arguments)")
+        raise UsageError(
+            f"{path} is a state_dict: fwx needs the class that rebuilds the model",
+            hint="pass --model-class pkg.module:Class (and --model-kwargs JSON if it takes arguments)",
+        )
     module = ts.build_module(model_class, kwargs)
     ts.apply_state_dict(module, state, path, model_class)
     return _torch(Format.PYTORCH, path, f"state_dict + {model_class}", module.eval())
@@ -120,5 +162,15 @@ def _pt2(path: Path, trust: bool) -> LoadedSource:
 def _keras(path: Path, trust: bool) -> LoadedSource:
     model = load_keras(path, trust=trust)
     inputs, outputs = keras_io(model)
-    return LoadedSource(Format.KERAS, Format.KERAS, path, f"Keras model ({path.suffix or 'folder'})", "keras",
-                        version_of("keras"), obj=model, inputs=inputs, outputs=outputs, sha256=sha256_path(path))
+    return LoadedSource(
+        Format.KERAS,
+        Format.KERAS,
+        path,
+        f"Keras model ({path.suffix or 'folder'})",
+        "keras",
+        version_of("keras"),
+        obj=model,
+        inputs=inputs,
+        outputs=outputs,
+        sha256=sha256_path(path),
+    )

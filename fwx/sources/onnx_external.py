@@ -45,8 +45,10 @@ def check_location(model_path: Path, location: str) -> Path:
     base = model_path.parent.resolve()
 
     def refuse(why: str) -> InputError:
-        return InputError(f"{model_path.name}: external data location {location!r} {why}",
-                          hint="keep the data files in the model's folder, named by plain relative paths")
+        return InputError(
+            f"{model_path.name}: external data location {location!r} {why}",
+            hint="keep the data files in the model's folder, named by plain relative paths",
+        )
 
     posix = PurePosixPath(location.replace("\\", "/"))
     if not location or posix.is_absolute() or PureWindowsPath(location).drive:
@@ -58,8 +60,10 @@ def check_location(model_path: Path, location: str) -> Path:
     if not resolved.is_relative_to(base):
         raise refuse("resolves (through a symlink) outside the model's folder")
     if not resolved.is_file():
-        raise InputError(f"{model_path.name}: external data file {location!r} is missing",
-                         hint="copy the data file(s) next to the .onnx file")
+        raise InputError(
+            f"{model_path.name}: external data file {location!r} is missing",
+            hint="copy the data file(s) next to the .onnx file",
+        )
     if os.stat(resolved).st_nlink > 1:
         raise refuse("is a hard link (it could alias a file outside the folder)")
     return resolved

@@ -21,8 +21,9 @@ _SYMBOL = re.compile(r"^[a-z]+\d+$")
 def pt2_inputs(ep: Any) -> tuple[TensorSpec, ...] | None:
     """The user inputs of an ExportedProgram (SymInt dims become shared symbols), or None if unreadable."""
     names = list(ep.graph_signature.user_inputs)
-    placeholders = [n for n in ep.graph.nodes if n.op == "placeholder" and n.name in names
-                    and hasattr(n.meta.get("val"), "shape")]
+    placeholders = [
+        n for n in ep.graph.nodes if n.op == "placeholder" and n.name in names and hasattr(n.meta.get("val"), "shape")
+    ]
     if len(placeholders) != len(names):
         return None
     shapes = [(n.name, n.meta["val"]) for n in placeholders]
@@ -36,8 +37,9 @@ def pt2_inputs(ep: Any) -> tuple[TensorSpec, ...] | None:
             if text.lstrip("-").isdigit():
                 dims.append(int(text))
             elif _SYMBOL.match(text):
-                dims.append(chosen.setdefault(text, BATCH if axis == 0 and not chosen and not batch
-                                              else f"{name}_d{axis}"))
+                dims.append(
+                    chosen.setdefault(text, BATCH if axis == 0 and not chosen and not batch else f"{name}_d{axis}")
+                )
             else:
                 dims.append(f"{name}_d{axis}")
         inputs.append(TensorSpec(name, normalize_dtype(str(val.dtype)), tuple(dims)))

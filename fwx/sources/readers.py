@@ -78,8 +78,10 @@ def savedmodel_signatures(path: Path) -> dict[str, Signature]:
                 dims = [None if d.size < 0 else d.size for d in info.tensor_shape.dim]
                 return spec_from_dims(name, tf.dtypes.as_dtype(info.dtype).name, dims)
 
-            out[key] = Signature(tuple(spec(k, v) for k, v in sorted(sd.inputs.items())),
-                                 tuple(spec(k, v) for k, v in sorted(sd.outputs.items())))
+            out[key] = Signature(
+                tuple(spec(k, v) for k, v in sorted(sd.inputs.items())),
+                tuple(spec(k, v) for k, v in sorted(sd.outputs.items())),
+            )
     return out
 
 
@@ -115,11 +117,18 @@ def tflite_signature(path: Path) -> tuple[Signature, dict[str, Any]]:
     def spec(name: str, d: dict[str, Any]) -> TensorSpec:
         return spec_from_dims(name, np.dtype(d["dtype"]).name, [int(x) for x in d.get("shape_signature", d["shape"])])
 
-    quant = {n: {"scale": float(d["quantization"][0]), "zero_point": int(d["quantization"][1])}
-             for n, d in {**ins, **outs}.items() if d["quantization"][0]}
+    quant = {
+        n: {"scale": float(d["quantization"][0]), "zero_point": int(d["quantization"][1])}
+        for n, d in {**ins, **outs}.items()
+        if d["quantization"][0]
+    }
     sig = Signature(tuple(spec(n, d) for n, d in ins.items()), tuple(spec(n, d) for n, d in outs.items()))
-    return sig, {"signature_key": key, "signatures": list(sigs), "quantized_io": quant,
-                 "tensors": len(it.get_tensor_details())}
+    return sig, {
+        "signature_key": key,
+        "signatures": list(sigs),
+        "quantized_io": quant,
+        "tensors": len(it.get_tensor_details()),
+    }
 
 
 def keras_config(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -135,8 +144,10 @@ def keras_config(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             raw = fh.attrs.get("model_config")
             meta = {k: _text(fh.attrs[k]) for k in ("keras_version", "backend") if k in fh.attrs}
         if raw is None:
-            raise InputError(f"{path} is an HDF5 file without a model config (weights only?)",
-                             hint="save the whole model with model.save('model.keras')")
+            raise InputError(
+                f"{path} is an HDF5 file without a model config (weights only?)",
+                hint="save the whole model with model.save('model.keras')",
+            )
         return json.loads(_text(raw)), meta
     except InputError:
         raise
@@ -184,6 +195,9 @@ def keras_config_signature(config: dict[str, Any]) -> Signature | None:
             cfg = layer.get("config") or {}
             shape = cfg.get("batch_shape") or cfg.get("batch_input_shape")
             if shape is not None:
-                specs.append(spec_from_dims(str(cfg.get("name") or layer.get("name")), cfg.get("dtype") or "float32",
-                                            list(shape)))
+                specs.append(
+                    spec_from_dims(
+                        str(cfg.get("name") or layer.get("name")), cfg.get("dtype") or "float32", list(shape)
+                    )
+                )
     return Signature(tuple(specs)) if specs else None

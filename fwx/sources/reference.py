@@ -15,8 +15,14 @@ from fwx.signature import Signature
 from fwx.sources.load import LoadedSource
 
 
-def source_runtime(src: LoadedSource, sig: Signature, *, device: str = "cpu",
-                   signature_name: str = "serving_default", trust_model_code: bool = False) -> Runtime:
+def source_runtime(
+    src: LoadedSource,
+    sig: Signature,
+    *,
+    device: str = "cpu",
+    signature_name: str = "serving_default",
+    trust_model_code: bool = False,
+) -> Runtime:
     """``src`` as a runtime taking ``sig``; SavedModels are read through ``signature_name``."""
     if src.plan_format is Format.PYTORCH:
         from fwx.runtimes.eager_torch import EagerTorchRuntime  # imports torch
@@ -28,7 +34,9 @@ def source_runtime(src: LoadedSource, sig: Signature, *, device: str = "cpu",
         return KerasRuntime.from_model(src.obj, sig, device=device)
     assert src.path is not None
     kw = {"signature_name": signature_name} if src.format is Format.SAVEDMODEL else {}
-    return load_runtime(src.format, src.path, device=device, signature_hint=sig, trust_model_code=trust_model_code, **kw)
+    return load_runtime(
+        src.format, src.path, device=device, signature_hint=sig, trust_model_code=trust_model_code, **kw
+    )
 
 
 def file_source(fmt: Format, path: Path) -> LoadedSource:

@@ -82,8 +82,10 @@ def parse_input_range(text: str) -> tuple[str, tuple[int, int]]:
     except ValueError:
         lo, hi = 0, -1
     if not name or hi <= lo:
-        raise UsageError(f"--input-range {text!r} is not NAME:LO,HI with integers LO < HI",
-                         hint="e.g. --input-range input_ids:0,30522 (values drawn from [LO, HI))")
+        raise UsageError(
+            f"--input-range {text!r} is not NAME:LO,HI with integers LO < HI",
+            hint="e.g. --input-range input_ids:0,30522 (values drawn from [LO, HI))",
+        )
     return name, (lo, hi)
 
 
@@ -95,8 +97,9 @@ def parse_input_values(text: str) -> tuple[str, tuple[float, ...]]:
     except ValueError:
         values = ()
     if not name or not values:
-        raise UsageError(f"--input-values {text!r} is not NAME:V1,V2,...",
-                         hint="e.g. --input-values token_type_ids:0,1")
+        raise UsageError(
+            f"--input-values {text!r} is not NAME:V1,V2,...", hint="e.g. --input-values token_type_ids:0,1"
+        )
     return name, values
 
 
@@ -105,8 +108,10 @@ def check_names(cfg: InputConfig, sig: Signature) -> None:
     for flag, names in (("--input-range", cfg.ranges), ("--input-values", cfg.values)):
         unknown = [n for n in names if n not in sig.input_names]
         if unknown:
-            raise UsageError(f"{flag} names {', '.join(unknown)}, not an input of the model",
-                             hint=f"inputs are: {', '.join(sig.input_names)}")
+            raise UsageError(
+                f"{flag} names {', '.join(unknown)}, not an input of the model",
+                hint=f"inputs are: {', '.join(sig.input_names)}",
+            )
 
 
 def check_size(spec: TensorSpec, shape: Sequence[int]) -> None:
@@ -116,9 +121,11 @@ def check_size(spec: TensorSpec, shape: Sequence[int]) -> None:
     for n in shape:
         count *= max(int(n), 0)
     if count * itemsize > MAX_SAMPLE_BYTES:
-        raise InputError(f"input {spec.name!r}: a sample of shape {list(shape)} would take "
-                         f"{count * itemsize / 2**30:.3g} GiB (limit {MAX_SAMPLE_BYTES // 2**30} GiB)",
-                         hint=f"pin smaller sizes with --input {spec.name}:{spec.dtype}[...] or pass --example-inputs")
+        raise InputError(
+            f"input {spec.name!r}: a sample of shape {list(shape)} would take "
+            f"{count * itemsize / 2**30:.3g} GiB (limit {MAX_SAMPLE_BYTES // 2**30} GiB)",
+            hint=f"pin smaller sizes with --input {spec.name}:{spec.dtype}[...] or pass --example-inputs",
+        )
 
 
 def draw(spec: TensorSpec, shape: tuple[int, ...], rng: np.random.Generator, cfg: InputConfig) -> np.ndarray:
@@ -134,7 +141,9 @@ def draw(spec: TensorSpec, shape: tuple[int, ...], rng: np.random.Generator, cfg
         return rng.integers(0, 2, size=shape).astype(bool)
     if dt.kind in "iu":
         info = np.iinfo(dt.name)
-        lo, hi = cfg.ranges.get(spec.name) or cfg.int_range or ((0, 256) if dt.kind == "u" and info.bits == 8 else (0, 10))
+        lo, hi = (
+            cfg.ranges.get(spec.name) or cfg.int_range or ((0, 256) if dt.kind == "u" and info.bits == 8 else (0, 10))
+        )
         lo, hi = max(lo, int(info.min)), min(hi, int(info.max) + 1)
         return rng.integers(lo, hi, size=shape).astype(dt)
     if dt.kind == "f" or spec.dtype == "bfloat16":
@@ -146,6 +155,7 @@ def draw(spec: TensorSpec, shape: tuple[int, ...], rng: np.random.Generator, cfg
 
 
 # Validation samples: every dynamic symbol at two sizes.
+
 
 def _symbol(spec: TensorSpec, axis: int) -> str:
     d = spec.shape[axis]
@@ -169,8 +179,9 @@ def size_plans(sig: Signature, cfg: InputConfig) -> list[dict[str, int]]:
     symbols = dynamic_symbols(sig)
     if not symbols:
         return [{}]
-    choices = {s: tuple(cfg.sizes.get(s) or (cfg.batch_sizes if batch else cfg.dim_sizes))
-               for s, batch in symbols.items()}
+    choices = {
+        s: tuple(cfg.sizes.get(s) or (cfg.batch_sizes if batch else cfg.dim_sizes)) for s, batch in symbols.items()
+    }
     n = max(len(c) for c in choices.values())
     return [{s: c[i % len(c)] for s, c in choices.items()} for i in range(n)]
 
@@ -193,6 +204,7 @@ def generate_inputs(sig: Signature, cfg: InputConfig | None = None) -> list[dict
 
 # Tracing and probing samples: two size sets, examples tiled to fit.
 
+
 def probe_sizes(specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None = None) -> list[dict[str, int]]:
     """Two size assignments for the dynamic symbols, all sizes different, none 0 or 1.
 
@@ -213,9 +225,13 @@ def probe_sizes(specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] 
     return [first, second]
 
 
-def make_feeds(specs: Sequence[TensorSpec], sizes: Mapping[str, int],
-               examples: Mapping[str, np.ndarray] | None = None, seed: int = 0,
-               cfg: InputConfig | None = None) -> dict[str, np.ndarray]:
+def make_feeds(
+    specs: Sequence[TensorSpec],
+    sizes: Mapping[str, int],
+    examples: Mapping[str, np.ndarray] | None = None,
+    seed: int = 0,
+    cfg: InputConfig | None = None,
+) -> dict[str, np.ndarray]:
     """Concrete arrays for ``specs``; example arrays are tiled along dynamic axes to reach ``sizes``.
 
     Integers default to [0, 2) (valid ids for any embedding); ``cfg`` brings per-input ranges and values.

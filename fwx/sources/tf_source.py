@@ -23,11 +23,16 @@ def load_keras(path: Path, *, trust: bool) -> Any:
     config, _ = keras_config(path)
     lambdas, foreign = keras_code_risks(config)
     if not trust and lambdas:
-        raise UnsafeModelError(f"{path} has Lambda layer(s) {', '.join(lambdas)}: they store Python code that "
-                               "would run on load", hint=TRUST_HINT)
+        raise UnsafeModelError(
+            f"{path} has Lambda layer(s) {', '.join(lambdas)}: they store Python code that would run on load",
+            hint=TRUST_HINT,
+        )
     if not trust and foreign:
-        raise UnsafeModelError(f"{path} uses classes from modules outside Keras ({', '.join(foreign[:5])}): "
-                               "loading them imports and runs that code", hint=TRUST_HINT)
+        raise UnsafeModelError(
+            f"{path} uses classes from modules outside Keras ({', '.join(foreign[:5])}): "
+            "loading them imports and runs that code",
+            hint=TRUST_HINT,
+        )
     keras = require("keras", "loading Keras models")
     try:
         with quiet():
@@ -39,8 +44,9 @@ def load_keras(path: Path, *, trust: bool) -> Any:
 def keras_io(model: Any) -> tuple[tuple[TensorSpec, ...] | None, tuple[TensorSpec, ...] | None]:
     """The model's own inputs and outputs (``None`` where Keras cannot tell, e.g. an unbuilt model)."""
     try:
-        inputs = tuple(spec_from_dims(_name(t, f"input_{i}"), t.dtype, list(t.shape))
-                       for i, t in enumerate(model.inputs))
+        inputs = tuple(
+            spec_from_dims(_name(t, f"input_{i}"), t.dtype, list(t.shape)) for i, t in enumerate(model.inputs)
+        )
         names = list(getattr(model, "output_names", None) or [])
         outs = model.outputs
         names = names if len(names) == len(outs) else [f"output_{i}" for i in range(len(outs))]

@@ -44,8 +44,10 @@ def import_object(ref: str) -> Any:
     except FwxError:
         raise
     except Exception as exc:  # noqa: BLE001 - user code can raise anything while importing
-        raise InputError(f"cannot import {module_name}: {first_line(exc)}",
-                         hint="check the module path (run fwx from the folder that contains the package)") from exc
+        raise InputError(
+            f"cannot import {module_name}: {first_line(exc)}",
+            hint="check the module path (run fwx from the folder that contains the package)",
+        ) from exc
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -75,13 +77,17 @@ def build_module(ref: str, kwargs: Mapping[str, Any]) -> Any:
         module = target(**kwargs)
     except TypeError as exc:
         params = ", ".join(inspect.signature(target).parameters) if _has_signature(target) else "?"
-        raise InputError(f"cannot call {ref} with --model-kwargs {dict(kwargs)}: {first_line(exc)}",
-                         hint=f"its parameters are: {params}") from exc
+        raise InputError(
+            f"cannot call {ref} with --model-kwargs {dict(kwargs)}: {first_line(exc)}",
+            hint=f"its parameters are: {params}",
+        ) from exc
     except Exception as exc:  # noqa: BLE001 - user code
         raise InputError(f"{ref}(**kwargs) failed: {first_line(exc)}") from exc
     if not isinstance(module, torch.nn.Module):
-        raise InputError(f"{ref} returned {type(module).__name__}, not a torch.nn.Module",
-                         hint="--model-class must build an nn.Module")
+        raise InputError(
+            f"{ref} returned {type(module).__name__}, not a torch.nn.Module",
+            hint="--model-class must build an nn.Module",
+        )
     return module
 
 
@@ -101,8 +107,10 @@ def unsafe_globals(path: Path) -> list[str]:
     except ValueError:  # legacy (non-zip) pickle
         return _legacy_unsafe_globals(torch, path)
     except Exception as exc:  # noqa: BLE001 - truncated archives raise anything
-        raise InputError(f"cannot read {path} as a PyTorch checkpoint: {first_line(exc)}",
-                         hint="the file is probably truncated or corrupt; save it again") from exc
+        raise InputError(
+            f"cannot read {path} as a PyTorch checkpoint: {first_line(exc)}",
+            hint="the file is probably truncated or corrupt; save it again",
+        ) from exc
 
 
 def _legacy_unsafe_globals(torch: Any, path: Path) -> list[str]:
@@ -128,8 +136,10 @@ def _legacy_unsafe_globals(torch: Any, path: Path) -> list[str]:
 
 
 def _unreadable(path: Path, exc: BaseException) -> list[str]:
-    raise InputError(f"cannot read {path} as a PyTorch checkpoint: {first_line(exc)}",
-                     hint="the file is probably truncated or corrupt; save it again") from exc
+    raise InputError(
+        f"cannot read {path} as a PyTorch checkpoint: {first_line(exc)}",
+        hint="the file is probably truncated or corrupt; save it again",
+    ) from exc
 
 
 def torch_nn_classes(names: list[str]) -> list[type] | None:
@@ -156,8 +166,10 @@ def load_checkpoint(path: Path, *, trust: bool) -> Any:
         nn_classes = torch_nn_classes(needed)
         if nn_classes is None and not trust:
             shown = ", ".join(needed[:8]) + (" …" if len(needed) > 8 else "")
-            raise UnsafeModelError(f"{path} is a pickle that would import and run code: {shown}",
-                                   hint=TRUST_HINT + ", or save a state_dict and pass --model-class")
+            raise UnsafeModelError(
+                f"{path} is a pickle that would import and run code: {shown}",
+                hint=TRUST_HINT + ", or save a state_dict and pass --model-class",
+            )
         allowed = nn_classes or []
     try:
         with quiet():
@@ -166,8 +178,10 @@ def load_checkpoint(path: Path, *, trust: bool) -> Any:
             with torch.serialization.safe_globals(allowed):
                 return torch.load(str(path), weights_only=True, map_location="cpu")
     except Exception as exc:  # noqa: BLE001
-        raise InputError(f"cannot read {path} as a PyTorch checkpoint: {first_line(exc)}",
-                         hint="the file is probably truncated or corrupt; save it again") from exc
+        raise InputError(
+            f"cannot read {path} as a PyTorch checkpoint: {first_line(exc)}",
+            hint="the file is probably truncated or corrupt; save it again",
+        ) from exc
 
 
 def find_state_dict(obj: Any) -> Mapping[str, Any] | None:
@@ -190,21 +204,26 @@ def apply_state_dict(module: Any, state: Mapping[str, Any], path: Path, model_cl
     try:
         module.load_state_dict(state, strict=True)
     except RuntimeError as exc:
-        raise InputError(f"{path} does not match {model_class}: {first_line(exc)}",
-                         hint="check --model-class and --model-kwargs (they must rebuild the saved architecture)") from exc
+        raise InputError(
+            f"{path} does not match {model_class}: {first_line(exc)}",
+            hint="check --model-class and --model-kwargs (they must rebuild the saved architecture)",
+        ) from exc
 
 
 def load_torchscript(path: Path, *, trust: bool) -> Any:
     torch = require("torch", "loading TorchScript models")
     if not trust:
-        raise UnsafeModelError(f"{path} is a TorchScript archive: loading it runs the code it contains",
-                               hint=TRUST_HINT)
+        raise UnsafeModelError(
+            f"{path} is a TorchScript archive: loading it runs the code it contains", hint=TRUST_HINT
+        )
     try:
         with quiet():
             return torch.jit.load(str(path), map_location="cpu")
     except Exception as exc:  # noqa: BLE001
-        raise InputError(f"cannot load {path} as TorchScript: {first_line(exc)}",
-                         hint="the file is probably truncated or corrupt; save it again") from exc
+        raise InputError(
+            f"cannot load {path} as TorchScript: {first_line(exc)}",
+            hint="the file is probably truncated or corrupt; save it again",
+        ) from exc
 
 
 def pt2_pickled_payloads(path: Path) -> list[str]:

@@ -13,5 +13,15 @@ from fwx.validators.policy import Policy, Tolerance
 from fwx.validators.report import ArtifactResult, OutputResult, ValidationReport
 from fwx.validators.run import ValidateOptions, validate
 
-__all__ = ["ArtifactResult", "InputConfig", "OutputResult", "Policy", "Tolerance", "ValidateOptions",
-           "ValidationReport", "generate_inputs", "validate", "validate_runtimes"]
+__all__ = [
+    "ArtifactResult",
+    "InputConfig",
+    "OutputResult",
+    "Policy",
+    "Tolerance",
+    "ValidateOptions",
+    "ValidationReport",
+    "generate_inputs",
+    "validate",
+    "validate_runtimes",
+]

@@ -40,8 +40,9 @@ def _shapes(sample: Mapping[str, np.ndarray]) -> str:
     return ", ".join(f"{k}{list(v.shape)}" for k, v in sample.items())
 
 
-def check_signature(pinned: Signature, cand: Signature, *, layout: str | None, ref_layout: str | None,
-                    resizable: bool = False) -> tuple[dict[str, str] | None, list[str], list[str]]:
+def check_signature(
+    pinned: Signature, cand: Signature, *, layout: str | None, ref_layout: str | None, resizable: bool = False
+) -> tuple[dict[str, str] | None, list[str], list[str]]:
     """Map pinned input names to the candidate's, plus (errors, notes) about the signature itself."""
     errors: list[str] = []
     notes: list[str] = []
@@ -71,12 +72,18 @@ def check_signature(pinned: Signature, cand: Signature, *, layout: str | None, r
 
 
 def _kind(dtype: str) -> str:
-    return "f" if dtype in ("float16", "float32", "float64", "bfloat16") else ("b" if dtype == "bool" else
-                                                                               ("s" if dtype == "bytes" else "i"))
+    return (
+        "f"
+        if dtype in ("float16", "float32", "float64", "bfloat16")
+        else ("b" if dtype == "bool" else ("s" if dtype == "bytes" else "i"))
+    )
 
 
-def _run_reference(reference: Runtime, samples: Sequence[Sample], report: ValidationReport,
-                   ) -> list[dict[str, np.ndarray] | None]:
+def _run_reference(
+    reference: Runtime,
+    samples: Sequence[Sample],
+    report: ValidationReport,
+) -> list[dict[str, np.ndarray] | None]:
     outs: list[dict[str, np.ndarray] | None] = []
     for i, sample in enumerate(samples):
         try:
@@ -87,8 +94,7 @@ def _run_reference(reference: Runtime, samples: Sequence[Sample], report: Valida
     return outs
 
 
-def _pair_outputs(ref: Mapping[str, np.ndarray], cand: Mapping[str, np.ndarray],
-                  errors: list[str]) -> dict[str, str]:
+def _pair_outputs(ref: Mapping[str, np.ndarray], cand: Mapping[str, np.ndarray], errors: list[str]) -> dict[str, str]:
     """Reference output name -> candidate output name (by name, else by position with an error)."""
     if set(ref) <= set(cand):
         return {n: n for n in ref}
@@ -103,13 +109,31 @@ def _pair_outputs(ref: Mapping[str, np.ndarray], cand: Mapping[str, np.ndarray],
     return {n: n for n in ref if n in cand}
 
 
-def _measure(key: str, rt: Runtime, *, signature: Signature, samples: Sequence[Sample],
-             ref_outs: Sequence[dict[str, np.ndarray] | None], precision: str, layout: str | None,
-             ref_layout: str | None, policy: Policy, labels: Sequence[np.ndarray | None] | None) -> ArtifactResult:
-    res = ArtifactResult(key=key, format=str(rt.format), precision=precision, layout=layout,
-                         provider=rt.provider, runtime_version=rt.runtime_version, notes=list(getattr(rt, "notes", [])))
-    mapping, errors, notes = check_signature(signature, rt.signature(), layout=layout, ref_layout=ref_layout,
-                                             resizable=str(rt.format) == "tflite")
+def _measure(
+    key: str,
+    rt: Runtime,
+    *,
+    signature: Signature,
+    samples: Sequence[Sample],
+    ref_outs: Sequence[dict[str, np.ndarray] | None],
+    precision: str,
+    layout: str | None,
+    ref_layout: str | None,
+    policy: Policy,
+    labels: Sequence[np.ndarray | None] | None,
+) -> ArtifactResult:
+    res = ArtifactResult(
+        key=key,
+        format=str(rt.format),
+        precision=precision,
+        layout=layout,
+        provider=rt.provider,
+        runtime_version=rt.runtime_version,
+        notes=list(getattr(rt, "notes", [])),
+    )
+    mapping, errors, notes = check_signature(
+        signature, rt.signature(), layout=layout, ref_layout=ref_layout, resizable=str(rt.format) == "tflite"
+    )
     res.errors += errors
     res.notes += notes
     if mapping is None:
@@ -151,15 +175,21 @@ def _judge(acc: OutputAccumulator, precision: str, policy: Policy, *, measured: 
     return OutputResult(acc.name, m, policy.tolerance(precision, acc.name), reasons)
 
 
-def validate_runtimes(reference: Runtime, candidates: Mapping[str, Runtime], *, signature: Signature,
-                      precisions: Mapping[str, str] | None = None,
-                      layouts: Mapping[str, str | None] | None = None,
-                      reference_layout: str | None = None,
-                      inputs: Sequence[dict[str, np.ndarray]] | None = None,
-                      policy: Policy | None = None, seed: int = 0,
-                      labels: Sequence[np.ndarray | None] | None = None,
-                      input_config: InputConfig | None = None,
-                      reference_key: str | None = None) -> ValidationReport:
+def validate_runtimes(
+    reference: Runtime,
+    candidates: Mapping[str, Runtime],
+    *,
+    signature: Signature,
+    precisions: Mapping[str, str] | None = None,
+    layouts: Mapping[str, str | None] | None = None,
+    reference_layout: str | None = None,
+    inputs: Sequence[dict[str, np.ndarray]] | None = None,
+    policy: Policy | None = None,
+    seed: int = 0,
+    labels: Sequence[np.ndarray | None] | None = None,
+    input_config: InputConfig | None = None,
+    reference_key: str | None = None,
+) -> ValidationReport:
     """Compare every candidate with ``reference`` on the same inputs; see the module docstring.
 
     ``inputs`` are in the pinned signature's layout (= ``reference_layout``);
@@ -168,13 +198,21 @@ def validate_runtimes(reference: Runtime, candidates: Mapping[str, Runtime], *, 
     policy = policy or Policy()
     precisions, layouts = precisions or {}, layouts or {}
     report = ValidationReport(
-        reference={"key": reference_key or str(reference.format), "format": str(reference.format),
-                   "provider": reference.provider, "runtime_version": reference.runtime_version,
-                   "layout": reference_layout},
-        artifacts=[], seed=seed, device=reference.device)
+        reference={
+            "key": reference_key or str(reference.format),
+            "format": str(reference.format),
+            "provider": reference.provider,
+            "runtime_version": reference.runtime_version,
+            "layout": reference_layout,
+        },
+        artifacts=[],
+        seed=seed,
+        device=reference.device,
+    )
     try:
-        samples = list(inputs) if inputs is not None else \
-            generate_inputs(signature, input_config or InputConfig(seed=seed))
+        samples = (
+            list(inputs) if inputs is not None else generate_inputs(signature, input_config or InputConfig(seed=seed))
+        )
     except Exception as exc:  # noqa: BLE001
         report.errors.append(f"cannot build inputs: {_one_line(exc)}")
         return report
@@ -182,9 +220,18 @@ def validate_runtimes(reference: Runtime, candidates: Mapping[str, Runtime], *, 
     ref_outs = _run_reference(reference, samples, report)
     for key, rt in candidates.items():
         try:
-            res = _measure(key, rt, signature=signature, samples=samples, ref_outs=ref_outs,
-                           precision=precisions.get(key, "fp32"), layout=layouts.get(key, reference_layout),
-                           ref_layout=reference_layout, policy=policy, labels=labels)
+            res = _measure(
+                key,
+                rt,
+                signature=signature,
+                samples=samples,
+                ref_outs=ref_outs,
+                precision=precisions.get(key, "fp32"),
+                layout=layouts.get(key, reference_layout),
+                ref_layout=reference_layout,
+                policy=policy,
+                labels=labels,
+            )
         except Exception as exc:  # noqa: BLE001 - never raise while measuring
             res = ArtifactResult(key=key, format=str(getattr(rt, "format", "?")), precision=precisions.get(key, "fp32"))
             res.errors.append(f"validation crashed: {_one_line(exc)}")

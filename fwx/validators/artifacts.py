@@ -70,9 +70,17 @@ def _add_version(col: Collection, folder: Path) -> None:
         if entry.status != "ok":
             col.notes.append(f"skipped {key}: its export status is {entry.status!r}")
             continue
-        col.artifacts.append(Artifact(key, entry.fmt, folder / entry.path, precision=entry.precision,
-                                      layout=entry.layout, signature=entry.sig() if entry.signature else None,
-                                      verified=True))
+        col.artifacts.append(
+            Artifact(
+                key,
+                entry.fmt,
+                folder / entry.path,
+                precision=entry.precision,
+                layout=entry.layout,
+                signature=entry.sig() if entry.signature else None,
+                verified=True,
+            )
+        )
         if entry.quantization:  # the receipt of a quantised artifact: calibration, size, accuracy cost
             from fwx.quantize.report import summary
 
@@ -96,11 +104,14 @@ def by_precision(artifacts: Sequence[Artifact]) -> list[Artifact]:
 def load(art: Artifact, *, device: str, hint: Signature | None, trust: bool) -> Runtime:
     """Load one artifact with its runtime (``InputError``/``MissingDependencyError`` on failure)."""
     if art.format is Format.TORCHSCRIPT and not (art.verified or trust):
-        raise UnsafeModelError(f"{art.path} is a TorchScript file outside a checksummed fwx.json; loading it runs its code",
-                               hint="validate its version folder, or pass --trust-model-code if you trust the file")
+        raise UnsafeModelError(
+            f"{art.path} is a TorchScript file outside a checksummed fwx.json; loading it runs its code",
+            hint="validate its version folder, or pass --trust-model-code if you trust the file",
+        )
     kw: dict[str, Any] = {"precision": art.precision}
-    rt = load_runtime(art.format, art.path, device=device, signature_hint=art.signature or hint,
-                      trust_model_code=trust, **kw)  # a matching checksum proves origin, not safety
+    rt = load_runtime(
+        art.format, art.path, device=device, signature_hint=art.signature or hint, trust_model_code=trust, **kw
+    )  # a matching checksum proves origin, not safety
     art.runtime = rt
     return rt
 
@@ -112,8 +123,10 @@ def load_all(col: Collection, *, device: str, pinned: Signature | None, trust: b
         rt = load(art, device=device, hint=pinned, trust=trust)
         pinned = pinned or rt.signature()
     if needs_hint and pinned is None:
-        raise UsageError("a TorchScript file stores no signature, and nothing else given has one",
-                         hint="validate its version folder, or pass another format of the same model with it")
+        raise UsageError(
+            "a TorchScript file stores no signature, and nothing else given has one",
+            hint="validate its version folder, or pass another format of the same model with it",
+        )
     for art in needs_hint:
         load(art, device=device, hint=pinned, trust=trust)
     assert pinned is not None
@@ -129,12 +142,16 @@ def check_compatible(artifacts: Sequence[Artifact], pinned: Signature) -> None:
         assert art.runtime is not None
         sig = art.runtime.signature()
         if len(sig.inputs) != len(pinned.inputs) or (sig.outputs and len(sig.outputs) != len(pinned.outputs)):
-            raise ValidationError(f"incompatible signatures: {art.key} is {sig}, expected {pinned}",
-                                  hint="pass artifacts of the same model")
+            raise ValidationError(
+                f"incompatible signatures: {art.key} is {sig}, expected {pinned}",
+                hint="pass artifacts of the same model",
+            )
         for mine, ref in zip(sig.inputs, pinned.inputs, strict=True):
             if mine.shape and len(shape_to(mine.shape, art.layout, None)) != len(ref.shape):
-                raise ValidationError(f"incompatible signatures: {art.key} input {mine} vs pinned {ref}",
-                                      hint="pass artifacts of the same model")
+                raise ValidationError(
+                    f"incompatible signatures: {art.key} input {mine} vs pinned {ref}",
+                    hint="pass artifacts of the same model",
+                )
 
 
 def close_all(col: Collection) -> None:

@@ -24,9 +24,17 @@ td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4
 .pass{color:#18794e;font-weight:bold}.fail{color:#c0262d;font-weight:bold}img{max-width:100%}
 .plots{display:flex;gap:1em;flex-wrap:wrap}code{background:#f4f4f4;padding:1px 4px}"""
 
-_COLS = [("max abs", "max_abs", "g"), ("mean abs", "mean_abs", "g"), ("max rel", "max_rel", "g"),
-         ("cosine", "cosine", "cos"), ("SNR dB", "snr_db", "db"), ("top-1", "top1", "pct"),
-         ("min atol", "min_atol", "g"), ("NaN", "nan", "i"), ("Inf", "inf", "i")]
+_COLS = [
+    ("max abs", "max_abs", "g"),
+    ("mean abs", "mean_abs", "g"),
+    ("max rel", "max_rel", "g"),
+    ("cosine", "cosine", "cos"),
+    ("SNR dB", "snr_db", "db"),
+    ("top-1", "top1", "pct"),
+    ("min atol", "min_atol", "g"),
+    ("NaN", "nan", "i"),
+    ("Inf", "inf", "i"),
+]
 
 
 def _verdict(ok: bool) -> str:
@@ -62,8 +70,14 @@ def error_figure(points: dict[str, np.ndarray], title: str) -> Any:
     else:  # matplotlib would centre a zero-width histogram on 0, with a negative axis
         if top == 0:
             ax1.bar([0.0], [err.size], width=0.02, align="edge", color="#4063d8")
-        ax1.text(0.5, 0.5, f"all {err.size} errors are exactly 0" if top == 0 else "errors are not finite",
-                 transform=ax1.transAxes, ha="center", va="center")
+        ax1.text(
+            0.5,
+            0.5,
+            f"all {err.size} errors are exactly 0" if top == 0 else "errors are not finite",
+            transform=ax1.transAxes,
+            ha="center",
+            va="center",
+        )
         ax1.set_xlim(0.0, 1.0)
     ax1.set_xlim(left=0.0)
     ax1.set_title("|candidate - reference|")
@@ -81,19 +95,25 @@ def error_figure(points: dict[str, np.ndarray], title: str) -> Any:
 
 
 def _output_row(a: ArtifactResult, o: OutputResult) -> str:
-    cells = "".join(f"<td>{html.escape(fmt(o.metrics.get(k), kind) if kind != 'i' else str(o.metrics.get(k, '-')))}</td>"
-                    for _, k, kind in _COLS)
+    cells = "".join(
+        f"<td>{html.escape(fmt(o.metrics.get(k), kind) if kind != 'i' else str(o.metrics.get(k, '-')))}</td>"
+        for _, k, kind in _COLS
+    )
     tol = html.escape(str(o.tolerance or "cosine/top-1"))
     reasons = html.escape("; ".join(o.reasons))
-    return (f"<tr><td class=l>{html.escape(o.name)}</td>{cells}<td class=l>{tol}</td>"
-            f"<td>{_verdict(o.passed and not a.errors)}</td><td class=l>{reasons}</td></tr>")
+    return (
+        f"<tr><td class=l>{html.escape(o.name)}</td>{cells}<td class=l>{tol}</td>"
+        f"<td>{_verdict(o.passed and not a.errors)}</td><td class=l>{reasons}</td></tr>"
+    )
 
 
 def _artifact(a: ArtifactResult, plots: bool) -> list[str]:
-    parts = [f"<h2>{html.escape(a.key)} {_verdict(a.passed)}</h2>",
-             f"<p>format <code>{html.escape(a.format)}</code>, precision <code>{html.escape(a.precision)}</code>, "
-             f"layout <code>{html.escape(str(a.layout))}</code>, provider <code>{html.escape(a.provider)}</code>, "
-             f"{html.escape(a.runtime_version)}, mean {fmt(a.mean_ms, 'ms')} ms/sample</p>"]
+    parts = [
+        f"<h2>{html.escape(a.key)} {_verdict(a.passed)}</h2>",
+        f"<p>format <code>{html.escape(a.format)}</code>, precision <code>{html.escape(a.precision)}</code>, "
+        f"layout <code>{html.escape(str(a.layout))}</code>, provider <code>{html.escape(a.provider)}</code>, "
+        f"{html.escape(a.runtime_version)}, mean {fmt(a.mean_ms, 'ms')} ms/sample</p>",
+    ]
     parts += [f"<p class=fail>{html.escape(e)}</p>" for e in a.errors]
     parts += [f"<p>note: {html.escape(n)}</p>" for n in a.notes]
     head = "".join(f"<th>{h}</th>" for h, _, _ in _COLS)
@@ -104,20 +124,26 @@ def _artifact(a: ArtifactResult, plots: bool) -> list[str]:
         points: Any = o.metrics.get("points")
         png = _plot(points, f"{a.key}: {o.name}") if plots and points is not None else None
         if png:
-            parts.append(f'<div class=plots><img alt="{html.escape(a.key)} {html.escape(o.name)}" '
-                         f'src="data:image/png;base64,{png}"></div>')
+            parts.append(
+                f'<div class=plots><img alt="{html.escape(a.key)} {html.escape(o.name)}" '
+                f'src="data:image/png;base64,{png}"></div>'
+            )
     return parts
 
 
 def render_html(report: ValidationReport, *, plots: bool = True) -> str:
     ref = report.reference
-    body = [f"<h1>fwx validation {_verdict(report.passed)}</h1>",
-            f"<p>reference <code>{html.escape(str(ref.get('key')))}</code> ({html.escape(str(ref.get('format')))}, "
-            f"{html.escape(str(ref.get('provider')))}), device <code>{html.escape(report.device)}</code>, "
-            f"{len(report.inputs)} samples, seed {report.seed}</p>"]
+    body = [
+        f"<h1>fwx validation {_verdict(report.passed)}</h1>",
+        f"<p>reference <code>{html.escape(str(ref.get('key')))}</code> ({html.escape(str(ref.get('format')))}, "
+        f"{html.escape(str(ref.get('provider')))}), device <code>{html.escape(report.device)}</code>, "
+        f"{len(report.inputs)} samples, seed {report.seed}</p>",
+    ]
     if ref.get("instead_of_source"):
-        body.append(f"<p class=fail>the reference is NOT the source model (could not rebuild it: "
-                    f"{html.escape(str(ref['instead_of_source']))})</p>")
+        body.append(
+            f"<p class=fail>the reference is NOT the source model (could not rebuild it: "
+            f"{html.escape(str(ref['instead_of_source']))})</p>"
+        )
     shapes = "; ".join(", ".join(f"{k}{v['shape']}" for k, v in s.items()) for s in report.inputs)
     body.append(f"<p>inputs: {html.escape(shapes)}</p>")
     body += [f"<p>note: {html.escape(n)}</p>" for n in report.notes]
@@ -126,5 +152,7 @@ def render_html(report: ValidationReport, *, plots: bool = True) -> str:
         body.append("<h2>Failures</h2><ul>" + "".join(f"<li>{html.escape(f)}</li>" for f in failures) + "</ul>")
     for a in report.artifacts:
         body += _artifact(a, plots)
-    return ("<!DOCTYPE html><html><head><meta charset=utf-8><title>fwx validation</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
+    return (
+        "<!DOCTYPE html><html><head><meta charset=utf-8><title>fwx validation</title>"
+        f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n"
+    )

@@ -16,17 +16,23 @@ def check_fits(sig: Signature, samples: Sequence[Mapping[str, np.ndarray]]) -> N
     for i, sample in enumerate(samples):
         missing = [n for n in sig.input_names if n not in sample]
         if missing:
-            raise InputError(f"--data sample {i} lacks input(s) {', '.join(missing)}",
-                             hint=f"the signature is {sig}")
+            raise InputError(f"--data sample {i} lacks input(s) {', '.join(missing)}", hint=f"the signature is {sig}")
         for spec in sig.inputs:
             arr = sample[spec.name]
             if not spec.fits(arr.shape):
-                raise InputError(f"--data {spec.name!r} has shape {list(arr.shape)}, the signature says {list(spec.shape)}",
-                                 hint="pass arrays that fit the pinned signature")
-            if spec.dtype != "bytes" and np.dtype(spec.dtype).kind != arr.dtype.kind and \
-                    not (np.dtype(spec.dtype).kind in "iu" and arr.dtype.kind in "iu"):
-                raise InputError(f"--data {spec.name!r} is {arr.dtype}, the signature says {spec.dtype}",
-                                 hint="save the arrays with the signature's dtype")
+                raise InputError(
+                    f"--data {spec.name!r} has shape {list(arr.shape)}, the signature says {list(spec.shape)}",
+                    hint="pass arrays that fit the pinned signature",
+                )
+            if (
+                spec.dtype != "bytes"
+                and np.dtype(spec.dtype).kind != arr.dtype.kind
+                and not (np.dtype(spec.dtype).kind in "iu" and arr.dtype.kind in "iu")
+            ):
+                raise InputError(
+                    f"--data {spec.name!r} is {arr.dtype}, the signature says {spec.dtype}",
+                    hint="save the arrays with the signature's dtype",
+                )
 
 
 def load_data(path: str | Path, sig: Signature, *, samples: int | None = None) -> list[dict[str, np.ndarray]]:
@@ -46,8 +52,10 @@ def load_data(path: str | Path, sig: Signature, *, samples: int | None = None) -
         elif p.suffix == ".npy" and len(sig.inputs) == 1:
             arrays = {sig.inputs[0].name: np.load(p, allow_pickle=False)}
         else:
-            raise InputError(f"--data {p} is neither a .npz file nor a folder of .npy files",
-                             hint="save with np.savez(path, **{input_name: array})")
+            raise InputError(
+                f"--data {p} is neither a .npz file nor a folder of .npy files",
+                hint="save with np.savez(path, **{input_name: array})",
+            )
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read --data {p}: {first_line(exc)}") from exc
     if not arrays:
@@ -57,8 +65,10 @@ def load_data(path: str | Path, sig: Signature, *, samples: int | None = None) -
     sample = {n: arrays[n] for n in sig.input_names if n in arrays}
     extra = sorted(set(arrays) - set(sig.input_names) - {"labels"})
     if extra:
-        raise InputError(f"--data holds array(s) {', '.join(extra)} that the model does not take",
-                         hint=f"inputs are: {', '.join(sig.input_names)} (plus optional 'labels')")
+        raise InputError(
+            f"--data holds array(s) {', '.join(extra)} that the model does not take",
+            hint=f"inputs are: {', '.join(sig.input_names)} (plus optional 'labels')",
+        )
     check_fits(sig, [sample])
     return [sample]
 

@@ -29,8 +29,9 @@ def inputs_to(sample: dict[str, np.ndarray], src: str | None, dst: str | None) -
     return {k: to_layout(v, src, dst) for k, v in sample.items()}
 
 
-def output_back(cand: np.ndarray, ref_shape: tuple[int, ...], cand_layout: str | None,
-                ref_layout: str | None) -> np.ndarray:
+def output_back(
+    cand: np.ndarray, ref_shape: tuple[int, ...], cand_layout: str | None, ref_layout: str | None
+) -> np.ndarray:
     """Bring a candidate output to the reference layout when its shape shows it is transposed."""
     perm = permutation(cand_layout, ref_layout, cand.ndim)
     if perm is None:

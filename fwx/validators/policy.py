@@ -99,8 +99,10 @@ class Policy:
         if "accuracy" in m:
             drop = m["accuracy_ref"] - m["accuracy"]
             if drop > self.max_accuracy_drop:
-                reasons.append(f"accuracy {m['accuracy']:.2%} is {drop:.2%} below the reference's "
-                               f"{m['accuracy_ref']:.2%} (max drop {self.max_accuracy_drop:.0%})")
+                reasons.append(
+                    f"accuracy {m['accuracy']:.2%} is {drop:.2%} below the reference's "
+                    f"{m['accuracy_ref']:.2%} (max drop {self.max_accuracy_drop:.0%})"
+                )
         elif m.get("top1") is not None and m["top1"] < self.int8_min_top1:
             reasons.append(f"top-1 agreement {m['top1']:.1%} < {self.int8_min_top1:.0%}")
         return reasons
@@ -114,8 +116,13 @@ def parse_tolerance_override(text: str, default_rtol: float | None = None) -> tu
         if not sep or not name.strip() or len(parts) > 2:
             raise ValueError
         atol = float(parts[0])
-        rtol = float(parts[1]) if len(parts) == 2 else (default_rtol if default_rtol is not None
-                                                          else DEFAULT_TOLERANCES["fp32"].rtol)
+        rtol = (
+            float(parts[1])
+            if len(parts) == 2
+            else (default_rtol if default_rtol is not None else DEFAULT_TOLERANCES["fp32"].rtol)
+        )
     except ValueError:
-        raise UsageError(f"cannot parse --tolerance {text!r}", hint="write OUTPUT=ATOL[,RTOL], e.g. logits=1e-3,1e-2") from None
+        raise UsageError(
+            f"cannot parse --tolerance {text!r}", hint="write OUTPUT=ATOL[,RTOL], e.g. logits=1e-3,1e-2"
+        ) from None
     return name.strip(), Tolerance(atol, rtol)

@@ -30,23 +30,53 @@ def fmt(value: Any, kind: str = "g") -> str:
 
 def render_table(report: ValidationReport) -> str:
     ref = report.reference
-    head = (f"reference: {ref.get('key')} ({ref.get('format')}, {ref.get('provider')})  "
-            f"device: {report.device}  samples: {len(report.inputs)}  seed: {report.seed}")
+    head = (
+        f"reference: {ref.get('key')} ({ref.get('format')}, {ref.get('provider')})  "
+        f"device: {report.device}  samples: {len(report.inputs)}  seed: {report.seed}"
+    )
     if ref.get("instead_of_source"):
-        head = (f"reference: {ref.get('key')}, NOT the source model (could not rebuild it: {ref['instead_of_source']})\n"
-                + head)
-    headers = ["artifact", "prec", "provider", "output", "max abs", "mean abs", "max rel", "cosine", "SNR dB",
-               "top-1", "min atol", "tolerance", "verdict"]
+        head = (
+            f"reference: {ref.get('key')}, NOT the source model (could not rebuild it: {ref['instead_of_source']})\n"
+            + head
+        )
+    headers = [
+        "artifact",
+        "prec",
+        "provider",
+        "output",
+        "max abs",
+        "mean abs",
+        "max rel",
+        "cosine",
+        "SNR dB",
+        "top-1",
+        "min atol",
+        "tolerance",
+        "verdict",
+    ]
     rows: list[list[str]] = []
     for a in report.artifacts:
         if not a.outputs:
             rows.append([a.key, a.precision, a.provider or "-", "-", *["-"] * 8, ui.verdict(a.passed)])
         for o in a.outputs:
             m = o.metrics
-            rows.append([a.key, a.precision, a.provider, o.name, fmt(m.get("max_abs")), fmt(m.get("mean_abs")),
-                         fmt(m.get("max_rel")), fmt(m.get("cosine"), "cos"), fmt(m.get("snr_db"), "db"),
-                         fmt(m.get("top1"), "pct"), fmt(m.get("min_atol")), str(o.tolerance or "cos/top-1"),
-                         ui.verdict(o.passed and not a.errors)])
+            rows.append(
+                [
+                    a.key,
+                    a.precision,
+                    a.provider,
+                    o.name,
+                    fmt(m.get("max_abs")),
+                    fmt(m.get("mean_abs")),
+                    fmt(m.get("max_rel")),
+                    fmt(m.get("cosine"), "cos"),
+                    fmt(m.get("snr_db"), "db"),
+                    fmt(m.get("top1"), "pct"),
+                    fmt(m.get("min_atol")),
+                    str(o.tolerance or "cos/top-1"),
+                    ui.verdict(o.passed and not a.errors),
+                ]
+            )
     lines = [head, ui.table(headers, rows)]
     lines += [f"note: {n}" for n in report.notes]
     for a in report.artifacts:

@@ -44,8 +44,9 @@ class OutputResult:
 
     def to_json(self) -> dict[str, Any]:
         tol = {"atol": self.tolerance.atol, "rtol": self.tolerance.rtol} if self.tolerance else None
-        return _clean({"name": self.name, "passed": self.passed, "tolerance": tol, "reasons": self.reasons,
-                       **self.metrics})
+        return _clean(
+            {"name": self.name, "passed": self.passed, "tolerance": tol, "reasons": self.reasons, **self.metrics}
+        )
 
 
 @dataclass
@@ -72,12 +73,21 @@ class ArtifactResult:
         return lines
 
     def to_json(self) -> dict[str, Any]:
-        return _clean({
-            "key": self.key, "format": self.format, "precision": self.precision, "layout": self.layout,
-            "provider": self.provider, "runtime_version": self.runtime_version, "passed": self.passed,
-            "mean_ms": self.mean_ms, "errors": self.errors, "notes": self.notes,
-            "outputs": [o.to_json() for o in self.outputs],
-        })
+        return _clean(
+            {
+                "key": self.key,
+                "format": self.format,
+                "precision": self.precision,
+                "layout": self.layout,
+                "provider": self.provider,
+                "runtime_version": self.runtime_version,
+                "passed": self.passed,
+                "mean_ms": self.mean_ms,
+                "errors": self.errors,
+                "notes": self.notes,
+                "outputs": [o.to_json() for o in self.outputs],
+            }
+        )
 
 
 @dataclass
@@ -108,30 +118,47 @@ class ValidationReport:
         raise KeyError(key)
 
     def to_json(self) -> dict[str, Any]:
-        return _clean({
-            "passed": self.passed, "reference": self.reference, "device": self.device, "seed": self.seed,
-            "inputs": self.inputs, "notes": self.notes, "errors": self.errors, "failures": self.failures(),
-            "artifacts": [a.to_json() for a in self.artifacts],
-        })
+        return _clean(
+            {
+                "passed": self.passed,
+                "reference": self.reference,
+                "device": self.device,
+                "seed": self.seed,
+                "inputs": self.inputs,
+                "notes": self.notes,
+                "errors": self.errors,
+                "failures": self.failures(),
+                "artifacts": [a.to_json() for a in self.artifacts],
+            }
+        )
 
     def for_artifact(self, key: str) -> dict[str, Any]:
         """The compact dict stored in ``ArtifactEntry.validation`` of fwx.json."""
         a = self.artifact(key)
-        return _clean({
-            "passed": a.passed and not self.errors,
-            "reference": self.reference.get("key", ""),
-            "device": self.device,
-            "provider": a.provider,
-            "precision": a.precision,
-            "samples": len(self.inputs),
-            "seed": self.seed,
-            "failures": [f"reference: {e}" for e in self.errors] + a.failures(),
-            "outputs": {o.name: {k: o.metrics.get(k) for k in ("max_abs", "mean_abs", "max_rel", "cosine", "snr_db",
-                                                                "top1", "min_atol")}
-                        | {"passed": o.passed, "atol": o.tolerance.atol if o.tolerance else None,
-                           "rtol": o.tolerance.rtol if o.tolerance else None}
-                        for o in a.outputs},
-        })
+        return _clean(
+            {
+                "passed": a.passed and not self.errors,
+                "reference": self.reference.get("key", ""),
+                "device": self.device,
+                "provider": a.provider,
+                "precision": a.precision,
+                "samples": len(self.inputs),
+                "seed": self.seed,
+                "failures": [f"reference: {e}" for e in self.errors] + a.failures(),
+                "outputs": {
+                    o.name: {
+                        k: o.metrics.get(k)
+                        for k in ("max_abs", "mean_abs", "max_rel", "cosine", "snr_db", "top1", "min_atol")
+                    }
+                    | {
+                        "passed": o.passed,
+                        "atol": o.tolerance.atol if o.tolerance else None,
+                        "rtol": o.tolerance.rtol if o.tolerance else None,
+                    }
+                    for o in a.outputs
+                },
+            }
+        )
 
     def table(self) -> str:
         from fwx.validators.render import render_table

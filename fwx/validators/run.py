@@ -68,8 +68,10 @@ def resolve_device(device: str) -> tuple[str, list[str]]:
     if device == "auto":
         return ("cuda", []) if cuda_usable() else ("cpu", ["--device auto: no usable CUDA GPU found, ran on CPU"])
     if device.split(":", 1)[0] == "cuda" and not cuda_usable():
-        raise UsageError(f"--device {device}: no usable CUDA GPU on this machine",
-                         hint="use --device cpu or auto (or install CUDA builds of the frameworks)")
+        raise UsageError(
+            f"--device {device}: no usable CUDA GPU on this machine",
+            hint="use --device cpu or auto (or install CUDA builds of the frameworks)",
+        )
     if device.split(":", 1)[0] not in ("cpu", "cuda"):
         raise UsageError(f"unknown device {device!r}", hint="use cpu, cuda, cuda:N or auto")
     return device, []
@@ -136,8 +138,9 @@ def load_source_runtime(col: Collection, opts: ValidateOptions, sig: Signature, 
     return source_runtime(loaded, sig, device=device)
 
 
-def choose_reference(col: Collection, opts: ValidateOptions, sig: Signature, device: str,
-                     notes: list[str]) -> tuple[Runtime, str, Artifact | None]:
+def choose_reference(
+    col: Collection, opts: ValidateOptions, sig: Signature, device: str, notes: list[str]
+) -> tuple[Runtime, str, Artifact | None]:
     """(runtime, key, artifact or None for the source)."""
     want = opts.reference
     if want in ("auto", "source") and col.manifest is not None:
@@ -170,7 +173,9 @@ def choose_reference(col: Collection, opts: ValidateOptions, sig: Signature, dev
 def build_inputs(sig: Signature, opts: ValidateOptions) -> tuple[list[dict[str, np.ndarray]], list[Any] | None]:
     """User data (plus its first row alone, so a dynamic batch is tried at two sizes), or generated samples."""
     if opts.data is None:
-        cfg = InputConfig(seed=opts.seed, samples=opts.samples or 4, int_range=opts.int_range, float_dist=opts.float_dist)
+        cfg = InputConfig(
+            seed=opts.seed, samples=opts.samples or 4, int_range=opts.int_range, float_dist=opts.float_dist
+        )
         return generate_inputs(sig, cfg), None
     samples = load_data(opts.data, sig, samples=opts.samples)
     labels = load_labels(opts.data, opts.samples)
@@ -189,20 +194,33 @@ def validate(paths: Sequence[str | Path], options: ValidateOptions | None = None
     col = collect(paths)
     ref_rt: Runtime | None = None
     try:
-        pinned = load_all(col, device=device, pinned=col.manifest.sig() if col.manifest else None,
-                          trust=opts.trust_model_code)
+        pinned = load_all(
+            col, device=device, pinned=col.manifest.sig() if col.manifest else None, trust=opts.trust_model_code
+        )
         src_layout = source_layout(col.manifest, pinned)
         ref_rt, ref_key, ref_art = choose_reference(col, opts, pinned, device, notes)
         ref_layout = ref_art.layout if ref_art is not None else src_layout
         sig = in_layout(pinned, src_layout, ref_layout)
         cands = {a.key: a.runtime for a in col.artifacts if a is not ref_art and a.runtime is not None}
         if not cands:
-            raise UsageError("nothing to compare: only the reference was given",
-                             hint="pass two or more artifacts, or a version folder whose source is available")
+            raise UsageError(
+                "nothing to compare: only the reference was given",
+                hint="pass two or more artifacts, or a version folder whose source is available",
+            )
         samples, labels = build_inputs(sig, opts)
-        report = validate_runtimes(ref_rt, cands, signature=sig, precisions=_field(col, "precision"),
-                                   layouts=_field(col, "layout"), reference_layout=ref_layout, inputs=samples,
-                                   labels=labels, policy=opts.policy, seed=opts.seed, reference_key=ref_key)
+        report = validate_runtimes(
+            ref_rt,
+            cands,
+            signature=sig,
+            precisions=_field(col, "precision"),
+            layouts=_field(col, "layout"),
+            reference_layout=ref_layout,
+            inputs=samples,
+            labels=labels,
+            policy=opts.policy,
+            seed=opts.seed,
+            reference_key=ref_key,
+        )
     finally:
         close_all(col)
         if ref_rt is not None and not any(a.runtime is ref_rt for a in col.artifacts):
@@ -210,7 +228,9 @@ def validate(paths: Sequence[str | Path], options: ValidateOptions | None = None
     report.device = device
     fallback = [n for n in notes if n.startswith("could not rebuild the source")]
     if fallback:  # said in the first line of the table too: a reference the user did not expect changes every verdict
-        report.reference["instead_of_source"] = fallback[0].removeprefix("could not rebuild the source (").rsplit(")", 1)[0]
+        report.reference["instead_of_source"] = (
+            fallback[0].removeprefix("could not rebuild the source (").rsplit(")", 1)[0]
+        )
     report.notes = notes + col.notes + report.notes
     return report
 

@@ -45,17 +45,37 @@ class Arch:
     sequence: bool = False
 
 
-ARCHS: dict[str, Arch] = {a.name: a for a in (
-    Arch("resnet", (f"image:float32[N,3,{HW},{HW}]",), (f"image:float32[N,{HW},{HW},3]",), ("logits",),
-         ({0: "N"},), image=True),
-    Arch("dwsep", (f"image:float32[N,3,{HW},{HW}]",), (f"image:float32[N,{HW},{HW},3]",), ("logits",),
-         ({0: "N"},), image=True),
-    Arch("mlp", ("x:float32[N,20]",), ("x:float32[N,20]",), ("probs",), ({0: "N"},)),
-    Arch("two_io", ("features:float32[N,6]", "context:float32[N,3]"),
-         ("features:float32[N,6]", "context:float32[N,3]"), ("score", "embedding"), ({0: "N"}, {0: "N"})),
-    Arch("transformer", ("ids:int64[N,S]",), (), ("logits",), ({0: "N", 1: "S"},), sequence=True),
-    Arch("lstm", ("x:float32[N,T,8]",), (), ("y",), ({0: "N", 1: "T"},), sequence=True),
-)}
+ARCHS: dict[str, Arch] = {
+    a.name: a
+    for a in (
+        Arch(
+            "resnet",
+            (f"image:float32[N,3,{HW},{HW}]",),
+            (f"image:float32[N,{HW},{HW},3]",),
+            ("logits",),
+            ({0: "N"},),
+            image=True,
+        ),
+        Arch(
+            "dwsep",
+            (f"image:float32[N,3,{HW},{HW}]",),
+            (f"image:float32[N,{HW},{HW},3]",),
+            ("logits",),
+            ({0: "N"},),
+            image=True,
+        ),
+        Arch("mlp", ("x:float32[N,20]",), ("x:float32[N,20]",), ("probs",), ({0: "N"},)),
+        Arch(
+            "two_io",
+            ("features:float32[N,6]", "context:float32[N,3]"),
+            ("features:float32[N,6]", "context:float32[N,3]"),
+            ("score", "embedding"),
+            ({0: "N"}, {0: "N"}),
+        ),
+        Arch("transformer", ("ids:int64[N,S]",), (), ("logits",), ({0: "N", 1: "S"},), sequence=True),
+        Arch("lstm", ("x:float32[N,T,8]",), (), ("y",), ({0: "N", 1: "T"},), sequence=True),
+    )
+}
 CORE = ("resnet", "dwsep", "mlp", "two_io")
 SEQUENCE = ("transformer", "lstm")
 
@@ -86,9 +106,15 @@ class DepthwiseCNN(nn.Module):
     def __init__(self, width: int = 16, classes: int = 5) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.Conv2d(3, width, 3, stride=2, padding=1, bias=False), _bn(width), nn.ReLU6(),
-            nn.Conv2d(width, width, 3, padding=1, groups=width, bias=False), _bn(width), nn.ReLU6(),
-            nn.Conv2d(width, 24, 1, bias=False), _bn(24), nn.ReLU(),
+            nn.Conv2d(3, width, 3, stride=2, padding=1, bias=False),
+            _bn(width),
+            nn.ReLU6(),
+            nn.Conv2d(width, width, 3, padding=1, groups=width, bias=False),
+            _bn(width),
+            nn.ReLU6(),
+            nn.Conv2d(width, 24, 1, bias=False),
+            _bn(24),
+            nn.ReLU(),
         )
         self.head = nn.Linear(24, classes)
 
@@ -99,8 +125,9 @@ class DepthwiseCNN(nn.Module):
 class MLP(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(20, 64), nn.GELU(), nn.Linear(64, 32), nn.Tanh(), nn.Linear(32, 5),
-                                 nn.Softmax(-1))
+        self.net = nn.Sequential(
+            nn.Linear(20, 64), nn.GELU(), nn.Linear(64, 32), nn.Tanh(), nn.Linear(32, 5), nn.Softmax(-1)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -145,8 +172,12 @@ class LSTMNet(nn.Module):
 
 
 TORCH_CLASSES: dict[str, type[nn.Module]] = {
-    "resnet": ResNetCNN, "dwsep": DepthwiseCNN, "mlp": MLP, "two_io": TwoInTwoOut,
-    "transformer": TransformerEncoder, "lstm": LSTMNet,
+    "resnet": ResNetCNN,
+    "dwsep": DepthwiseCNN,
+    "mlp": MLP,
+    "two_io": TwoInTwoOut,
+    "transformer": TransformerEncoder,
+    "lstm": LSTMNet,
 }
 
 
@@ -221,15 +252,32 @@ def export_onnx(name: str, path: Path, opset: int = 17) -> Path:
         if name == "transformer":
             dims: dict[str, Any] = {}
             shapes = tuple({a: dims.setdefault(s, torch.export.Dim(s)) for a, s in d.items()} for d in arch.dims)
-            torch.onnx.export(model, args, str(path), dynamo=True, opset_version=max(opset, 18), input_names=names,
-                              output_names=list(arch.outputs), dynamic_shapes=shapes, verbose=False,
-                              external_data=False)
+            torch.onnx.export(
+                model,
+                args,
+                str(path),
+                dynamo=True,
+                opset_version=max(opset, 18),
+                input_names=names,
+                output_names=list(arch.outputs),
+                dynamic_shapes=shapes,
+                verbose=False,
+                external_data=False,
+            )
             return path
         axes = {n: dict(d) for n, d in zip(names, arch.dims, strict=True)}
         for out in arch.outputs:  # outputs share the batch (and sequence) symbols
             axes[out] = dict(arch.dims[0])
-        torch.onnx.export(model, args, str(path), dynamo=False, opset_version=opset, input_names=names,
-                          output_names=list(arch.outputs), dynamic_axes=axes)
+        torch.onnx.export(
+            model,
+            args,
+            str(path),
+            dynamo=False,
+            opset_version=opset,
+            input_names=names,
+            output_names=list(arch.outputs),
+            dynamic_axes=axes,
+        )
     return path
 
 
@@ -259,8 +307,9 @@ def _keras_body(name: str) -> Any:
         else:
             x = layers.Conv2D(16, 3, strides=2, padding="same", use_bias=False)(inp)
             x = layers.ReLU(6.0)(layers.BatchNormalization()(x))
-            x = layers.ReLU(6.0)(layers.BatchNormalization()(layers.DepthwiseConv2D(3, padding="same",
-                                                                                    use_bias=False)(x)))
+            x = layers.ReLU(6.0)(
+                layers.BatchNormalization()(layers.DepthwiseConv2D(3, padding="same", use_bias=False)(x))
+            )
             x = layers.ReLU()(layers.BatchNormalization()(layers.Conv2D(24, 1, use_bias=False)(x)))
             classes = 5
         return keras.Model(inp, layers.Dense(classes, name="logits")(layers.GlobalAveragePooling2D()(x)), name=name)
@@ -270,8 +319,9 @@ def _keras_body(name: str) -> Any:
         return keras.Model(inp, layers.Dense(5, activation="softmax", name="probs")(x), name=name)
     features, context = keras.Input((6,), name="features"), keras.Input((3,), name="context")
     h = layers.Multiply()([layers.Dense(4)(features), layers.Dense(4, activation="sigmoid")(context)])
-    return keras.Model([features, context], [layers.Dense(1, name="score")(h), layers.Dense(4, name="embedding")(h)],
-                       name=name)
+    return keras.Model(
+        [features, context], [layers.Dense(1, name="score")(h), layers.Dense(4, name="embedding")(h)], name=name
+    )
 
 
 def build_keras(name: str, seed: int = SEED) -> Any:
@@ -285,10 +335,14 @@ def build_keras(name: str, seed: int = SEED) -> Any:
     for layer in model.layers:
         if isinstance(layer, keras.layers.BatchNormalization):
             gamma, beta, mean, var = (w.numpy() for w in layer.weights)
-            layer.set_weights([rng.uniform(0.5, 1.5, gamma.shape).astype("float32"),
-                               rng.normal(0, 0.1, beta.shape).astype("float32"),
-                               rng.normal(0, 0.2, mean.shape).astype("float32"),
-                               rng.uniform(0.5, 1.5, var.shape).astype("float32")])
+            layer.set_weights(
+                [
+                    rng.uniform(0.5, 1.5, gamma.shape).astype("float32"),
+                    rng.normal(0, 0.1, beta.shape).astype("float32"),
+                    rng.normal(0, 0.2, mean.shape).astype("float32"),
+                    rng.uniform(0.5, 1.5, var.shape).astype("float32"),
+                ]
+            )
     return model
 
 

@@ -84,8 +84,11 @@ def run_row(src: Source, out: Path, **options: Any) -> tuple[list[Cell], dict[st
 
     t0 = time.perf_counter()
     try:
-        result = export(src.ref, ["all"], ExportOptions(out=out, name=f"{src.kind}_{src.arch}", keep_failed=True,
-                        **src.kwargs, **options))
+        result = export(
+            src.ref,
+            ["all"],
+            ExportOptions(out=out, name=f"{src.kind}_{src.arch}", keep_failed=True, **src.kwargs, **options),
+        )
     except FwxError as exc:
         results: dict[str, Any] = {}
         cells = [_single(src, out, t, f"--to all: {exc.message}", results, **options) for t in TARGETS]
@@ -102,8 +105,11 @@ def _single(src: Source, out: Path, target: Any, first: str, results: dict[str, 
     from fwx.exporter import ExportOptions, export
 
     try:
-        result = export(src.ref, [target], ExportOptions(out=out, name=f"{src.kind}_{src.arch}_{target}", keep_failed=True,
-                        **src.kwargs, **options))
+        result = export(
+            src.ref,
+            [target],
+            ExportOptions(out=out, name=f"{src.kind}_{src.arch}_{target}", keep_failed=True, **src.kwargs, **options),
+        )
     except FwxError as exc:
         return Cell(src.kind, src.arch, target.value, error=f"{exc.message} [{first}]")
     results[target.value] = result

@@ -143,7 +143,10 @@ def test_pytorch_to_tflite_records_three_hops_with_versions(row: GetRow) -> None
     r = row("pytorch", "resnet")
     entry = r.entry("tflite")
     assert [(h["source"], h["target"]) for h in entry.hops] == [
-        ("pytorch", "onnx"), ("onnx", "savedmodel"), ("savedmodel", "tflite")]
+        ("pytorch", "onnx"),
+        ("onnx", "savedmodel"),
+        ("savedmodel", "tflite"),
+    ]
     assert entry.hops[0]["tool_version"].startswith("2.")  # torch
     assert "tensorflow" in entry.hops[1]["tool_version"]
     # --to all shares the intermediates with the published artifacts of the same version
@@ -153,12 +156,24 @@ def test_pytorch_to_tflite_records_three_hops_with_versions(row: GetRow) -> None
 
 def test_dynamic_kept_notices_a_pinned_batch() -> None:
     """The helper the matrix relies on must fail on a batch that came back fixed."""
-    pinned = Signature.from_json({"inputs": [{"name": "x", "dtype": "float32", "shape": ["N", 3, 8, 8]}],
-                                  "outputs": [{"name": "y", "dtype": "float32", "shape": ["N", 2]}]})
-    fixed = Signature.from_json({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3, 8, 8]}],
-                                 "outputs": [{"name": "y", "dtype": "float32", "shape": ["N", 2]}]})
-    nhwc = Signature.from_json({"inputs": [{"name": "x", "dtype": "float32", "shape": [-1, 8, 8, 3]}],
-                                "outputs": [{"name": "y", "dtype": "float32", "shape": [-1, 2]}]})
+    pinned = Signature.from_json(
+        {
+            "inputs": [{"name": "x", "dtype": "float32", "shape": ["N", 3, 8, 8]}],
+            "outputs": [{"name": "y", "dtype": "float32", "shape": ["N", 2]}],
+        }
+    )
+    fixed = Signature.from_json(
+        {
+            "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3, 8, 8]}],
+            "outputs": [{"name": "y", "dtype": "float32", "shape": ["N", 2]}],
+        }
+    )
+    nhwc = Signature.from_json(
+        {
+            "inputs": [{"name": "x", "dtype": "float32", "shape": [-1, 8, 8, 3]}],
+            "outputs": [{"name": "y", "dtype": "float32", "shape": [-1, 2]}],
+        }
+    )
     assert dynamic_kept(pinned, pinned, "nchw")
     assert not dynamic_kept(pinned, fixed, "nchw")
     assert dynamic_kept(pinned, nhwc, "nhwc")

@@ -98,13 +98,20 @@ def test_keep_intermediate_publishes_every_hop(tmp_path: Path) -> None:
 
 def test_layout_nhwc_for_a_target_that_cannot_move_channels_is_refused_before_loading(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match="cannot convert pytorch to torchscript with --layout nhwc"):
-        export(f"{mm.__file__}:no_such_factory", ["torchscript"], ExportOptions(out=tmp_path, convert=ConvertOptions(layout="nhwc")))
+        export(
+            f"{mm.__file__}:no_such_factory",
+            ["torchscript"],
+            ExportOptions(out=tmp_path, convert=ConvertOptions(layout="nhwc")),
+        )
     assert not versions(tmp_path)
 
 
 def test_layout_nhwc_gives_channels_last_savedmodel_and_tflite(tmp_path: Path) -> None:
-    res = export(RESNET, ["savedmodel", "tflite"], ExportOptions(out=tmp_path, inputs=[RESNET_IN],
-                 convert=ConvertOptions(layout="nhwc")))
+    res = export(
+        RESNET,
+        ["savedmodel", "tflite"],
+        ExportOptions(out=tmp_path, inputs=[RESNET_IN], convert=ConvertOptions(layout="nhwc")),
+    )
     manifest = published(res)[0]
     assert manifest.sig().inputs[0].shape == ("N", 3, mm.HW, mm.HW)  # the pin stays the source's
     for key in ("savedmodel", "tflite"):
@@ -129,7 +136,9 @@ def test_layout_flags_reach_the_planner(cli: Any) -> None:
 
 def test_a_layout_equal_to_the_sources_is_dropped(tmp_path: Path) -> None:
     """--layout nchw of an NCHW model asks for nothing: TorchScript stays reachable and NCHW."""
-    res = export(RESNET, ["torchscript"], ExportOptions(out=tmp_path, inputs=[RESNET_IN], convert=ConvertOptions(layout="nchw")))
+    res = export(
+        RESNET, ["torchscript"], ExportOptions(out=tmp_path, inputs=[RESNET_IN], convert=ConvertOptions(layout="nchw"))
+    )
     entry = published(res)[0].artifacts["torchscript"]
     assert entry.layout == "nchw"
     assert entry.validation["passed"] is True
@@ -145,7 +154,11 @@ def test_layout_nchw_of_a_channels_last_model_is_refused(tmp_path: Path) -> None
 
 
 def test_static_shapes_pin_only_when_asked(tmp_path: Path) -> None:
-    res = export(MLP, ["tflite"], ExportOptions(out=tmp_path, inputs=["x:float32[N,20]"], convert=ConvertOptions(static_shapes=True)))
+    res = export(
+        MLP,
+        ["tflite"],
+        ExportOptions(out=tmp_path, inputs=["x:float32[N,20]"], convert=ConvertOptions(static_shapes=True)),
+    )
     entry = published(res)[0].artifacts["tflite"]
     assert not entry.sig().inputs[0].dynamic_axes
     assert entry.sig().inputs[0].shape == (1, 20)  # batch 1, as asked, not the tracing sample's 2
@@ -157,7 +170,9 @@ def test_static_shapes_pin_only_when_asked(tmp_path: Path) -> None:
 def test_static_shapes_from_a_savedmodel(tmp_path: Path) -> None:
     """The TF edges fix the shapes themselves (tf2onnx, and TFLite through a traced wrapper)."""
     src = mm.save_savedmodel("mlp", tmp_path / "mlp.savedmodel")
-    res = export(src, ["onnx", "tflite"], ExportOptions(out=tmp_path / "repo", convert=ConvertOptions(static_shapes=True)))
+    res = export(
+        src, ["onnx", "tflite"], ExportOptions(out=tmp_path / "repo", convert=ConvertOptions(static_shapes=True))
+    )
     for key, entry in published(res)[0].artifacts.items():
         assert entry.sig().inputs[0].shape == (1, 20), key
         assert entry.sig().outputs[0].shape == (1, 5), key
@@ -175,10 +190,17 @@ def exotic_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import onnx
     from onnx import TensorProto, helper
 
-    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Hardmax", ["a"], ["b"], axis=-1),
-             helper.make_node("Scale", ["b"], ["y"], domain="com.example")]
-    graph = helper.make_graph(nodes, "exotic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Hardmax", ["a"], ["b"], axis=-1),
+        helper.make_node("Scale", ["b"], ["y"], domain="com.example"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "exotic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
     path = tmp_path_factory.mktemp("exotic") / "exotic.onnx"
     onnx.save(model, str(path))
@@ -186,8 +208,7 @@ def exotic_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("target", ["torchscript", "pt2", "savedmodel", "tflite"])
-def test_unsupported_ops_are_all_listed_and_nothing_is_written(exotic_onnx: Path, tmp_path: Path,
-                                                                target: str) -> None:
+def test_unsupported_ops_are_all_listed_and_nothing_is_written(exotic_onnx: Path, tmp_path: Path, target: str) -> None:
     with pytest.raises(UnsupportedOpsError) as exc:
         # trusted: a custom domain is otherwise refused by fwx.safety before any converter looks at it
         export(exotic_onnx, [target], ExportOptions(out=tmp_path, convert=ConvertOptions(trust_model_code=True)))
@@ -263,8 +284,13 @@ def test_external_data_outside_the_model_folder_is_refused(external_onnx: Path, 
     outside.write_bytes((external_onnx.parent / "weights" / "mlp.bin").read_bytes())
     model_dir = tmp_path / "model"
     model_dir.mkdir()
-    location = {"dotdot": "../secret.bin", "nested": "sub/../../secret.bin", "absolute": str(outside),
-                "symlink": "link.bin", "hardlink": "hard.bin"}[case]
+    location = {
+        "dotdot": "../secret.bin",
+        "nested": "sub/../../secret.bin",
+        "absolute": str(outside),
+        "symlink": "link.bin",
+        "hardlink": "hard.bin",
+    }[case]
     if case == "symlink":
         (model_dir / "link.bin").symlink_to(outside)
     if case == "hardlink":
@@ -349,16 +375,19 @@ def test_every_tflite_op_gap_is_listed() -> None:
     """The converter's message lists flex ops and custom ops apart; fwx names them all."""
     from fwx.converters.savedmodel2tflite import unsupported_ops
 
-    text = ("error: 'tf.Erfc' op is neither a custom op nor a flex op\n"
-            "Some ops are not supported by the native TFLite runtime, you can enable TF kernels fallback\n"
-            "TF Select ops: MatrixDeterminant, MatrixInverse\nDetails:\n\ttf.MatrixDeterminant(...)\n"
-            "Custom ops: Erfc\n")
+    text = (
+        "error: 'tf.Erfc' op is neither a custom op nor a flex op\n"
+        "Some ops are not supported by the native TFLite runtime, you can enable TF kernels fallback\n"
+        "TF Select ops: MatrixDeterminant, MatrixInverse\nDetails:\n\ttf.MatrixDeterminant(...)\n"
+        "Custom ops: Erfc\n"
+    )
     assert unsupported_ops(text) == ["Erfc", "MatrixDeterminant", "MatrixInverse"]
     assert unsupported_ops("Could not translate MLIR to FlatBuffer: out of memory") == []
 
 
-def test_to_all_skips_what_cannot_be_made_and_publishes_the_rest(det_savedmodel: Path, tmp_path: Path,
-                                                                 cli: Any) -> None:
+def test_to_all_skips_what_cannot_be_made_and_publishes_the_rest(
+    det_savedmodel: Path, tmp_path: Path, cli: Any
+) -> None:
     import json
 
     res = cli("export", det_savedmodel, "--to", "all", "--out", tmp_path, "--json")
@@ -368,7 +397,12 @@ def test_to_all_skips_what_cannot_be_made_and_publishes_the_rest(det_savedmodel:
     assert "MatrixDeterminant" in doc["skipped"]["tflite"]
     assert doc["skipped"]["torchscript"].startswith("onnx -> torchscript (fwx-onnx-torch): ")
     assert {t["format"]: t["status"] for t in doc["targets"]} == {
-        "torchscript": "skipped", "pt2": "skipped", "savedmodel": "ok", "onnx": "ok", "tflite": "skipped"}
+        "torchscript": "skipped",
+        "pt2": "skipped",
+        "savedmodel": "ok",
+        "onnx": "ok",
+        "tflite": "skipped",
+    }
     (folder,) = versions(tmp_path)
     manifest = Manifest.read(folder)
     assert sorted(manifest.artifacts) == ["onnx", "savedmodel"]
@@ -385,7 +419,13 @@ def test_to_all_skips_what_cannot_be_made_and_publishes_the_rest(det_savedmodel:
 def test_old_manifests_without_skipped_still_load(tmp_path: Path) -> None:
     import json
 
-    data = {"schema_version": 1, "name": "m", "version": 1, "signature": {"inputs": [], "outputs": []},
-            "source": {"path": "m.onnx", "sha256": "", "format": "onnx", "framework": "onnx"}, "artifacts": {}}
+    data = {
+        "schema_version": 1,
+        "name": "m",
+        "version": 1,
+        "signature": {"inputs": [], "outputs": []},
+        "source": {"path": "m.onnx", "sha256": "", "format": "onnx", "framework": "onnx"},
+        "artifacts": {},
+    }
     (tmp_path / "fwx.json").write_text(json.dumps(data))
     assert Manifest.read(tmp_path).skipped == {}

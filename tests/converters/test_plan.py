@@ -41,18 +41,22 @@ def test_every_source_reaches_every_target(source: Format) -> None:
     assert reachable(source) == list(TARGETS)
 
 
-@pytest.mark.parametrize(("source", "target", "path"), [
-    (F.PYTORCH, F.TORCHSCRIPT, [("pytorch", "torchscript")]),
-    (F.PYTORCH, F.PT2, [("pytorch", "pt2")]),
-    (F.PYTORCH, F.SAVEDMODEL, [("pytorch", "onnx"), ("onnx", "savedmodel")]),
-    (F.PYTORCH, F.TFLITE, [("pytorch", "onnx"), ("onnx", "savedmodel"), ("savedmodel", "tflite")]),
-    (F.KERAS, F.TFLITE, [("keras", "savedmodel"), ("savedmodel", "tflite")]),
-    (F.KERAS, F.TORCHSCRIPT, [("keras", "onnx"), ("onnx", "torchscript")]),
-    (F.KERAS, F.PT2, [("keras", "onnx"), ("onnx", "pt2")]),
-    (F.SAVEDMODEL, F.TORCHSCRIPT, [("savedmodel", "onnx"), ("onnx", "torchscript")]),
-    (F.ONNX, F.TFLITE, [("onnx", "savedmodel"), ("savedmodel", "tflite")]),
-    (F.ONNX, F.PT2, [("onnx", "pt2")]),
-], ids=lambda v: v.value if isinstance(v, Format) else None)
+@pytest.mark.parametrize(
+    ("source", "target", "path"),
+    [
+        (F.PYTORCH, F.TORCHSCRIPT, [("pytorch", "torchscript")]),
+        (F.PYTORCH, F.PT2, [("pytorch", "pt2")]),
+        (F.PYTORCH, F.SAVEDMODEL, [("pytorch", "onnx"), ("onnx", "savedmodel")]),
+        (F.PYTORCH, F.TFLITE, [("pytorch", "onnx"), ("onnx", "savedmodel"), ("savedmodel", "tflite")]),
+        (F.KERAS, F.TFLITE, [("keras", "savedmodel"), ("savedmodel", "tflite")]),
+        (F.KERAS, F.TORCHSCRIPT, [("keras", "onnx"), ("onnx", "torchscript")]),
+        (F.KERAS, F.PT2, [("keras", "onnx"), ("onnx", "pt2")]),
+        (F.SAVEDMODEL, F.TORCHSCRIPT, [("savedmodel", "onnx"), ("onnx", "torchscript")]),
+        (F.ONNX, F.TFLITE, [("onnx", "savedmodel"), ("savedmodel", "tflite")]),
+        (F.ONNX, F.PT2, [("onnx", "pt2")]),
+    ],
+    ids=lambda v: v.value if isinstance(v, Format) else None,
+)
 def test_the_first_plan_is_the_shortest(source: Format, target: Format, path: list[tuple[str, str]]) -> None:
     found = best_plans(source, target)
     assert hops(found[0]) == path
@@ -87,8 +91,10 @@ def test_every_path_that_can_work_is_offered_to_a_savedmodel() -> None:
     """Issue 12 item 7: a SavedModel with an LSTM fails the direct TFLite edge (TensorListReserve); the
     translated SavedModel (through ONNX) is the way in, so it must be planned, after the direct edge."""
     found = [hops(p) for p in best_plans(F.SAVEDMODEL, F.TFLITE)]
-    assert found == [[("savedmodel", "tflite")],
-                     [("savedmodel", "onnx"), ("onnx", "savedmodel"), ("savedmodel", "tflite")]]
+    assert found == [
+        [("savedmodel", "tflite")],
+        [("savedmodel", "onnx"), ("onnx", "savedmodel"), ("savedmodel", "tflite")],
+    ]
     onnx_ts = [hops(p) for p in best_plans(F.ONNX, F.TORCHSCRIPT)]
     assert onnx_ts[0] == [("onnx", "torchscript")]
     assert [("onnx", "savedmodel"), ("savedmodel", "onnx"), ("onnx", "torchscript")] in onnx_ts
@@ -106,8 +112,10 @@ def test_identity_is_a_plan_of_no_hops() -> None:
 
 def test_describe_and_json_name_every_tool() -> None:
     plan = best_plans(F.PYTORCH, F.TFLITE)[0]
-    assert plan.describe() == ("pytorch --[torch.onnx (TorchScript exporter)]--> onnx --[fwx-onnx-tf]--> savedmodel "
-                               "--[tf.lite.TFLiteConverter]--> tflite")
+    assert plan.describe() == (
+        "pytorch --[torch.onnx (TorchScript exporter)]--> onnx --[fwx-onnx-tf]--> savedmodel "
+        "--[tf.lite.TFLiteConverter]--> tflite"
+    )
     assert [(h["source"], h["target"]) for h in plan.to_json()] == hops(plan)
     assert plan.to_json()[1]["module"] == "fwx.converters.onnx2savedmodel"
 
@@ -244,10 +252,12 @@ def tiny_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _fwx(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the CLI in a fresh interpreter, reporting which heavy frameworks it imported."""
-    code = ("import sys, json\nfrom fwx.cli import main\ncode = 0\n"
-            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code or 0\n"
-            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'tensorflow', 'keras', 'onnxruntime'})\n"
-            "print('HEAVY=' + json.dumps(heavy), file=sys.stderr)\nsys.exit(code)")
+    code = (
+        "import sys, json\nfrom fwx.cli import main\ncode = 0\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code or 0\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'tensorflow', 'keras', 'onnxruntime'})\n"
+        "print('HEAVY=' + json.dumps(heavy), file=sys.stderr)\nsys.exit(code)"
+    )
     return subprocess.run([sys.executable, "-c", code, "export", *args], capture_output=True, text=True, timeout=120)
 
 
@@ -255,8 +265,15 @@ def test_plan_prints_every_path_without_loading_anything(tiny_onnx: Path) -> Non
     res = _fwx(str(tiny_onnx), "--plan", "--to", "all")
     assert res.returncode == 0, res.stderr
     lines = [line.split() for line in res.stdout.splitlines()[2:]]
-    assert [(row[0], row[1]) for row in lines] == [("torchscript", "1"), ("torchscript", "2"), ("pt2", "1"),
-                                                   ("pt2", "2"), ("savedmodel", "1"), ("onnx", "1"), ("tflite", "1")]
+    assert [(row[0], row[1]) for row in lines] == [
+        ("torchscript", "1"),
+        ("torchscript", "2"),
+        ("pt2", "1"),
+        ("pt2", "2"),
+        ("savedmodel", "1"),
+        ("onnx", "1"),
+        ("tflite", "1"),
+    ]
     assert "onnx --[fwx-onnx-tf]--> savedmodel --[tf.lite.TFLiteConverter]--> tflite" in res.stdout
     assert "HEAVY=[]" in res.stderr  # nothing was loaded, converted or even imported
     assert not list(tiny_onnx.parent.glob("artifacts*"))

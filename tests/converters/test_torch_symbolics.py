@@ -24,8 +24,9 @@ def test_diff_exports_and_matches_at_two_sizes() -> None:
     torch_symbolics.register(17)
     f = io.BytesIO()
     sample = torch.randint(0, 9, (3, 6), generator=torch.Generator().manual_seed(0))
-    torch.onnx.export(_Diffs(), (sample,), f, dynamo=False, opset_version=17, input_names=["p"],
-                      dynamic_axes={"p": {0: "b", 1: "s"}})
+    torch.onnx.export(
+        _Diffs(), (sample,), f, dynamo=False, opset_version=17, input_names=["p"], dynamic_axes={"p": {0: "b", 1: "s"}}
+    )
     session = ort.InferenceSession(f.getvalue())
     for p in (sample, torch.randint(0, 9, (5, 9), generator=torch.Generator().manual_seed(1))):
         got = session.run(None, {"p": p.numpy()})

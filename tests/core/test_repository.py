@@ -14,8 +14,12 @@ from fwx.repository import TMP_PREFIX, Repository
 
 
 def _manifest(name: str, entry: ArtifactEntry | None = None) -> Manifest:
-    m = Manifest(name=name, version=0, source=SourceInfo("src.pt", "0" * 64, "pytorch", "torch"),
-                 signature={"inputs": [], "outputs": []})
+    m = Manifest(
+        name=name,
+        version=0,
+        source=SourceInfo("src.pt", "0" * 64, "pytorch", "torch"),
+        signature={"inputs": [], "outputs": []},
+    )
     if entry:
         m.artifacts[entry.format] = entry
     return m
@@ -38,6 +42,7 @@ def test_publish_is_atomic_and_numbered(tmp_path: Path) -> None:
 
 def test_failure_inside_staging_leaves_nothing(tmp_path: Path) -> None:
     repo = Repository(tmp_path)
+
     def half_written() -> None:
         with repo.staging("m") as st:
             (st.path / "half.onnx").write_bytes(b"x")

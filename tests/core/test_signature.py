@@ -27,8 +27,17 @@ def test_unknown_dtype_is_input_error() -> None:
         parse_tensor_spec("x:floaty[1]")
 
 
-@pytest.mark.parametrize(("given", "want"), [("FP32", "float32"), ("fp16", "float16"), ("int", "int64"),
-                                              ("torch.int64", "int64"), ("<dtype: 'float32'>", "float32"), ("BYTES", "bytes")])
+@pytest.mark.parametrize(
+    ("given", "want"),
+    [
+        ("FP32", "float32"),
+        ("fp16", "float16"),
+        ("int", "int64"),
+        ("torch.int64", "int64"),
+        ("<dtype: 'float32'>", "float32"),
+        ("BYTES", "bytes"),
+    ],
+)
 def test_normalize_dtype(given: str, want: str) -> None:
     assert normalize_dtype(given) == want
 

@@ -74,9 +74,23 @@ class Fleet:
         log = self.workdir / f"{name}.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "POD_NAME": name}
         with log.open("wb") as fh:
-            proc = subprocess.Popen([sys.executable, "-m", "fwx", "serve", str(self.repo), "--http-port", str(port),
-                                     "--grpc-port", "-1", *self.serve_args], stdout=fh, stderr=subprocess.STDOUT,
-                                    env=env)
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "fwx",
+                    "serve",
+                    str(self.repo),
+                    "--http-port",
+                    str(port),
+                    "--grpc-port",
+                    "-1",
+                    *self.serve_args,
+                ],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
         replica = Replica(name, port, proc, log)
         self.replicas.append(replica)
         return replica
@@ -142,8 +156,11 @@ http {{
 
     def start(self, ports: list[int]) -> None:
         self._write(ports)
-        self.proc = subprocess.Popen([self.binary, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [self.binary, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:

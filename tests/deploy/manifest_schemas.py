@@ -36,8 +36,11 @@ class ManifestError(AssertionError):
 def _strict(node: Any) -> Any:
     if isinstance(node, dict):
         node = {k: _strict(v) for k, v in node.items()}
-        if ("properties" in node and "additionalProperties" not in node
-                and not node.get("x-kubernetes-preserve-unknown-fields")):
+        if (
+            "properties" in node
+            and "additionalProperties" not in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")
+        ):
             node["additionalProperties"] = False
         return node
     if isinstance(node, list):

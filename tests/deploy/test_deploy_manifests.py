@@ -20,8 +20,14 @@ GOLDEN = Path(__file__).parent / "golden"
 KSERVE_CASES: dict[str, dict[str, Any]] = {
     "default": {},
     "cluster-gpu": {"cluster": True, "gpu": True, "model_format": "pytorch", "repo_uri": "pvc://models/artifacts"},
-    "namespaced": {"namespace": "ml", "service_account": "s3-reader", "model_format": "tensorflow",
-                   "image": "registry.example/fwx:0.1.0", "replicas": 1, "max_replicas": 3},
+    "namespaced": {
+        "namespace": "ml",
+        "service_account": "s3-reader",
+        "model_format": "tensorflow",
+        "image": "registry.example/fwx:0.1.0",
+        "replicas": 1,
+        "max_replicas": 3,
+    },
 }
 K8S_CASES: dict[str, dict[str, Any]] = {
     "default": {},
@@ -46,7 +52,9 @@ def _k8s(**kw: Any) -> str:
 def test_kserve_manifests_validate_against_kserve_crds(case: str) -> None:
     docs = _docs(_kserve(**KSERVE_CASES[case]))
     assert [d["kind"] for d in docs] == [
-        "ClusterServingRuntime" if KSERVE_CASES[case].get("cluster") else "ServingRuntime", "InferenceService"]
+        "ClusterServingRuntime" if KSERVE_CASES[case].get("cluster") else "ServingRuntime",
+        "InferenceService",
+    ]
     assert {validate(d) for d in docs} == {"kserve-crd"}
 
 
@@ -58,14 +66,17 @@ def test_k8s_manifests_validate_strictly(case: str) -> None:
         assert validate(d).endswith("-strict")
 
 
-@pytest.mark.parametrize(("render", "mutate", "needle"), [
-    (_k8s, lambda d: d[0]["spec"]["template"]["spec"]["containers"][0].update(readinesProbe={}), "readinesProbe"),
-    (_k8s, lambda d: d[0]["spec"].update(replicas="two"), "replicas"),
-    (_kserve, lambda d: d[0]["spec"]["containers"][0].update(imagePullPolice="Always"), "imagePullPolice"),
-    (_kserve, lambda d: d[0]["spec"]["supportedModelFormats"][0].update(priority=0), "priority"),
-    (_kserve, lambda d: d[1]["spec"]["predictor"]["model"].update(storageURI="s3://x"), "storageURI"),
-    (_kserve, lambda d: d[1]["metadata"].update(labelz={}), "labelz"),
-])
+@pytest.mark.parametrize(
+    ("render", "mutate", "needle"),
+    [
+        (_k8s, lambda d: d[0]["spec"]["template"]["spec"]["containers"][0].update(readinesProbe={}), "readinesProbe"),
+        (_k8s, lambda d: d[0]["spec"].update(replicas="two"), "replicas"),
+        (_kserve, lambda d: d[0]["spec"]["containers"][0].update(imagePullPolice="Always"), "imagePullPolice"),
+        (_kserve, lambda d: d[0]["spec"]["supportedModelFormats"][0].update(priority=0), "priority"),
+        (_kserve, lambda d: d[1]["spec"]["predictor"]["model"].update(storageURI="s3://x"), "storageURI"),
+        (_kserve, lambda d: d[1]["metadata"].update(labelz={}), "labelz"),
+    ],
+)
 def test_validators_reject_what_a_cluster_would(render: Any, mutate: Any, needle: str) -> None:
     docs = _docs(render())
     mutate(docs)
@@ -117,8 +128,12 @@ def test_pod_is_locked_down_and_repository_read_only() -> None:
         assert sec["allowPrivilegeEscalation"] is False
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         models = next(m for m in ctr["volumeMounts"] if m["name"] == "models")
-        assert models == {"name": "models", "mountPath": "/mnt/models", "readOnly": True,
-                          **({"subPath": "artifacts"} if uri.startswith("pvc") else {})}
+        assert models == {
+            "name": "models",
+            "mountPath": "/mnt/models",
+            "readOnly": True,
+            **({"subPath": "artifacts"} if uri.startswith("pvc") else {}),
+        }
         assert ctr["resources"]["requests"]
         assert ctr["resources"]["limits"]
         if uri.startswith("gs"):
@@ -139,15 +154,18 @@ def test_runtime_declares_fwx_formats_and_kserve_ports() -> None:
     assert isvc["spec"]["predictor"]["model"]["runtime"] == runtime["metadata"]["name"]
 
 
-@pytest.mark.parametrize(("kw", "needle"), [
-    ({"repo_uri": "./artifacts"}, "not a storage URI"),
-    ({"repo_uri": "/data/artifacts"}, "not a storage URI"),
-    ({"repo_uri": "s3://"}, "names no bucket"),
-    ({"name": "My_Model"}, "not a valid Kubernetes name"),
-    ({"cpu_limit": "two"}, "not a Kubernetes quantity"),
-    ({"replicas": 0}, "between 1"),
-    ({"drain_seconds": -1}, "must not be negative"),
-])
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"repo_uri": "./artifacts"}, "not a storage URI"),
+        ({"repo_uri": "/data/artifacts"}, "not a storage URI"),
+        ({"repo_uri": "s3://"}, "names no bucket"),
+        ({"name": "My_Model"}, "not a valid Kubernetes name"),
+        ({"cpu_limit": "two"}, "not a Kubernetes quantity"),
+        ({"replicas": 0}, "between 1"),
+        ({"drain_seconds": -1}, "must not be negative"),
+    ],
+)
 def test_bad_options_are_one_line_usage_errors(kw: dict[str, Any], needle: str) -> None:
     with pytest.raises(UsageError, match=needle):
         K8sOptions(**{"name": "mnist", "repo_uri": "s3://b/a", **kw})

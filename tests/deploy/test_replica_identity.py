@@ -12,13 +12,17 @@ def _info_lines() -> list[str]:
     return [line for line in Metrics().render().decode().splitlines() if line.startswith("fwx_server_info")]
 
 
-@pytest.mark.parametrize(("env", "expected"), [
-    ({"FWX_REPLICA": "r-7", "POD_NAME": "pod-1", "HOSTNAME": "host-1"}, "r-7"),
-    ({"POD_NAME": "mnist-6d9f-x2x", "HOSTNAME": "host-1"}, "mnist-6d9f-x2x"),
-    ({"HOSTNAME": "host-1"}, "host-1"),
-])
-def test_replica_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, env: dict[str, str],
-                                            expected: str) -> None:
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"FWX_REPLICA": "r-7", "POD_NAME": "pod-1", "HOSTNAME": "host-1"}, "r-7"),
+        ({"POD_NAME": "mnist-6d9f-x2x", "HOSTNAME": "host-1"}, "mnist-6d9f-x2x"),
+        ({"HOSTNAME": "host-1"}, "host-1"),
+    ],
+)
+def test_replica_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str
+) -> None:
     for var in ("FWX_REPLICA", "POD_NAME", "HOSTNAME"):
         monkeypatch.delenv(var, raising=False)
     for var, value in env.items():

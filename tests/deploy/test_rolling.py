@@ -32,8 +32,19 @@ from fwx.signature import Signature, TensorSpec
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(150)]
 
 POLL_S = 1.5
-SERVE_ARGS = ["--poll-seconds", str(POLL_S), "--shutdown-delay-seconds", "1", "--drain-seconds", "10",
-              "--no-load-probe", "--max-queue-delay-ms", "0", "--log-level", "warning"]
+SERVE_ARGS = [
+    "--poll-seconds",
+    str(POLL_S),
+    "--shutdown-delay-seconds",
+    "1",
+    "--drain-seconds",
+    "10",
+    "--no-load-probe",
+    "--max-queue-delay-ms",
+    "0",
+    "--log-level",
+    "warning",
+]
 CLIENTS = 3
 MAX_REQUESTS = 20_000  # bound on the load, whatever the machine's speed
 MAX_LOAD_S = 80.0
@@ -42,11 +53,16 @@ MAX_LOAD_S = 80.0
 def _offset_model(version: int) -> tuple[bytes, Signature]:
     """y = x + 100 * version: an answer names the version that computed it."""
     _, h, T = serving_models._helper()
-    g = h.make_graph([h.make_node("Gemm", ["x", "W", "B"], ["y"])], "offset",
-                     [h.make_tensor_value_info("x", T.FLOAT, ["N", 1])],
-                     [h.make_tensor_value_info("y", T.FLOAT, ["N", 1])],
-                     [serving_models._init("W", np.array([[1.0]], np.float32)),
-                      serving_models._init("B", np.array([100.0 * version], np.float32))])
+    g = h.make_graph(
+        [h.make_node("Gemm", ["x", "W", "B"], ["y"])],
+        "offset",
+        [h.make_tensor_value_info("x", T.FLOAT, ["N", 1])],
+        [h.make_tensor_value_info("y", T.FLOAT, ["N", 1])],
+        [
+            serving_models._init("W", np.array([[1.0]], np.float32)),
+            serving_models._init("B", np.array([100.0 * version], np.float32)),
+        ],
+    )
     sig = Signature((TensorSpec("x", "float32", ("N", 1)),), (TensorSpec("y", "float32", ("N", 1)),))
     return serving_models._model(g), sig
 
@@ -118,8 +134,9 @@ class Load:
 def _served_version(url: str) -> str | None:
     body = {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [0.0]}]}
     try:
-        return str(httpx.post(f"{url}/v2/models/offset/infer", content=json.dumps(body), timeout=5)
-                   .json()["model_version"])
+        return str(
+            httpx.post(f"{url}/v2/models/offset/infer", content=json.dumps(body), timeout=5).json()["model_version"]
+        )
     except (httpx.HTTPError, KeyError, ValueError):
         return None
 
@@ -127,7 +144,7 @@ def _served_version(url: str) -> str | None:
 def test_rolling_restart_and_new_version_lose_nothing(tmp_path: Path) -> None:
     binary = nginx_binary()
     if binary is None:
-        if os.environ.get("FWX_REQUIRE_NGINX"):
+        if os.environ.get("FWX_REQUIRE_TOOLS"):
             pytest.fail("nginx is not installed (make test-deps installs it)")
         pytest.skip("nginx is not installed (apt-get install nginx)")
     repo = tmp_path / "repo"
@@ -167,8 +184,10 @@ def test_rolling_restart_and_new_version_lose_nothing(tmp_path: Path) -> None:
         for r in live:
             assert _served_version(r.url) == "2"
             assert f'fwx_server_info{{replica="{r.name}"' in httpx.get(f"{r.url}/metrics").text
-        print(f"\nrolling: {load.sent} requests, 0 failed, versions {load.versions}, "
-              f"{nginx.retried()} retried by nginx, all replicas on v2 {convergence_s:.2f}s after publish")
+        print(
+            f"\nrolling: {load.sent} requests, 0 failed, versions {load.versions}, "
+            f"{nginx.retried()} retried by nginx, all replicas on v2 {convergence_s:.2f}s after publish"
+        )
     finally:
         nginx.stop()
         fleet.stop_all()

@@ -38,12 +38,34 @@ def test_sigterm_keeps_serving_for_the_delay_then_drains(tmp_path: Path) -> None
     serving_models.publish(repo, "sleepy", *serving_models.build_sleepy(ITERATIONS))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "fwx", "serve", str(repo), "--http-port", str(port),
-                             "--grpc-port", "-1", "--poll-seconds", "0", "--no-load-probe",
-                             "--shutdown-delay-seconds", str(DELAY_S), "--drain-seconds", "90", "--max-batch-size", "1",
-                             "--request-timeout-s", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fwx",
+            "serve",
+            str(repo),
+            "--http-port",
+            str(port),
+            "--grpc-port",
+            "-1",
+            "--poll-seconds",
+            "0",
+            "--no-load-probe",
+            "--shutdown-delay-seconds",
+            str(DELAY_S),
+            "--drain-seconds",
+            "90",
+            "--max-batch-size",
+            "1",
+            "--request-timeout-s",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         deadline = time.monotonic() + 90
         while not _ready(url):

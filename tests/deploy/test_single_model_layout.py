@@ -21,8 +21,9 @@ BODY = {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [4
 
 def _infer(root: Path, model_name: str | None, url_name: str) -> tuple[int, Any, list[str]]:
     async def run() -> tuple[int, Any, list[str]]:
-        cfg = ServerConfig(repository=root, http_port=0, grpc_port=-1, poll_seconds=0, load_probe=False,
-                           model_name=model_name)
+        cfg = ServerConfig(
+            repository=root, http_port=0, grpc_port=-1, poll_seconds=0, load_probe=False, model_name=model_name
+        )
         server = Server(cfg)
         await server.start()
         try:
@@ -57,8 +58,22 @@ def test_a_repository_is_served_as_is_with_model_name(tmp_path: Path) -> None:
 
 def test_models_folder_without_model_name_is_a_usage_error(tmp_path: Path) -> None:
     serving_models.make_repo(tmp_path / "artifacts", {"linear": "linear"})
-    res = subprocess.run([sys.executable, "-m", "fwx", "serve", str(tmp_path / "artifacts" / "linear"),
-                          "--http-port", "0", "--grpc-port", "-1"], capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fwx",
+            "serve",
+            str(tmp_path / "artifacts" / "linear"),
+            "--http-port",
+            "0",
+            "--grpc-port",
+            "-1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 2
     assert "one model's folder" in res.stderr
     assert "--model-name" in res.stderr

@@ -63,8 +63,12 @@ def _repo_with(tmp_path: Path, models: dict[str, list[str]]) -> Path:
     repo = Repository(tmp_path / "artifacts")
     for name, formats in models.items():
         with repo.staging(name) as st:
-            man = Manifest(name=name, version=0, source=SourceInfo("s", "0" * 64, "pytorch", "torch"),
-                           signature={"inputs": [], "outputs": []})
+            man = Manifest(
+                name=name,
+                version=0,
+                source=SourceInfo("s", "0" * 64, "pytorch", "torch"),
+                signature={"inputs": [], "outputs": []},
+            )
             for f in formats:
                 man.artifacts[f] = ArtifactEntry(f, f"model.{f}")
             st.publish(man)
@@ -111,7 +115,9 @@ def test_dockerize_gpu_lints_clean(tmp_path: Path) -> None:
 
 def test_dockerize_cli_json_and_errors(tmp_path: Path) -> None:
     root = _repo_with(tmp_path, {"m": ["onnx"]})
-    out = subprocess.run([sys.executable, "-m", "fwx", "dockerize", str(root), "--json"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "fwx", "dockerize", str(root), "--json"], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["extras"] == ["onnx"]

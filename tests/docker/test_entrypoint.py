@@ -36,20 +36,28 @@ def _linear_repo(root: Path) -> Path:
     w = helper.make_tensor("w", TensorProto.FLOAT, [1, 1], [2.0])
     b = helper.make_tensor("b", TensorProto.FLOAT, [1], [1.0])
     graph = helper.make_graph(
-        [helper.make_node("Gemm", ["x", "w", "b"], ["y"])], "linear",
+        [helper.make_node("Gemm", ["x", "w", "b"], ["y"])],
+        "linear",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])], [w, b])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
+        [w, b],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    sig = {"inputs": [{"name": "x", "dtype": "float32", "shape": ["N", 1]}],
-           "outputs": [{"name": "y", "dtype": "float32", "shape": ["N", 1]}]}
+    sig = {
+        "inputs": [{"name": "x", "dtype": "float32", "shape": ["N", 1]}],
+        "outputs": [{"name": "y", "dtype": "float32", "shape": ["N", 1]}],
+    }
     repo = Repository(root)
     with repo.staging("linear") as st:
         path = st.path / "model.onnx"
         onnx.save(model, path)
-        man = Manifest(name="linear", version=0, source=SourceInfo("linear.onnx", "0" * 64, "onnx", "onnx"), signature=sig)
-        man.artifacts["onnx"] = ArtifactEntry("onnx", "model.onnx", sha256_path(path), size_of(path), opset=13,
-                                              signature=sig)
+        man = Manifest(
+            name="linear", version=0, source=SourceInfo("linear.onnx", "0" * 64, "onnx", "onnx"), signature=sig
+        )
+        man.artifacts["onnx"] = ArtifactEntry(
+            "onnx", "model.onnx", sha256_path(path), size_of(path), opset=13, signature=sig
+        )
         st.publish(man)
     return root
 
@@ -65,11 +73,22 @@ def _get(url: str) -> int:
 def test_entrypoint_serves_the_repository(tmp_path: Path) -> None:
     repo = _linear_repo(tmp_path / "models")
     http, grpc = _free_port(), _free_port()
-    env = dict(os.environ, FWX_MODEL_REPOSITORY=str(repo), FWX_HOST="127.0.0.1", FWX_HTTP_PORT=str(http),
-               FWX_GRPC_PORT=str(grpc), FWX_PYTHON=sys.executable,
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.Popen(["sh", str(ROOT / "docker" / "entrypoint.sh"), "--poll-seconds", "0"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = dict(
+        os.environ,
+        FWX_MODEL_REPOSITORY=str(repo),
+        FWX_HOST="127.0.0.1",
+        FWX_HTTP_PORT=str(http),
+        FWX_GRPC_PORT=str(grpc),
+        FWX_PYTHON=sys.executable,
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    proc = subprocess.Popen(
+        ["sh", str(ROOT / "docker" / "entrypoint.sh"), "--poll-seconds", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 90
         while _get(f"http://127.0.0.1:{http}/v2/health/ready") != 200:
@@ -79,8 +98,11 @@ def test_entrypoint_serves_the_repository(tmp_path: Path) -> None:
         hc = subprocess.run(["sh", str(ROOT / "docker" / "entrypoint.sh"), "healthcheck"], env=env)
         assert hc.returncode == 0
         body = json.dumps({"inputs": [{"name": "x", "shape": [2, 1], "datatype": "FP32", "data": [4.0, 0.5]}]})
-        req = urllib.request.Request(f"http://127.0.0.1:{http}/v2/models/linear/infer", data=body.encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{http}/v2/models/linear/infer",
+            data=body.encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=10) as r:
             out = json.loads(r.read())
         np.testing.assert_allclose(out["outputs"][0]["data"], [9.0, 2.0])

@@ -105,13 +105,24 @@ def torch_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     d = tmp_path_factory.mktemp("torch_sources")
     cnn = build_torch_cnn()
-    files = {k: d / v for k, v in {
-        "state_dict": "cnn.pt", "pickled_nn": "seq.pt", "pickled_custom": "cnn_full.pt", "evil": "evil.pt",
-        "torchscript": "cnn_ts.pt", "pt2": "cnn.pt2", "truncated": "cnn_truncated.pt", "garbage": "garbage.bin",
-        "sentinel": "SENTINEL"}.items()}
+    files = {
+        k: d / v
+        for k, v in {
+            "state_dict": "cnn.pt",
+            "pickled_nn": "seq.pt",
+            "pickled_custom": "cnn_full.pt",
+            "evil": "evil.pt",
+            "torchscript": "cnn_ts.pt",
+            "pt2": "cnn.pt2",
+            "truncated": "cnn_truncated.pt",
+            "garbage": "garbage.bin",
+            "sentinel": "SENTINEL",
+        }.items()
+    }
     torch.save(cnn.state_dict(), files["state_dict"])
-    torch.save(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval(),
-               files["pickled_nn"])
+    torch.save(
+        torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval(), files["pickled_nn"]
+    )
     torch.save(cnn, files["pickled_custom"])
     torch.save({"weights": torch.zeros(2), "payload": _Evil(files["sentinel"])}, files["evil"])
     torch.jit.save(torch.jit.script(cnn), str(files["torchscript"]))

@@ -33,13 +33,17 @@ def save_encoder(path: Path) -> Path:
     torch.manual_seed(0)
     batch, seq = torch.export.Dim("batch", max=64), torch.export.Dim("seq", min=2, max=64)
     ids, mask = torch.randint(0, 50, (2, 7)), torch.ones(2, 7, dtype=torch.int64)
-    ep = torch.export.export(MaskedEncoder().eval(), (ids, mask), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}))
+    ep = torch.export.export(
+        MaskedEncoder().eval(), (ids, mask), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq})
+    )
     torch.export.save(ep, path)
     return path
 
 
 def save_two_heads(path: Path) -> Path:
     na, nb = torch.export.Dim("na"), torch.export.Dim("nb")
-    ep = torch.export.export(TwoHeads().eval(), (torch.randn(2, 3), torch.randn(4, 5)), dynamic_shapes=({0: na}, {0: nb}))
+    ep = torch.export.export(
+        TwoHeads().eval(), (torch.randn(2, 3), torch.randn(4, 5)), dynamic_shapes=({0: na}, {0: nb})
+    )
     torch.export.save(ep, path)
     return path

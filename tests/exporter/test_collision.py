@@ -21,8 +21,20 @@ def test_same_stem_different_model_is_refused_then_allowed(cli, torch_files, tmp
     assert first.code == 0, first.err
     assert "published as model/1" in first.out.splitlines()
     # Same interface under another symbol for the dynamic dim: a drop-in new version.
-    same = cli("export", torch_files["state_dict"], "--model-class", CNN_CLASS, "--input", "image:float32[batch,3,32,32]",
-               "--to", "torchscript", "--name", "model", "--out", out)
+    same = cli(
+        "export",
+        torch_files["state_dict"],
+        "--model-class",
+        CNN_CLASS,
+        "--input",
+        "image:float32[batch,3,32,32]",
+        "--to",
+        "torchscript",
+        "--name",
+        "model",
+        "--out",
+        out,
+    )
     assert same.code == 0, same.err
     assert "published as model/2" in same.out.splitlines()
 
@@ -51,9 +63,15 @@ def test_published_line_goes_to_stderr_under_json(cli, torch_files, tmp_path: Pa
 
 
 def _manifest(layout: str | None, shape: list[object]) -> Manifest:
-    man = Manifest(name="m", version=1, source=SourceInfo("s", "0" * 64, "pytorch", "torch"),
-                   signature={"inputs": [{"name": "image", "dtype": "float32", "shape": shape}],
-                              "outputs": [{"name": "y", "dtype": "float32", "shape": [shape[0], 10]}]})
+    man = Manifest(
+        name="m",
+        version=1,
+        source=SourceInfo("s", "0" * 64, "pytorch", "torch"),
+        signature={
+            "inputs": [{"name": "image", "dtype": "float32", "shape": shape}],
+            "outputs": [{"name": "y", "dtype": "float32", "shape": [shape[0], 10]}],
+        },
+    )
     man.artifacts["onnx"] = ArtifactEntry("onnx", "model.onnx", layout=layout)
     return man
 

@@ -18,8 +18,9 @@ def _dict_model() -> Any:
     keras.utils.set_random_seed(0)
     inp = keras.Input((6,), name="x")
     h = keras.layers.Dense(8, activation="relu")(inp)
-    return keras.Model(inp, {"score": keras.layers.Dense(1, name="score")(h),
-                             "embed": keras.layers.Dense(4, name="embed")(h)})
+    return keras.Model(
+        inp, {"score": keras.layers.Dense(1, name="score")(h), "embed": keras.layers.Dense(4, name="embed")(h)}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +35,10 @@ def test_the_keras_reference_returns_each_output_under_its_own_name() -> None:
     from fwx.signature import Signature, TensorSpec
 
     model = _dict_model()
-    pinned = Signature((TensorSpec("x", "float32", ("N", 6)),),
-                       (TensorSpec("embed", "float32", ("N", 4)), TensorSpec("score", "float32", ("N", 1))))
+    pinned = Signature(
+        (TensorSpec("x", "float32", ("N", 6)),),
+        (TensorSpec("embed", "float32", ("N", 4)), TensorSpec("score", "float32", ("N", 1))),
+    )
     rt = KerasRuntime.from_model(model, pinned)
     assert [(s.name, s.shape[1]) for s in rt.signature().outputs] == [("embed", 4), ("score", 1)]
     x = np.random.default_rng(0).standard_normal((3, 6)).astype(np.float32)

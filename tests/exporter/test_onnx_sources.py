@@ -25,16 +25,25 @@ class Hidden64(torch.nn.Module):
 def named_fixed_axis(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The legacy exporter names every axis in ``dynamic_axes``, the fixed hidden size 64 included."""
     path = tmp_path_factory.mktemp("onnx") / "hidden.onnx"
-    torch.onnx.export(Hidden64().eval(), (torch.randn(2, 5, 8),), str(path), input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq", 2: "hidden"}},
-                      dynamo=False, opset_version=17)
+    torch.onnx.export(
+        Hidden64().eval(),
+        (torch.randn(2, 5, 8),),
+        str(path),
+        input_names=["x"],
+        output_names=["y"],
+        dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq", 2: "hidden"}},
+        dynamo=False,
+        opset_version=17,
+    )
     return path
 
 
 def test_a_named_but_fixed_output_axis_is_pinned_fixed(named_fixed_axis: Path, tmp_path: Path) -> None:
     import onnx
 
-    declared = [d.dim_param or d.dim_value for d in onnx.load(str(named_fixed_axis)).graph.output[0].type.tensor_type.shape.dim]
+    declared = [
+        d.dim_param or d.dim_value for d in onnx.load(str(named_fixed_axis)).graph.output[0].type.tensor_type.shape.dim
+    ]
     assert declared == ["batch", "seq", "hidden"]
     res = export(named_fixed_axis, ["onnx", "pt2"], ExportOptions(out=tmp_path))
     assert res.ok

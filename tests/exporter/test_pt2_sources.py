@@ -48,8 +48,10 @@ def test_pt2_to_pt2_is_a_checked_copy(encoder_export: Any, encoder_pt2: Path) ->
 
 def test_pt2_readback_refuses_an_artifact_that_lets_shared_dims_differ(tmp_path: Path) -> None:
     path = pt2_models.save_two_heads(tmp_path / "two.pt2")
-    pinned = Signature((TensorSpec("a", "float32", ("N", 3)), TensorSpec("b", "float32", ("N", 5))),
-                       (TensorSpec("output_0", "float32", ("N",)), TensorSpec("output_1", "float32", ("N",))))
+    pinned = Signature(
+        (TensorSpec("a", "float32", ("N", 3)), TensorSpec("b", "float32", ("N", 5))),
+        (TensorSpec("output_0", "float32", ("N",)), TensorSpec("output_1", "float32", ("N",))),
+    )
     rt = load_runtime(Format.PT2, path, signature_hint=pinned, trust_model_code=True)
     try:
         got = rt.signature()
@@ -74,8 +76,12 @@ def test_a_trace_that_bakes_the_sequence_length_is_refused(encoder_pt2: Path) ->
     eager_cnn = torch.nn.Sequential(torch.nn.Linear(4, 2)).eval()
     flat = Signature((TensorSpec("x", "float32", ("N", 4)),), (TensorSpec("y", "float32", ("N", 2)),))
     x = make_feeds(flat.inputs, {"N": 2})
-    assert tc.baked_sizes(torch.jit.trace(tc.wrap(eager_cnn, flat), tc.tensors(x, flat)), tc.wrap(eager_cnn, flat),
-                          flat, x) is None
+    assert (
+        tc.baked_sizes(
+            torch.jit.trace(tc.wrap(eager_cnn, flat), tc.tensors(x, flat)), tc.wrap(eager_cnn, flat), flat, x
+        )
+        is None
+    )
 
 
 @pytest.mark.slow

@@ -22,8 +22,15 @@ def static_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     path = tmp_path_factory.mktemp("rb") / "static.onnx"
     torch.manual_seed(0)
-    torch.onnx.export(torch.nn.Linear(4, 3).eval(), (torch.randn(2, 4),), str(path), dynamo=False, opset_version=13,
-                      input_names=["x"], output_names=["y"])
+    torch.onnx.export(
+        torch.nn.Linear(4, 3).eval(),
+        (torch.randn(2, 4),),
+        str(path),
+        dynamo=False,
+        opset_version=13,
+        input_names=["x"],
+        output_names=["y"],
+    )
     return path
 
 
@@ -45,8 +52,10 @@ def test_differences_lists_names_dtypes_and_ranks() -> None:
     renamed = Signature((parse_tensor_spec("input_1:float32[N,4]"),), PINNED.outputs)
     assert differences(PINNED, renamed) == ["inputs are ['input_1'], pinned ['x']"]
     wrong = Signature((parse_tensor_spec("x:float16[N,4]"),), (parse_tensor_spec("y:float32[N,3,1]"),))
-    assert differences(PINNED, wrong) == ["input 'x' is float16, pinned float32",
-                                          "output 'y' has rank 3 ([N,3,1]), pinned 2 ([N,3])"]
+    assert differences(PINNED, wrong) == [
+        "input 'x' is float16, pinned float32",
+        "output 'y' has rank 3 ([N,3,1]), pinned 2 ([N,3])",
+    ]
     assert differences(PINNED, wrong, check_dtypes=False)[0].startswith("output 'y' has rank 3")
     # An output whose static size the exporter lost is tolerated; a pinned dynamic axis fixed is not.
     loose = Signature(PINNED.inputs, (parse_tensor_spec("y:float32[N,-1]"),))

@@ -52,8 +52,11 @@ def test_artifacts_keep_names_and_dynamic_batch(keras_all: Any) -> None:
 
 
 def test_renamed_io_and_kept_intermediate(keras_files: dict[str, Path], tmp_path: Path) -> None:
-    res = export(keras_files["keras"], ["tflite"], ExportOptions(out=tmp_path, inputs=["img:float32[N,32,32,3]"],
-                 outputs=["probs"], keep_intermediate=True))
+    res = export(
+        keras_files["keras"],
+        ["tflite"],
+        ExportOptions(out=tmp_path, inputs=["img:float32[N,32,32,3]"], outputs=["probs"], keep_intermediate=True),
+    )
     entry = res.manifest.artifacts["tflite"]
     kept = res.version_dir / entry.hops[0]["path"]
     assert entry.hops[0]["path"] == "intermediate/tflite/1/model.savedmodel"
@@ -83,7 +86,11 @@ def test_unknown_savedmodel_signature(keras_files: dict[str, Path], tmp_path: Pa
     from fwx.converters.base import ConvertOptions
 
     with pytest.raises(InputError, match="has no signature 'predict'.*serving_default"):
-        export(keras_files["savedmodel"], ["onnx"], ExportOptions(out=tmp_path, convert=ConvertOptions(saved_model_signature="predict")))
+        export(
+            keras_files["savedmodel"],
+            ["onnx"],
+            ExportOptions(out=tmp_path, convert=ConvertOptions(saved_model_signature="predict")),
+        )
 
 
 def test_onnx_source_is_copied_and_checked(keras_all: Any, tmp_path: Path) -> None:
@@ -118,9 +125,11 @@ def test_keras_op_missing_at_opset(cli: Any, tmp_path: Path) -> None:
 
 def test_inspect_tf_formats_without_loading(cli: Any, keras_all: Any, keras_files: dict[str, Path]) -> None:
     d = keras_all.version_dir
-    for path, fmt, extra in ((d / "model.tflite", "tflite", "signature_key"),
-                             (d / "model.savedmodel", "savedmodel", "tags"),
-                             (keras_files["keras"], "keras", "layer_types")):
+    for path, fmt, extra in (
+        (d / "model.tflite", "tflite", "signature_key"),
+        (d / "model.savedmodel", "savedmodel", "tags"),
+        (keras_files["keras"], "keras", "layer_types"),
+    ):
         res = cli("inspect", path, "--json")
         assert res.code == 0, res.err
         info = json.loads(res.out)
@@ -152,8 +161,12 @@ def test_erfc_is_exported_as_one_minus_erf(tmp_path: Path) -> None:
     from fwx.formats import Format
     from fwx.signature import Signature
 
-    sig = Signature.from_json({"inputs": [{"name": "x", "dtype": "float32", "shape": ["N", 5]}],
-                               "outputs": [{"name": "y", "dtype": "float32", "shape": ["N", 5]}]})
+    sig = Signature.from_json(
+        {
+            "inputs": [{"name": "x", "dtype": "float32", "shape": ["N", 5]}],
+            "outputs": [{"name": "y", "dtype": "float32", "shape": ["N", 5]}],
+        }
+    )
     fn = tf_function(lambda x: {"y": tf.identity(tf.math.erfc(x), name="y")}, sig)
     res = tf2onnx_convert(fn, sig, SourceModel(Format.KERAS, None, sig), tmp_path / "erfc.onnx", ConvertOptions())
     assert {n.op_type for n in onnx.load(str(res.path)).graph.node} >= {"Erf", "Sub"}

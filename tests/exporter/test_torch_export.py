@@ -20,8 +20,17 @@ from .fixtures import CNN_CLASS, CNN_INPUT, ROOT, TOYS
 @pytest.fixture(scope="module")
 def cnn_all(torch_files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Any:
     out = tmp_path_factory.mktemp("repo")
-    return export(torch_files["state_dict"], ["torchscript,pt2", "onnx"], ExportOptions(out=out, model_class=CNN_CLASS, inputs=[CNN_INPUT],
-                  outputs=["logits"], command="fwx export cnn.pt --to torchscript,pt2 --to onnx"))
+    return export(
+        torch_files["state_dict"],
+        ["torchscript,pt2", "onnx"],
+        ExportOptions(
+            out=out,
+            model_class=CNN_CLASS,
+            inputs=[CNN_INPUT],
+            outputs=["logits"],
+            command="fwx export cnn.pt --to torchscript,pt2 --to onnx",
+        ),
+    )
 
 
 def test_state_dict_to_every_torch_target(cnn_all: Any) -> None:
@@ -82,8 +91,16 @@ def test_factory_as_model_class_with_kwargs(tmp_path: Path) -> None:
 
     ckpt = tmp_path / "narrow.pt"
     torch.save(build_torch_cnn(width=8, num_classes=3).state_dict(), ckpt)
-    res = export(ckpt, ["torchscript"], ExportOptions(out=tmp_path / "repo", inputs=["image:float32[N,3,16,16]"],
-                 model_class="samples.models:build_torch_cnn", model_kwargs={"width": 8, "num_classes": 3}))
+    res = export(
+        ckpt,
+        ["torchscript"],
+        ExportOptions(
+            out=tmp_path / "repo",
+            inputs=["image:float32[N,3,16,16]"],
+            model_class="samples.models:build_torch_cnn",
+            model_kwargs={"width": 8, "num_classes": 3},
+        ),
+    )
     assert res.signature.outputs[0].shape == ("N", 3)
     with pytest.raises(InputError, match="does not match samples.models:SmallCNN"):
         export(ckpt, ["torchscript"], ExportOptions(out=tmp_path / "repo", inputs=[CNN_INPUT], model_class=CNN_CLASS))
@@ -92,13 +109,17 @@ def test_factory_as_model_class_with_kwargs(tmp_path: Path) -> None:
 def test_example_inputs_give_the_signature(tmp_path: Path) -> None:
     feeds = tmp_path / "ex.npz"
     np.savez(feeds, image=np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32))
-    res = export(f"{ROOT}/samples/models.py:build_torch_cnn", ["pt2"], ExportOptions(out=tmp_path, example_inputs=feeds))
+    res = export(
+        f"{ROOT}/samples/models.py:build_torch_cnn", ["pt2"], ExportOptions(out=tmp_path, example_inputs=feeds)
+    )
     assert str(res.signature.inputs[0]) == "image:float32[N,3,32,32]"
     assert res.manifest.artifacts["pt2"].validation["passed"]
 
 
 def test_pickled_torch_nn_module_loads_weights_only(torch_files: dict[str, Path], tmp_path: Path) -> None:
-    res = export(torch_files["pickled_nn"], ["torchscript", "onnx"], ExportOptions(out=tmp_path, inputs=["x:float32[N,4]"]))
+    res = export(
+        torch_files["pickled_nn"], ["torchscript", "onnx"], ExportOptions(out=tmp_path, inputs=["x:float32[N,4]"])
+    )
     assert res.ok
     assert res.signature.outputs[0].shape == ("N", 2)
 
@@ -108,14 +129,19 @@ def test_pickled_custom_module_needs_trust(torch_files: dict[str, Path], tmp_pat
 
     with pytest.raises(UnsafeModelError, match=r"samples\.models\.SmallCNN"):
         export(torch_files["pickled_custom"], ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT]))
-    res = export(torch_files["pickled_custom"], ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT],
-                 convert=ConvertOptions(trust_model_code=True)))
+    res = export(
+        torch_files["pickled_custom"],
+        ["onnx"],
+        ExportOptions(out=tmp_path, inputs=[CNN_INPUT], convert=ConvertOptions(trust_model_code=True)),
+    )
     assert res.ok
 
 
 def test_reduce_pickle_is_refused_without_running(torch_files: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(UnsafeModelError, match=r"posix\.system|os\.system") as info:
-        export(torch_files["evil"], ["onnx"], ExportOptions(out=tmp_path, inputs=["x:float32[N,2]"], model_class=CNN_CLASS))
+        export(
+            torch_files["evil"], ["onnx"], ExportOptions(out=tmp_path, inputs=["x:float32[N,2]"], model_class=CNN_CLASS)
+        )
     assert "--trust-model-code" in (info.value.hint or "")
     assert not torch_files["sentinel"].exists()
 
@@ -126,8 +152,11 @@ def test_torchscript_source_needs_trust(torch_files: dict[str, Path], tmp_path: 
     with pytest.raises(UnsafeModelError, match="TorchScript archive") as info:
         export(torch_files["torchscript"], ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT]))
     assert "--trust-model-code" in (info.value.hint or "")
-    res = export(torch_files["torchscript"], ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT],
-                 convert=ConvertOptions(trust_model_code=True)))
+    res = export(
+        torch_files["torchscript"],
+        ["onnx"],
+        ExportOptions(out=tmp_path, inputs=[CNN_INPUT], convert=ConvertOptions(trust_model_code=True)),
+    )
     assert res.manifest.source.format == "torchscript"
     assert res.manifest.artifacts["onnx"].validation["passed"]
 
@@ -180,8 +209,13 @@ def test_versions_increase_and_are_immutable(torch_files: dict[str, Path], tmp_p
 def test_onnx_quantisation_is_a_recorded_post_processing_hop(tmp_path: Path) -> None:
     from fwx.converters.base import ConvertOptions
 
-    res = export(f"{ROOT}/samples/models.py:build_torch_cnn", ["onnx"], ExportOptions(out=tmp_path, inputs=[CNN_INPUT],
-                 convert=ConvertOptions(quantize="int8-dynamic"), keep_intermediate=True))
+    res = export(
+        f"{ROOT}/samples/models.py:build_torch_cnn",
+        ["onnx"],
+        ExportOptions(
+            out=tmp_path, inputs=[CNN_INPUT], convert=ConvertOptions(quantize="int8-dynamic"), keep_intermediate=True
+        ),
+    )
     entry = res.manifest.artifacts["onnx"]
     assert entry.precision == "int8"
     assert entry.quantization["kind"] == "int8-dynamic"
@@ -216,6 +250,9 @@ def test_to_all_still_fails_on_wrong_numbers(tmp_path: Path) -> None:
     from .fixtures import numbered_versions
 
     with pytest.raises(ValidationError, match="validation failed"):
-        export(f"{TOYS}:build_baked_batch", ["all"], ExportOptions(out=tmp_path, inputs=["x:float32[N,6]"],
-               convert=ConvertOptions(torchscript_mode="trace")))
+        export(
+            f"{TOYS}:build_baked_batch",
+            ["all"],
+            ExportOptions(out=tmp_path, inputs=["x:float32[N,6]"], convert=ConvertOptions(torchscript_mode="trace")),
+        )
     assert numbered_versions(tmp_path) == []

@@ -31,10 +31,16 @@ def _good_onnx(path: Path) -> Path:
     from onnx import TensorProto, helper, numpy_helper
 
     nodes = [helper.make_node("Mul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])]
-    graph = helper.make_graph(nodes, "lin", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
-                              [numpy_helper.from_array(np.array([2.0], np.float32), "w"),
-                               numpy_helper.from_array(np.array([1.0], np.float32), "b")])
+    graph = helper.make_graph(
+        nodes,
+        "lin",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
+        [
+            numpy_helper.from_array(np.array([2.0], np.float32), "w"),
+            numpy_helper.from_array(np.array([1.0], np.float32), "b"),
+        ],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8  # what onnxruntime of any supported version reads
     onnx.save(model, str(path))
@@ -67,6 +73,13 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
 
 
 #: Hostile artifacts that can sit in a version folder (the formats fwx serves), with their format.
-ARTIFACT_KINDS = {"pt2_sample_inputs": "pt2", "pt2_weights": "pt2", "pt2_constants": "pt2", "pt2_opaque": "pt2",
-                  "sm_signature": "savedmodel", "sm_nested": "savedmodel", "onnx_custom": "onnx",
-                  "tflite_custom": "tflite"}
+ARTIFACT_KINDS = {
+    "pt2_sample_inputs": "pt2",
+    "pt2_weights": "pt2",
+    "pt2_constants": "pt2",
+    "pt2_opaque": "pt2",
+    "sm_signature": "savedmodel",
+    "sm_nested": "savedmodel",
+    "onnx_custom": "onnx",
+    "tflite_custom": "tflite",
+}

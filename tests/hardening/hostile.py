@@ -71,6 +71,7 @@ def _member(members: dict[str, bytes], suffix: str) -> str:
 
 def pt2_variants(clean: Path, out: Path, sentinels: Path) -> dict[str, Path]:
     """Code-running pickles in each member ``torch.export.load`` unpickles."""
+
     def sample_inputs(m: dict[str, bytes]) -> None:
         m[_member(m, "sample_inputs/model.pt")] = _torch_save(Payload(sentinels / "pt2_sample_inputs"))
 
@@ -96,8 +97,12 @@ def pt2_variants(clean: Path, out: Path, sentinels: Path) -> dict[str, Path]:
     def opaque(m: dict[str, bytes]) -> None:
         _constant(m, "opaque_obj_0", pickle.dumps(Payload(sentinels / "pt2_opaque"), protocol=2))
 
-    edits = {"pt2_sample_inputs": sample_inputs, "pt2_weights": weights, "pt2_constants": constants,
-             "pt2_opaque": opaque}
+    edits = {
+        "pt2_sample_inputs": sample_inputs,
+        "pt2_weights": weights,
+        "pt2_constants": constants,
+        "pt2_opaque": opaque,
+    }
     return {k: _rewrite_zip(clean, out / f"{k}.pt2", e) for k, e in edits.items()}
 
 
@@ -168,8 +173,12 @@ def onnx_custom(out: Path) -> Path:
     from onnx import TensorProto, helper
 
     node = helper.make_node("Pwn", ["x"], ["y"], domain="com.evil", name="pwn")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.evil", 1)])
     model.ir_version = 8
     path = out / "custom_op.onnx"
@@ -200,10 +209,16 @@ def version_folder(repo: Path, name: str, artifact: Path, fmt: str, version: int
     folder.mkdir(parents=True)
     dest = folder / ("model." + fmt if fmt != "savedmodel" else "model.savedmodel")
     (shutil.copytree if artifact.is_dir() else shutil.copy2)(artifact, dest)
-    entry = ArtifactEntry(format=fmt, path=dest.name, sha256=sha256_path(dest), size_bytes=size_of(dest),
-                          signature=SIG.to_json())
-    Manifest(name=name, version=version, source=SourceInfo("(hostile corpus)", "", fmt, fmt),
-             signature=SIG.to_json(), artifacts={fmt: entry}).write(folder)
+    entry = ArtifactEntry(
+        format=fmt, path=dest.name, sha256=sha256_path(dest), size_bytes=size_of(dest), signature=SIG.to_json()
+    )
+    Manifest(
+        name=name,
+        version=version,
+        source=SourceInfo("(hostile corpus)", "", fmt, fmt),
+        signature=SIG.to_json(),
+        artifacts={fmt: entry},
+    ).write(folder)
     return folder
 
 
@@ -213,8 +228,12 @@ def bad_manifests(repo: Path, good_onnx: Path, outside: Path) -> dict[str, str]:
         "m_version_negative": (lambda d: d.update(version=-1), "version"),
         "m_name_traversal": (lambda d: d.update(name="../../evil"), "name"),
         "m_size_huge": (lambda d: d["artifacts"]["onnx"].update(size_bytes=1e30), "size_bytes"),
-        "m_many_inputs": (lambda d: d["signature"].update(inputs=[{"name": f"i{i}", "dtype": "float32",
-                                                                   "shape": [1]} for i in range(10_000)]), "inputs"),
+        "m_many_inputs": (
+            lambda d: d["signature"].update(
+                inputs=[{"name": f"i{i}", "dtype": "float32", "shape": [1]} for i in range(10_000)]
+            ),
+            "inputs",
+        ),
         "m_artifacts_list": (lambda d: d.update(artifacts=[d["artifacts"]["onnx"]]), "artifacts"),
         "m_unknown_format": (lambda d: d["artifacts"]["onnx"].update(format="exe"), "format"),
         "m_bad_dtype": (lambda d: d["signature"]["inputs"][0].update(dtype="evil"), "dtype"),

@@ -29,10 +29,20 @@ pytestmark = [pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 #: What the one error line must name, per hostile file.
-NEEDLES = {"pt2_sample_inputs": "posix.system", "pt2_weights": "posix.system", "pt2_constants": "posix.system",
-           "pt2_opaque": "posix.system", "pt_pickle": "posix.system", "keras_lambda": "Lambda",
-           "h5_lambda": "Lambda", "keras_module": "outside Keras", "sm_signature": "WriteFile",
-           "sm_nested": "WriteFile", "onnx_custom": "com.evil::Pwn", "tflite_custom": "Igamma"}
+NEEDLES = {
+    "pt2_sample_inputs": "posix.system",
+    "pt2_weights": "posix.system",
+    "pt2_constants": "posix.system",
+    "pt2_opaque": "posix.system",
+    "pt_pickle": "posix.system",
+    "keras_lambda": "Lambda",
+    "h5_lambda": "Lambda",
+    "keras_module": "outside Keras",
+    "sm_signature": "WriteFile",
+    "sm_nested": "WriteFile",
+    "onnx_custom": "com.evil::Pwn",
+    "tflite_custom": "Igamma",
+}
 SOURCE_KINDS = [k for k in NEEDLES if k != "tflite_custom"]  # fwx exports from these
 
 
@@ -64,8 +74,14 @@ def batch(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     cmds["inspect:clean_pt2"] = ["inspect", str(corpus.clean_pt2)]
     spec = out / "commands.json"
     spec.write_text(json.dumps(list(cmds.values())))
-    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("cli_batch.py")), str(spec), str(out / "r.json")],
-                          capture_output=True, text=True, timeout=600, env=_env(), cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("cli_batch.py")), str(spec), str(out / "r.json")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((out / "r.json").read_text())
     return {key: {**res, "out": out} for key, res in zip(cmds, results, strict=True)}
@@ -107,8 +123,21 @@ def test_inspect_never_runs_code(batch: dict[str, dict[str, Any]], corpus: Corpu
     assert corpus.ran() == []
 
 
-@pytest.mark.parametrize("name", ["m_version_negative", "m_name_traversal", "m_size_huge", "m_many_inputs",
-                                  "m_artifacts_list", "m_unknown_format", "m_bad_dtype", "m_tampered", "m_deep", "m_symlink"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "m_version_negative",
+        "m_name_traversal",
+        "m_size_huge",
+        "m_many_inputs",
+        "m_artifacts_list",
+        "m_unknown_format",
+        "m_bad_dtype",
+        "m_tampered",
+        "m_deep",
+        "m_symlink",
+    ],
+)
 def test_validate_refuses_bad_manifest(batch: dict[str, dict[str, Any]], corpus: Corpus, name: str) -> None:
     res = batch[f"validate-manifest:{name}"]
     _assert_refused(res, corpus.manifests[name])
@@ -123,12 +152,18 @@ def test_controls_pass(batch: dict[str, dict[str, Any]]) -> None:
     assert "aten.linear" in batch["inspect:clean_pt2"]["stdout"]  # the program was really loaded
 
 
-@pytest.mark.parametrize("argv", [["validate", "{repo}/pt2_sample_inputs/1"],
-                                  ["export", "{files}/pt2_weights.pt2", "--to", "onnx", "--out", "{tmp}/out"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate", "{repo}/pt2_sample_inputs/1"],
+        ["export", "{files}/pt2_weights.pt2", "--to", "onnx", "--out", "{tmp}/out"],
+    ],
+)
 def test_reported_attacks_as_own_process(corpus: Corpus, tmp_path: Path, argv: list[str]) -> None:
     args = [a.format(repo=corpus.repo, files=corpus.root / "files", tmp=tmp_path) for a in argv]
-    proc = subprocess.run([sys.executable, "-m", "fwx", *args], capture_output=True, text=True, timeout=300,
-                          env=_env(), cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fwx", *args], capture_output=True, text=True, timeout=300, env=_env(), cwd=ROOT
+    )
     _assert_refused({"code": proc.returncode, "stderr": proc.stderr}, "posix.system")
     assert corpus.ran() == []
 
@@ -147,9 +182,29 @@ def test_serve_refuses_every_hostile_version(corpus: Corpus) -> None:
     through the same ``Runtime.load`` gate; skipping it saves ~2 min of imports).
     """
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fwx", "serve", str(corpus.repo), "--http-port", str(port),
-                             "--grpc-port", "-1", "--poll-seconds", "0", "--drain-seconds", "1", "--no-load-probe"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fwx",
+            "serve",
+            str(corpus.repo),
+            "--http-port",
+            str(port),
+            "--grpc-port",
+            "-1",
+            "--poll-seconds",
+            "0",
+            "--drain-seconds",
+            "1",
+            "--no-load-probe",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
     url = f"http://127.0.0.1:{port}"
     names = [*ARTIFACT_KINDS, *corpus.manifests]
     index: dict[str, dict[str, Any]] = {}
@@ -161,7 +216,8 @@ def test_serve_refuses_every_hostile_version(corpus: Corpus) -> None:
             except (httpx.HTTPError, ValueError):
                 index = {}
             if index.get("good", {}).get("state") == "READY" and all(
-                    index.get(n, {}).get("state") not in (None, "LOADING", "UNKNOWN") for n in names):
+                index.get(n, {}).get("state") not in (None, "LOADING", "UNKNOWN") for n in names
+            ):
                 break
             time.sleep(0.25)
         body = {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [4.0]}]}

@@ -18,10 +18,22 @@ JUNK: list[Any] = [None, -1, 0, 2**70, 1e30, float("nan"), "", "../../x", "x" * 
 
 
 def _good() -> dict[str, Any]:
-    entry = ArtifactEntry(format="onnx", path="model.onnx", sha256="0" * 64, size_bytes=10, opset=17,
-                          signature=SIG.to_json(), files={"w.bin": "1" * 64})
-    return Manifest(name="m", version=1, source=SourceInfo("src.onnx", "", "onnx", "onnx"),
-                    signature=SIG.to_json(), artifacts={"onnx": entry}).to_json()
+    entry = ArtifactEntry(
+        format="onnx",
+        path="model.onnx",
+        sha256="0" * 64,
+        size_bytes=10,
+        opset=17,
+        signature=SIG.to_json(),
+        files={"w.bin": "1" * 64},
+    )
+    return Manifest(
+        name="m",
+        version=1,
+        source=SourceInfo("src.onnx", "", "onnx", "onnx"),
+        signature=SIG.to_json(),
+        artifacts={"onnx": entry},
+    ).to_json()
 
 
 def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -69,8 +81,9 @@ def test_every_field_set_to_junk_is_one_clear_error_or_accepted(tmp_path: Path) 
     assert bad == []
 
 
-@pytest.mark.parametrize("text", ["[" * 50_000 + "]" * 50_000, '{"a": ' * 50_000 + "1" + "}" * 50_000,
-                                  "not json", "", "\x00\xff"])
+@pytest.mark.parametrize(
+    "text", ["[" * 50_000 + "]" * 50_000, '{"a": ' * 50_000 + "1" + "}" * 50_000, "not json", "", "\x00\xff"]
+)
 def test_unparseable_text_is_one_error(tmp_path: Path, text: str) -> None:
     folder = tmp_path / "m" / "1"
     folder.mkdir(parents=True)

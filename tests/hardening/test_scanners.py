@@ -22,6 +22,7 @@ from . import hostile
 
 # --- pickles -------------------------------------------------------------------------------------------------
 
+
 def test_reduce_payload_names_the_global(tmp_path: Path) -> None:
     data = pickle.dumps(hostile.Payload(tmp_path / "s"), protocol=4)
     assert pickle_globals(data) == ["posix.system"]
@@ -29,9 +30,17 @@ def test_reduce_payload_names_the_global(tmp_path: Path) -> None:
 
 def test_memo_confusion_is_unresolvable() -> None:
     """STACK_GLOBAL fed from a memo slot that held a non-string: refused, not guessed (picklescan#14)."""
-    ops = (b"\x80\x04" + b"\x8c\x08builtins" + b"\x94"  # 'builtins' memo 0
-           + b"]" + b"\x94"                             # [] memo 1
-           + b"h\x01" + b"\x8c\x04eval" + b"\x93" + b".")  # BINGET 1 (a list), 'eval', STACK_GLOBAL
+    ops = (
+        b"\x80\x04"
+        + b"\x8c\x08builtins"
+        + b"\x94"  # 'builtins' memo 0
+        + b"]"
+        + b"\x94"  # [] memo 1
+        + b"h\x01"
+        + b"\x8c\x04eval"
+        + b"\x93"
+        + b"."
+    )  # BINGET 1 (a list), 'eval', STACK_GLOBAL
     assert pickle_globals(ops) == [UNRESOLVED]
 
 
@@ -61,6 +70,7 @@ def test_torch_weights_pass_and_legacy_payload_fails(tmp_path: Path) -> None:
 
 # --- .pt2 ----------------------------------------------------------------------------------------------------
 
+
 def test_clean_pt2_passes_and_trust_skips_the_scan(corpus: Any) -> None:
     assert pt2_bytes(corpus.clean_pt2, trust=False)[:4] == b"PK\x03\x04"
     assert pt2_bytes(corpus.files["pt2_weights"], trust=True)  # the user vouched for it: bytes, unscanned
@@ -69,8 +79,10 @@ def test_clean_pt2_passes_and_trust_skips_the_scan(corpus: Any) -> None:
 def test_pt2_native_code_and_torchscript_objects_are_refused(corpus: Any, tmp_path: Path) -> None:
     import zipfile
 
-    for member, why in (("clean/data/aotinductor/model/model.so", "native code"),
-                        ("clean/data/constants/custom_obj_0", "TorchScript object")):
+    for member, why in (
+        ("clean/data/aotinductor/model/model.so", "native code"),
+        ("clean/data/constants/custom_obj_0", "TorchScript object"),
+    ):
         bad = tmp_path / f"{why.split()[0]}.pt2"
         hostile._rewrite_zip(corpus.clean_pt2, bad, lambda m, k=member: m.update({k: b"\x7fELF"}))
         with pytest.raises(UnsafeModelError, match=why):
@@ -115,6 +127,7 @@ def test_pt2_that_is_not_a_zip(tmp_path: Path) -> None:
 
 
 # --- SavedModel ----------------------------------------------------------------------------------------------
+
 
 def _scan_dir(path: Path) -> list[str]:
     from tensorflow.core.protobuf import saved_model_pb2
@@ -165,13 +178,19 @@ def test_print_to_a_file_is_refused(tmp_path: Path) -> None:
 
 # --- ONNX and TFLite -----------------------------------------------------------------------------------------
 
+
 def _onnx(nodes: list[Any], domains: dict[str, int], functions: list[Any] | None = None) -> Any:
     from onnx import TensorProto, helper
 
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in domains.items()],
-                             functions=functions or [])
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid(d, v) for d, v in domains.items()], functions=functions or []
+    )
 
 
 def test_onnx_domains() -> None:
@@ -181,14 +200,18 @@ def test_onnx_domains() -> None:
 
     ms = _onnx([helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft")], {"": 17, "com.microsoft": 1})
     assert nonstandard_ops(ms) == []  # onnxruntime's own contrib ops
-    fn = helper.make_function("local", "Twice", ["a"], ["b"], [helper.make_node("Add", ["a", "a"], ["b"])],
-                              [helper.make_opsetid("", 17)])
+    fn = helper.make_function(
+        "local", "Twice", ["a"], ["b"], [helper.make_node("Add", ["a", "a"], ["b"])], [helper.make_opsetid("", 17)]
+    )
     local = _onnx([helper.make_node("Twice", ["x"], ["y"], domain="local")], {"": 17, "local": 1}, [fn])
     assert nonstandard_ops(local) == []  # a model-local function expands to standard ops
-    body = helper.make_graph([helper.make_node("Pwn", ["x"], ["z"], domain="com.evil", name="deep")], "b", [],
-                             [helper.make_tensor_value_info("z", 1, [1])])
-    nested = _onnx([helper.make_node("If", ["x"], ["y"], then_branch=body, else_branch=body)],
-                   {"": 17, "com.evil": 1})
+    body = helper.make_graph(
+        [helper.make_node("Pwn", ["x"], ["z"], domain="com.evil", name="deep")],
+        "b",
+        [],
+        [helper.make_tensor_value_info("z", 1, [1])],
+    )
+    nested = _onnx([helper.make_node("If", ["x"], ["y"], then_branch=body, else_branch=body)], {"": 17, "com.evil": 1})
     assert nonstandard_ops(nested) == ["com.evil::Pwn (node deep)"] * 2  # found inside If branches
 
 
@@ -202,6 +225,7 @@ def test_tflite_builtin_only_passes(keras_files: dict[str, Path]) -> None:
 
 
 # --- repository temp folders (item 13) ----------------------------------------------------------------------
+
 
 def test_temp_folder_of_a_killed_export_is_swept_at_once(tmp_path: Path) -> None:
     import subprocess

@@ -70,14 +70,15 @@ def test_per_input_npy_folder_and_per_sample_files_agree(tmp_path: Path) -> None
     per_sample = tmp_path / "per_sample"
     per_sample.mkdir()
     for i in range(6):  # with and without the batch axis: both fit
-        np.save(per_sample / f"{i:03d}.npy", x[i] if i % 2 else x[i:i + 1])
+        np.save(per_sample / f"{i:03d}.npy", x[i] if i % 2 else x[i : i + 1])
     a, b = open_source(per_input, SIG), open_source(per_sample, SIG)
     assert isinstance(a, PerInputNpySource)
     assert isinstance(b, PerSampleSource)
     for src in (a, b):
         src.check(SIG, 6)
-    np.testing.assert_array_equal(np.concatenate([s["image"] for s in _all(a, SIG, 6)]),
-                                  np.concatenate([s["image"] for s in _all(b, SIG, 6)]))
+    np.testing.assert_array_equal(
+        np.concatenate([s["image"] for s in _all(a, SIG, 6)]), np.concatenate([s["image"] for s in _all(b, SIG, 6)])
+    )
     np.testing.assert_array_equal(a.labels(), np.arange(6))
 
 

@@ -39,14 +39,17 @@ def test_good_data_passes_with_no_warning(good_npz: Path) -> None:
     assert check_options(Format.ONNX, _opts(calibration_data=good_npz), SIGNATURE) == []
 
 
-@pytest.mark.parametrize(("arrays", "needles"), [
-    ({"pixels": np.zeros((4, 1, 8, 8), np.float32)}, ["no samples for input(s) image", "it has: pixels"]),
-    ({"image": np.zeros((4, 1, 8, 8), np.float32), "mask": np.zeros((4, 2))}, ["does not take: mask"]),
-    ({"image": np.zeros((4, 8, 8), np.float32)}, ["shape [8, 8]", "image:float32[N,1,8,8]"]),
-    ({"image": np.zeros((4, 3, 8, 8), np.float32)}, ["shape [3, 8, 8]"]),
-    ({"image": np.zeros((4, 1, 8, 8), np.int64)}, ["'image' is int64", "takes float32"]),
-    ({"image": np.zeros((0, 1, 8, 8), np.float32)}, ["holds no samples"]),
-])
+@pytest.mark.parametrize(
+    ("arrays", "needles"),
+    [
+        ({"pixels": np.zeros((4, 1, 8, 8), np.float32)}, ["no samples for input(s) image", "it has: pixels"]),
+        ({"image": np.zeros((4, 1, 8, 8), np.float32), "mask": np.zeros((4, 2))}, ["does not take: mask"]),
+        ({"image": np.zeros((4, 8, 8), np.float32)}, ["shape [8, 8]", "image:float32[N,1,8,8]"]),
+        ({"image": np.zeros((4, 3, 8, 8), np.float32)}, ["shape [3, 8, 8]"]),
+        ({"image": np.zeros((4, 1, 8, 8), np.int64)}, ["'image' is int64", "takes float32"]),
+        ({"image": np.zeros((0, 1, 8, 8), np.float32)}, ["holds no samples"]),
+    ],
+)
 def test_calibration_data_that_does_not_fit_the_signature(tmp_path: Path, arrays: dict, needles: list[str]) -> None:
     path = tmp_path / "bad.npz"
     np.savez(path, **arrays)

@@ -23,8 +23,18 @@ def _export(digits: Digits, out: Path, targets: list[str], **quant: object) -> o
     if not weights.exists():
         torch.save(digits.model.state_dict(), weights)
     opts = ConvertOptions(quantize="int8", quant=dict(quant))
-    return pipeline.export(weights, targets, pipeline.ExportOptions(out=out, name="digits", model_class="samples.digits:build_model",
-                           inputs=["image:float32[N,1,8,8]"], outputs=["logits"], convert=opts))
+    return pipeline.export(
+        weights,
+        targets,
+        pipeline.ExportOptions(
+            out=out,
+            name="digits",
+            model_class="samples.digits:build_model",
+            inputs=["image:float32[N,1,8,8]"],
+            outputs=["logits"],
+            convert=opts,
+        ),
+    )
 
 
 @pytest.mark.e2e

@@ -100,8 +100,13 @@ def test_image_folder_calibration_and_labelled_eval(digits: Digits, tmp_path: Pa
             folder = tmp_path / split / str(y)
             folder.mkdir(parents=True, exist_ok=True)
             Image.fromarray(np.uint8(np.round(img[0] / 16 * 255))).save(folder / f"{i:04d}.png")
-    info = _quant(digits, tmp_path / "img.onnx", calibration_data=tmp_path / "calib",
-                  eval_data=tmp_path / "eval", preprocess="scale=16/255,layout=nchw")
+    info = _quant(
+        digits,
+        tmp_path / "img.onnx",
+        calibration_data=tmp_path / "calib",
+        eval_data=tmp_path / "eval",
+        preprocess="scale=16/255,layout=nchw",
+    )
     assert info.samples == 64
     assert "calib" in info.calibration_data
     assert info.eval.accuracy_float > 0.95
@@ -110,8 +115,12 @@ def test_image_folder_calibration_and_labelled_eval(digits: Digits, tmp_path: Pa
 
 def test_low_opsets(digits: Digits, tmp_path: Path) -> None:
     old = digits.module.export_onnx(digits.model, tmp_path / "op11.onnx", opset=11)
-    info = quantize_onnx(old, tmp_path / "q11.onnx", SIGNATURE,
-                         ConvertOptions(quantize="int8", quant={"calibration_data": digits.calib, "samples": 64}))
+    info = quantize_onnx(
+        old,
+        tmp_path / "q11.onnx",
+        SIGNATURE,
+        ConvertOptions(quantize="int8", quant={"calibration_data": digits.calib, "samples": 64}),
+    )
     assert info.granularity == "per-tensor"
     assert any("per-tensor" in w for w in info.warnings)
     too_old = digits.module.export_onnx(digits.model, tmp_path / "op9.onnx", opset=9)

@@ -21,8 +21,9 @@ from fwx.signature import Signature, TensorSpec
 
 MLP_SIG = Signature((TensorSpec("x", "float32", ("N", 8)),), (TensorSpec("logits", "float32", ("N", 4)),))
 CNN_SIG = Signature((TensorSpec("image", "float32", ("N", 3, 8, 8)),), (TensorSpec("logits", "float32", ("N", 5)),))
-FEAT_SIG = Signature((TensorSpec("image", "float32", ("N", 3, 8, 8)),),
-                     (TensorSpec("features", "float32", ("N", 4, 8, 8)),))
+FEAT_SIG = Signature(
+    (TensorSpec("image", "float32", ("N", 3, 8, 8)),), (TensorSpec("features", "float32", ("N", 4, 8, 8)),)
+)
 
 
 @functools.cache
@@ -43,8 +44,13 @@ def torch_cnn() -> Any:
     import torch
 
     torch.manual_seed(1)
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                               torch.nn.Flatten(), torch.nn.Linear(4, 5)).eval()
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(4, 5),
+    ).eval()
 
 
 def torch_features() -> Any:
@@ -86,8 +92,16 @@ def export_onnx(module: Any, path: Path, sig: Signature, example: Any, *, dynami
     import torch
 
     axes = {s.name: {0: "N"} for s in (*sig.inputs, *sig.outputs)} if dynamic else None
-    torch.onnx.export(module, (example,), str(path), input_names=sig.input_names, output_names=sig.output_names,
-                      dynamic_axes=axes, dynamo=False, opset_version=17)
+    torch.onnx.export(
+        module,
+        (example,),
+        str(path),
+        input_names=sig.input_names,
+        output_names=sig.output_names,
+        dynamic_axes=axes,
+        dynamo=False,
+        opset_version=17,
+    )
     return path
 
 
@@ -132,8 +146,9 @@ def layout_artifacts() -> dict[str, Path]:
     d.mkdir()
     x = torch.randn(2, 8, 8, 3)
     cnn_sig = Signature((TensorSpec("image", "float32", ("N", 8, 8, 3)),), CNN_SIG.outputs)
-    feat_sig = Signature((TensorSpec("image", "float32", ("N", 8, 8, 3)),),
-                         (TensorSpec("features", "float32", ("N", 8, 8, 4)),))
+    feat_sig = Signature(
+        (TensorSpec("image", "float32", ("N", 8, 8, 3)),), (TensorSpec("features", "float32", ("N", 8, 8, 4)),)
+    )
     return {
         "cnn_nhwc": export_onnx(nhwc(torch_cnn()), d / "cnn_nhwc.onnx", cnn_sig, x),
         "features_nhwc": export_onnx(nhwc(torch_features(), out_4d=True), d / "feat_nhwc.onnx", feat_sig, x),
@@ -145,8 +160,9 @@ def keras_mlp() -> Any:
     import keras
 
     keras.utils.set_random_seed(0)
-    return keras.Sequential([keras.Input((8,), name="x"), keras.layers.Dense(16, activation="relu"),
-                             keras.layers.Dense(4, name="logits")])
+    return keras.Sequential(
+        [keras.Input((8,), name="x"), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(4, name="logits")]
+    )
 
 
 def _representative() -> Any:
@@ -168,8 +184,11 @@ def keras_artifacts() -> dict[str, Path]:
 
     archive = keras.export.ExportArchive()
     archive.track(model)
-    archive.add_endpoint("serving_default", lambda x: {"logits": model(x, training=False)},
-                         input_signature=[tf.TensorSpec([None, 8], tf.float32, name="x")])
+    archive.add_endpoint(
+        "serving_default",
+        lambda x: {"logits": model(x, training=False)},
+        input_signature=[tf.TensorSpec([None, 8], tf.float32, name="x")],
+    )
     sm = d / "model.savedmodel"
     archive.write_out(str(sm), verbose=False)
     fp32 = d / "model.tflite"

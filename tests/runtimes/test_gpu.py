@@ -60,8 +60,10 @@ def test_validate_runtimes_on_cuda(torch_files: dict[str, Path]) -> None:
     from fwx.validators import validate_runtimes
 
     ref = EagerTorchRuntime.from_module(torch_mlp(), MLP_SIG, device="cuda")
-    cands = {"onnx": load_runtime(Format.ONNX, torch_files["onnx"], device="cuda"),
-             "pt2": load_runtime(Format.PT2, torch_files["pt2"], device="cuda", signature_hint=MLP_SIG)}
+    cands = {
+        "onnx": load_runtime(Format.ONNX, torch_files["onnx"], device="cuda"),
+        "pt2": load_runtime(Format.PT2, torch_files["pt2"], device="cuda", signature_hint=MLP_SIG),
+    }
     report = validate_runtimes(ref, cands, signature=MLP_SIG)
     assert report.passed, report.failures()
     assert report.for_artifact("onnx")["provider"] == "CUDAExecutionProvider"

@@ -47,9 +47,11 @@ def test_linear_known_answer(tmp_path: Path) -> None:
         lin.bias.fill_(1.0)
     sig = Signature((TensorSpec("x", "float32", ("N", 1)),), (TensorSpec("y", "float32", ("N", 1)),))
     ex = torch.ones(2, 1)
-    paths = {Format.ONNX: export_onnx(lin, tmp_path / "l.onnx", sig, ex),
-             Format.TORCHSCRIPT: export_torchscript(lin, tmp_path / "l.pt", ex),
-             Format.PT2: export_pt2(lin, tmp_path / "l.pt2", ex)}
+    paths = {
+        Format.ONNX: export_onnx(lin, tmp_path / "l.onnx", sig, ex),
+        Format.TORCHSCRIPT: export_torchscript(lin, tmp_path / "l.pt", ex),
+        Format.PT2: export_pt2(lin, tmp_path / "l.pt2", ex),
+    }
     for fmt, p in paths.items():
         out = load_runtime(fmt, p, signature_hint=sig).infer({"x": np.array([[4.0]], np.float32)})
         assert out["y"].tolist() == [[9.0]], fmt

@@ -31,9 +31,14 @@ for fmt, path in ((Format.TFLITE, sys.argv[1]), (Format.SAVEDMODEL, sys.argv[2])
 
 def test_tf_runtimes_load_without_banners(keras_files: dict[str, Path]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "GRPC_"))}
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(keras_files["tflite"]), str(keras_files["savedmodel"])],
-                          capture_output=True, text=True, timeout=180, env=env,
-                          cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(keras_files["tflite"]), str(keras_files["savedmodel"])],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("->") == 2, proc.stdout
     for banner in ("XNNPACK", "cuda", "oneDNN", "absl", "cpu_feature_guard"):

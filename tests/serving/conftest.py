@@ -42,8 +42,9 @@ class LiveServer:
 
             self.server = Server(self.config)
             await self.server.start()
-            self._client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.server.app),
-                                             base_url="http://fwx.test", timeout=60)
+            self._client = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=self.server.app), base_url="http://fwx.test", timeout=60
+            )
 
         self.call(boot(), timeout=120)
         return self
@@ -70,6 +71,7 @@ class LiveServer:
 
     def gather(self, make: Callable[[Any], Awaitable[Any]], n: int) -> list[Any]:
         """Run ``make(client)`` n times concurrently on the server loop (in-process clients)."""
+
         async def run() -> list[Any]:
             return list(await asyncio.gather(*(make(self._client) for _ in range(n)), return_exceptions=True))
 

@@ -49,7 +49,10 @@ def test_model_control_needs_the_admin_token(repo: Path, live_server: Any) -> No
     ok = srv.request("POST", "/v2/repository/models/linear/unload", headers={"Authorization": "Bearer adm"})
     assert ok.status_code == 200
     assert srv.request("POST", "/v2/models/linear/infer", content=BODY).status_code in (404, 503)
-    assert srv.request("POST", "/v2/repository/models/linear/load", headers={"Authorization": "Bearer adm"}).status_code == 200
+    assert (
+        srv.request("POST", "/v2/repository/models/linear/load", headers={"Authorization": "Bearer adm"}).status_code
+        == 200
+    )
     assert srv.request("POST", "/v2/models/linear/infer", content=BODY).json()["outputs"][0]["data"] == [9.0]
     traversal = srv.request("POST", "/v2/repository/models/..%2F..%2Fetc/load", headers={"Authorization": "Bearer adm"})
     assert traversal.status_code in (400, 404)

@@ -60,16 +60,26 @@ REST = [
     Rest("repository_index", "POST", "/v2/repository/index", '{"ready": true}'),
     Rest("load_model", "POST", "/v2/repository/models/spare/load"),
     Rest("unload_model", "POST", "/v2/repository/models/spare/unload"),
-    *(r for base in ("/v2/models/linear", "/v2/models/linear/versions/1") for r in (
-        Rest("model_metadata", "GET", base),
-        Rest("model_ready", "GET", f"{base}/ready"),
-        Rest("infer", "POST", f"{base}/infer", INFER),
-        Rest("model_statistics", "GET", f"{base}/stats"),
-        Rest("model_config", "GET", f"{base}/config"))),
-    *(r for base in ("/v1/models/linear", "/v1/models/linear/versions/1") for r in (
-        Rest("model_status", "GET", base),
-        Rest("infer", "POST", f"{base}:predict", TF_PREDICT),
-        Rest("served_model", "GET", f"{base}/metadata"))),
+    *(
+        r
+        for base in ("/v2/models/linear", "/v2/models/linear/versions/1")
+        for r in (
+            Rest("model_metadata", "GET", base),
+            Rest("model_ready", "GET", f"{base}/ready"),
+            Rest("infer", "POST", f"{base}/infer", INFER),
+            Rest("model_statistics", "GET", f"{base}/stats"),
+            Rest("model_config", "GET", f"{base}/config"),
+        )
+    ),
+    *(
+        r
+        for base in ("/v1/models/linear", "/v1/models/linear/versions/1")
+        for r in (
+            Rest("model_status", "GET", base),
+            Rest("infer", "POST", f"{base}:predict", TF_PREDICT),
+            Rest("served_model", "GET", f"{base}/metadata"),
+        )
+    ),
 ]
 
 RPCS = [
@@ -99,8 +109,7 @@ def allowed(op: str, credential: str) -> bool:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, make_repo: Callable[..., Path], live_server: Any) -> Any:
     repo = make_repo(tmp_path_factory.mktemp("auth-table") / "repo", {"linear": "linear", "spare": "linear"})
-    return live_server(repo, load_probe=False, grpc_port=0, api_token=API, admin_token=ADMIN,
-                       enable_model_control=True)
+    return live_server(repo, load_probe=False, grpc_port=0, api_token=API, admin_token=ADMIN, enable_model_control=True)
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +158,15 @@ def test_grpc(channel: grpc.Channel, row: Rpc, credential: str) -> None:
 
 def test_the_table_covers_every_route_rpc_and_operation(server: Any) -> None:
     served = {(m, route.path) for route in server.server.app.routes for m in (route.methods or ()) if m != "HEAD"}
-    patterns = {(r.method, r.path.replace("linear", "{model}").replace("/versions/1", "/versions/{version}")
-                 .replace("spare", "{model}")) for r in REST}
+    patterns = {
+        (
+            r.method,
+            r.path.replace("linear", "{model}")
+            .replace("/versions/1", "/versions/{version}")
+            .replace("spare", "{model}"),
+        )
+        for r in REST
+    }
     assert served == patterns
     rpcs = {name for name in dir(pb_grpc.GRPCInferenceServiceServicer) if name[0].isupper()}
     assert rpcs == {r.name for r in RPCS} - {"Check"}
@@ -168,13 +184,25 @@ def test_refusals_are_counted_alike_on_both_protocols(server: Any, channel: grpc
         ("unauthenticated", lambda: server.request("POST", "/v2/models/linear/infer", content=INFER)),
         ("unauthenticated", lambda: _raises(lambda: stub.ModelInfer(_infer_pb(), timeout=30))),
         ("unauthenticated", lambda: server.request("GET", "/v2/models/linear")),
-        ("unauthenticated", lambda: _raises(lambda: stub.ModelMetadata(pb.ModelMetadataRequest(name="linear"),
-                                                                       timeout=30))),
-        ("invalid", lambda: server.request("POST", "/v2/models/linear/infer", content=b"{",
-                                           headers={"Authorization": f"Bearer {API}"})),
+        (
+            "unauthenticated",
+            lambda: _raises(lambda: stub.ModelMetadata(pb.ModelMetadataRequest(name="linear"), timeout=30)),
+        ),
+        (
+            "invalid",
+            lambda: server.request(
+                "POST", "/v2/models/linear/infer", content=b"{", headers={"Authorization": f"Bearer {API}"}
+            ),
+        ),
         ("invalid", lambda: _raises(lambda: stub.ModelInfer(bad, metadata=api, timeout=30))),
-        ("invalid", lambda: _raises(lambda: channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")(
-            b"\xff\xff", metadata=api, timeout=30))),
+        (
+            "invalid",
+            lambda: _raises(
+                lambda: channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")(
+                    b"\xff\xff", metadata=api, timeout=30
+                )
+            ),
+        ),
     ]
     for reason, call in cases:
         before = failures.get(reason, 0)

@@ -42,8 +42,9 @@ def _stats(srv: Any, model: str) -> dict[str, Any]:
 
 
 def _body(name: str, arr: np.ndarray, datatype: str = "FP32") -> str:
-    return json.dumps({"inputs": [{"name": name, "shape": list(arr.shape), "datatype": datatype,
-                                   "data": arr.ravel().tolist()}]})
+    return json.dumps(
+        {"inputs": [{"name": name, "shape": list(arr.shape), "datatype": datatype, "data": arr.ravel().tolist()}]}
+    )
 
 
 def test_64_concurrent_clients_get_their_own_answers(srv: Any, cnn_alone: Callable[[np.ndarray], np.ndarray]) -> None:

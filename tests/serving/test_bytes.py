@@ -74,11 +74,25 @@ def srv(tmp_path_factory: pytest.TempPathFactory, make_repo: Callable[..., Path]
 
 def _binary_infer(srv: Any, items: list[bytes]) -> Any:
     payload = _framed(items)
-    head = json.dumps({"inputs": [{"name": "s", "shape": [len(items)], "datatype": "BYTES",
-                                   "parameters": {"binary_data_size": len(payload)}}],
-                       "outputs": [{"name": "out", "parameters": {"binary_data": True}}]}).encode()
-    return srv.request("POST", "/v2/models/text/infer", content=head + payload,
-                       headers={"Inference-Header-Content-Length": str(len(head))})
+    head = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "s",
+                    "shape": [len(items)],
+                    "datatype": "BYTES",
+                    "parameters": {"binary_data_size": len(payload)},
+                }
+            ],
+            "outputs": [{"name": "out", "parameters": {"binary_data": True}}],
+        }
+    ).encode()
+    return srv.request(
+        "POST",
+        "/v2/models/text/infer",
+        content=head + payload,
+        headers={"Inference-Header-Content-Length": str(len(head))},
+    )
 
 
 def test_utf8_bytes_cross_the_onnx_model_unchanged(srv: Any) -> None:
@@ -94,8 +108,11 @@ def test_non_utf8_into_onnxruntime_is_a_clear_400_on_every_protocol(srv: Any) ->
     assert r.status_code == 400
     assert "input 's' element 1 is not UTF-8 text" in r.json()["error"]
     assert "surrogates" not in r.text
-    tf = srv.request("POST", "/v1/models/text:predict",
-                     content=json.dumps({"instances": [{"b64": base64.b64encode(b"\xff").decode()}]}))
+    tf = srv.request(
+        "POST",
+        "/v1/models/text:predict",
+        content=json.dumps({"instances": [{"b64": base64.b64encode(b"\xff").decode()}]}),
+    )
     assert tf.status_code == 400
     assert "not UTF-8 text" in tf.json()["error"]
     import tritonclient.grpc as grpcclient

@@ -19,16 +19,19 @@ def test_raw_roundtrip_is_zero_copy() -> None:
     assert out.base is not None  # a view over the request bytes, not a copy
 
 
-@pytest.mark.parametrize(("shape", "nbytes", "fragment"), [
-    ([2**62, 4], 16, "over the"),       # prod * itemsize overflows int64: still a clean error
-    ([2**20, 4], 16, "needs 16777216 bytes, got 16"),
-    ([2**31, 2**31], 16, "over the"),   # absurd element count
-    ([-1, 4], 16, "negative"),
-    ([2, 3], 20, "needs 24 bytes, got 20"),
-    ([1.5, 2], 12, "non-integer"),
-    ([True, 2], 8, "non-integer"),
-    ([1] * 40, 4, "rank"),
-])
+@pytest.mark.parametrize(
+    ("shape", "nbytes", "fragment"),
+    [
+        ([2**62, 4], 16, "over the"),  # prod * itemsize overflows int64: still a clean error
+        ([2**20, 4], 16, "needs 16777216 bytes, got 16"),
+        ([2**31, 2**31], 16, "over the"),  # absurd element count
+        ([-1, 4], 16, "negative"),
+        ([2, 3], 20, "needs 24 bytes, got 20"),
+        ([1.5, 2], 12, "non-integer"),
+        ([True, 2], 8, "non-integer"),
+        ([1] * 40, 4, "rank"),
+    ],
+)
 def test_raw_rejects_bad_sizes(shape: list, nbytes: int, fragment: str) -> None:
     with pytest.raises(InputError, match=fragment) as info:
         decode_raw("img", "FP32", shape, b"\0" * nbytes)
@@ -61,14 +64,17 @@ def test_json_flat_and_nested_agree() -> None:
     assert flat.dtype == np.float32
 
 
-@pytest.mark.parametrize(("datatype", "data", "fragment"), [
-    ("FP32", [1, 2, 3], "needs 4 elements"),
-    ("FP32", ["a", "b", "c", "d"], "FP32 data holds a null, a string"),
-    ("FP32", [[1, 2], [3]], "not a valid FP32"),    # ragged
-    ("INT8", [1, 2, 3, 1000], "out of the INT8 range"),  # overflow
-    ("BOOL", [1, 0, 1, 0], "BOOL data"),
-    ("BYTES", [1, 2, 3, 4], "BYTES data holds int"),
-])
+@pytest.mark.parametrize(
+    ("datatype", "data", "fragment"),
+    [
+        ("FP32", [1, 2, 3], "needs 4 elements"),
+        ("FP32", ["a", "b", "c", "d"], "FP32 data holds a null, a string"),
+        ("FP32", [[1, 2], [3]], "not a valid FP32"),  # ragged
+        ("INT8", [1, 2, 3, 1000], "out of the INT8 range"),  # overflow
+        ("BOOL", [1, 0, 1, 0], "BOOL data"),
+        ("BYTES", [1, 2, 3, 4], "BYTES data holds int"),
+    ],
+)
 def test_json_rejects_bad_data(datatype: str, data: list, fragment: str) -> None:
     with pytest.raises(InputError, match=fragment):
         decode_json_data("x", datatype, [2, 2], data)

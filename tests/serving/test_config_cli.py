@@ -26,20 +26,23 @@ def test_defaults_are_safe(tmp_path: Path) -> None:
     assert cfg.max_body_bytes == 64 * 2**20 == cfg.grpc_max_message_bytes
 
 
-@pytest.mark.parametrize(("kw", "fragment"), [
-    ({"http_port": 70000}, "not a port"),
-    ({"max_batch_size": 0}, "at least 1"),
-    ({"max_queue_delay_ms": -1}, "must not be negative"),
-    ({"device": "tpu"}, "unknown device"),
-    ({"version_policy": "newest"}, "invalid version policy"),
-    ({"prefer": ["keras"]}, "cannot serve keras"),
-    ({"log_level": "loud"}, "unknown log level"),
-    ({"enable_model_control": True}, "--enable-model-control needs a non-empty --admin-token"),
-    ({"enable_model_control": True, "admin_token": "  "}, "--admin-token is empty"),
-    ({"api_token": ""}, "--api-token is empty"),
-    ({"api_token": "two words"}, "--api-token holds whitespace"),
-    ({"admin_token": "t\u00f6ken"}, "--admin-token holds whitespace, control or non-ASCII"),
-])
+@pytest.mark.parametrize(
+    ("kw", "fragment"),
+    [
+        ({"http_port": 70000}, "not a port"),
+        ({"max_batch_size": 0}, "at least 1"),
+        ({"max_queue_delay_ms": -1}, "must not be negative"),
+        ({"device": "tpu"}, "unknown device"),
+        ({"version_policy": "newest"}, "invalid version policy"),
+        ({"prefer": ["keras"]}, "cannot serve keras"),
+        ({"log_level": "loud"}, "unknown log level"),
+        ({"enable_model_control": True}, "--enable-model-control needs a non-empty --admin-token"),
+        ({"enable_model_control": True, "admin_token": "  "}, "--admin-token is empty"),
+        ({"api_token": ""}, "--api-token is empty"),
+        ({"api_token": "two words"}, "--api-token holds whitespace"),
+        ({"admin_token": "t\u00f6ken"}, "--admin-token holds whitespace, control or non-ASCII"),
+    ],
+)
 def test_bad_settings_are_usage_errors(tmp_path: Path, kw: dict[str, Any], fragment: str) -> None:
     with pytest.raises(UsageError, match=fragment):
         ServerConfig(repository=tmp_path, **kw)
@@ -48,8 +51,12 @@ def test_bad_settings_are_usage_errors(tmp_path: Path, kw: dict[str, Any], fragm
 def test_prefer_orders_and_only_formats_filters() -> None:
     cfg = ServerConfig(repository=Path("."), prefer=[Format.TFLITE, Format.PT2])
     assert cfg.prefer == [Format.TFLITE, Format.PT2, Format.ONNX, Format.TORCHSCRIPT, Format.SAVEDMODEL]
-    cfg = ServerConfig(repository=Path("."), prefer=[Format.TFLITE], only_formats=[Format.ONNX, Format.TFLITE],
-                       prefer_per_model={"m": [Format.ONNX]})
+    cfg = ServerConfig(
+        repository=Path("."),
+        prefer=[Format.TFLITE],
+        only_formats=[Format.ONNX, Format.TFLITE],
+        prefer_per_model={"m": [Format.ONNX]},
+    )
     assert cfg.prefer == [Format.TFLITE, Format.ONNX]
     assert cfg.prefer_for("m") == [Format.ONNX, Format.TFLITE]
     with pytest.raises(UsageError, match="cannot serve keras"):
@@ -77,13 +84,17 @@ def test_prefer_parsing() -> None:
     assert cfg.prefer_for("other") == cfg.prefer
 
 
-@pytest.mark.parametrize(("flags", "fragment"), [
-    (["--enable-model-control"], "--enable-model-control needs a non-empty --admin-token"),
-    (["--enable-model-control", "--admin-token", ""], "--admin-token is empty"),
-    (["--api-token", ""], "--api-token is empty"),
-])
-def test_serve_cli_token_mistakes_exit_2(tmp_path: Path, flags: list[str], fragment: str,
-                                        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--enable-model-control"], "--enable-model-control needs a non-empty --admin-token"),
+        (["--enable-model-control", "--admin-token", ""], "--admin-token is empty"),
+        (["--api-token", ""], "--api-token is empty"),
+    ],
+)
+def test_serve_cli_token_mistakes_exit_2(
+    tmp_path: Path, flags: list[str], fragment: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from fwx.cli import main
 
     monkeypatch.delenv("FWX_API_TOKEN", raising=False)
@@ -124,8 +135,7 @@ def test_version_drift_warns_once(tmp_path: Path, live_server: Any, caplog: pyte
     assert "served by onnxruntime" in drift[0]
 
 
-def test_usage_examples_name_both_rest_styles_and_tritonclient(tmp_path: Path,
-                                                              make_repo: Callable[..., Path]) -> None:
+def test_usage_examples_name_both_rest_styles_and_tritonclient(tmp_path: Path, make_repo: Callable[..., Path]) -> None:
     from fwx.serving.server import print_usage_examples
 
     repo = make_repo(tmp_path / "repo", {"multi": "multi"})

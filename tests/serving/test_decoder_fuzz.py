@@ -30,30 +30,45 @@ from fwx.signature import Signature, TensorSpec
 FUZZ = settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 SIGS = [
     Signature((TensorSpec("x", "float32", ("N", 1)),), (TensorSpec("y", "float32", ("N", 1)),)),
-    Signature((TensorSpec("a", "float32", ("N", 3)), TensorSpec("b", "int64", ("N", 3))),
-              (TensorSpec("y", "float32", ("N", 3)),)),
+    Signature(
+        (TensorSpec("a", "float32", ("N", 3)), TensorSpec("b", "int64", ("N", 3))),
+        (TensorSpec("y", "float32", ("N", 3)),),
+    ),
     Signature((TensorSpec("s", "bytes", ("N",)),), (TensorSpec("y", "int64", ("N",)),)),
 ]
 DATATYPES = ["FP32", "FP64", "FP16", "INT64", "INT8", "UINT8", "BOOL", "BYTES", "BF16", "INT4", ""]
 
 _numbers = st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.sampled_from([0, 1, -1, 1.5, 1e300])
 _leaf = st.none() | st.booleans() | _numbers | st.text(max_size=4) | st.fixed_dictionaries({"b64": st.text(max_size=8)})
-_json = st.recursive(_leaf, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner,
-                                                                                         max_size=3), max_leaves=16)
+_json = st.recursive(
+    _leaf,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=16,
+)
 _shape = st.lists(st.integers(-2, 4) | st.sampled_from([2**62, 2**31]), max_size=4) | _json
 _tensor = st.fixed_dictionaries(
-    {"name": st.sampled_from(["x", "a", "b", "s", "z"]) | _json, "shape": _shape,
-     "datatype": st.sampled_from(DATATYPES) | _json},
-    optional={"data": st.lists(_leaf, max_size=6) | st.lists(st.lists(_numbers, max_size=3), max_size=3) | _json,
-              "parameters": st.fixed_dictionaries({}, optional={"binary_data_size": st.integers(-4, 64) | _json})
-              | _json})
+    {
+        "name": st.sampled_from(["x", "a", "b", "s", "z"]) | _json,
+        "shape": _shape,
+        "datatype": st.sampled_from(DATATYPES) | _json,
+    },
+    optional={
+        "data": st.lists(_leaf, max_size=6) | st.lists(st.lists(_numbers, max_size=3), max_size=3) | _json,
+        "parameters": st.fixed_dictionaries({}, optional={"binary_data_size": st.integers(-4, 64) | _json}) | _json,
+    },
+)
 _infer_doc = st.fixed_dictionaries(
     {"inputs": st.lists(_tensor, max_size=3) | _json},
-    optional={"outputs": st.lists(st.fixed_dictionaries({"name": st.text(max_size=3) | _json},
-                                                        optional={"parameters": _json}), max_size=2) | _json,
-              "id": st.text(max_size=4) | _json,
-              "parameters": st.dictionaries(st.sampled_from(["binary_data_output", "timeout", "p"]), _leaf,
-                                            max_size=2) | _json})
+    optional={
+        "outputs": st.lists(
+            st.fixed_dictionaries({"name": st.text(max_size=3) | _json}, optional={"parameters": _json}), max_size=2
+        )
+        | _json,
+        "id": st.text(max_size=4) | _json,
+        "parameters": st.dictionaries(st.sampled_from(["binary_data_output", "timeout", "p"]), _leaf, max_size=2)
+        | _json,
+    },
+)
 
 
 def _client_error(exc: FwxError) -> None:
@@ -84,8 +99,12 @@ def test_v2_json_decoder(sig: Signature, doc: Any) -> None:
 
 
 @FUZZ
-@given(sig=st.sampled_from(SIGS), doc=_infer_doc, blob=st.binary(max_size=64),
-       header=st.none() | st.integers(-3, 600).map(str) | st.sampled_from(["", "x", "1e3", " 7"]))
+@given(
+    sig=st.sampled_from(SIGS),
+    doc=_infer_doc,
+    blob=st.binary(max_size=64),
+    header=st.none() | st.integers(-3, 600).map(str) | st.sampled_from(["", "x", "1e3", " 7"]),
+)
 def test_binary_extension_decoder(sig: Signature, doc: Any, blob: bytes, header: str | None) -> None:
     head = orjson.dumps(doc) if _dumpable(doc) else b"{"
     real = str(len(head)) if header is None else header
@@ -94,10 +113,18 @@ def test_binary_extension_decoder(sig: Signature, doc: Any, blob: bytes, header:
 
 
 @FUZZ
-@given(sig=st.sampled_from(SIGS), doc=st.fixed_dictionaries(
-    {}, optional={"instances": _json | st.lists(st.lists(_numbers, max_size=2), max_size=3),
-                  "inputs": _json | st.dictionaries(st.sampled_from(["x", "a", "b", "s"]), _json, max_size=3),
-                  "signature_name": _json | st.just("serving_default")}) | _json)
+@given(
+    sig=st.sampled_from(SIGS),
+    doc=st.fixed_dictionaries(
+        {},
+        optional={
+            "instances": _json | st.lists(st.lists(_numbers, max_size=2), max_size=3),
+            "inputs": _json | st.dictionaries(st.sampled_from(["x", "a", "b", "s"]), _json, max_size=3),
+            "signature_name": _json | st.just("serving_default"),
+        },
+    )
+    | _json,
+)
 def test_tf_serving_decoder(sig: Signature, doc: Any) -> None:
     try:
         body = orjson.dumps(doc) if _dumpable(doc) else b"[1,"
@@ -109,14 +136,25 @@ def test_tf_serving_decoder(sig: Signature, doc: Any) -> None:
 
 _pb_tensor = st.builds(
     lambda name, datatype, shape, fp32, i64, by, params: _pb_input(name, datatype, shape, fp32, i64, by, params),
-    st.sampled_from(["x", "a", "b", "s", ""]), st.sampled_from(DATATYPES), st.lists(st.integers(-2, 2**62), max_size=4),
-    st.lists(st.floats(width=32), max_size=4), st.lists(st.integers(-(2**63), 2**63 - 1), max_size=4),
+    st.sampled_from(["x", "a", "b", "s", ""]),
+    st.sampled_from(DATATYPES),
+    st.lists(st.integers(-2, 2**62), max_size=4),
+    st.lists(st.floats(width=32), max_size=4),
+    st.lists(st.integers(-(2**63), 2**63 - 1), max_size=4),
     st.lists(st.binary(max_size=4), max_size=3),
-    st.dictionaries(st.sampled_from(["p", "q"]), st.booleans() | st.integers(-9, 9) | st.text(max_size=3), max_size=2))
+    st.dictionaries(st.sampled_from(["p", "q"]), st.booleans() | st.integers(-9, 9) | st.text(max_size=3), max_size=2),
+)
 
 
-def _pb_input(name: str, datatype: str, shape: list[int], fp32: list[float], i64: list[int], by: list[bytes],
-              params: dict[str, Any]) -> Any:
+def _pb_input(
+    name: str,
+    datatype: str,
+    shape: list[int],
+    fp32: list[float],
+    i64: list[int],
+    by: list[bytes],
+    params: dict[str, Any],
+) -> Any:
     t = pb.ModelInferRequest.InferInputTensor(name=name, datatype=datatype, shape=shape)
     t.contents.fp32_contents.extend(fp32)
     t.contents.int64_contents.extend(i64)
@@ -126,11 +164,18 @@ def _pb_input(name: str, datatype: str, shape: list[int], fp32: list[float], i64
 
 
 @FUZZ
-@given(sig=st.sampled_from(SIGS), inputs=st.lists(_pb_tensor, max_size=3),
-       raw=st.none() | st.lists(st.binary(max_size=24), max_size=3), outputs=st.lists(st.text(max_size=2), max_size=2))
+@given(
+    sig=st.sampled_from(SIGS),
+    inputs=st.lists(_pb_tensor, max_size=3),
+    raw=st.none() | st.lists(st.binary(max_size=24), max_size=3),
+    outputs=st.lists(st.text(max_size=2), max_size=2),
+)
 def test_grpc_message_decoder(sig: Signature, inputs: list[Any], raw: list[bytes] | None, outputs: list[str]) -> None:
-    msg = pb.ModelInferRequest(model_name="m", inputs=inputs,
-                               outputs=[pb.ModelInferRequest.InferRequestedOutputTensor(name=o) for o in outputs])
+    msg = pb.ModelInferRequest(
+        model_name="m",
+        inputs=inputs,
+        outputs=[pb.ModelInferRequest.InferRequestedOutputTensor(name=o) for o in outputs],
+    )
     if raw is not None:
         msg.raw_input_contents.extend(raw)
     try:
@@ -188,8 +233,9 @@ def test_garbage_in_a_stream_is_an_error_reply_and_the_stream_goes_on(channel: g
     good = pb.ModelInferRequest(model_name="linear", id="ok")
     x = good.inputs.add(name="x", datatype="FP32", shape=[1, 1])
     x.contents.fp32_contents.append(4.0)
-    stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer",
-                                   response_deserializer=pb.ModelStreamInferResponse.FromString)
+    stream = channel.stream_stream(
+        "/inference.GRPCInferenceService/ModelStreamInfer", response_deserializer=pb.ModelStreamInferResponse.FromString
+    )
     replies = list(stream(iter([GARBAGE[0], good.SerializeToString()]), timeout=30))
     errors = sorted(r.error_message for r in replies)
     assert errors == ["", "the ModelStreamInfer request is not a valid protobuf message"]

@@ -16,8 +16,13 @@ from fwx.formats import Format
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 FORMATS = ["torchscript", "pt2", "savedmodel", "onnx", "tflite"]
-PLATFORMS = {"torchscript": "pytorch_libtorch", "pt2": "pytorch_pt2", "savedmodel": "tensorflow_savedmodel",
-             "onnx": "onnxruntime_onnx", "tflite": "tflite"}
+PLATFORMS = {
+    "torchscript": "pytorch_libtorch",
+    "pt2": "pytorch_pt2",
+    "savedmodel": "tensorflow_savedmodel",
+    "onnx": "onnxruntime_onnx",
+    "tflite": "tflite",
+}
 
 
 @pytest.fixture(scope="module")
@@ -25,14 +30,35 @@ def srv(tmp_path_factory: pytest.TempPathFactory, live_server: Any) -> Any:
     """`fwx export` a torch Linear(1,1) to every format once; serve each format under its own name."""
     work = tmp_path_factory.mktemp("formats")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
-    done = subprocess.run([sys.executable, "-m", "fwx", "export", "torch_linear:build", "--input", "x:float32[N,1]",
-                           "--output", "y", "--to", "all", "--out", str(work / "exported"), "--name", "lin"],
-                          capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fwx",
+            "export",
+            "torch_linear:build",
+            "--input",
+            "x:float32[N,1]",
+            "--output",
+            "y",
+            "--to",
+            "all",
+            "--out",
+            str(work / "exported"),
+            "--name",
+            "lin",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     for fmt in FORMATS:
         shutil.copytree(work / "exported" / "lin", work / "repo" / f"lin_{fmt}")
-    return live_server(work / "repo", load_probe=False,
-                       prefer_per_model={f"lin_{fmt}": [Format(fmt)] for fmt in FORMATS})
+    return live_server(
+        work / "repo", load_probe=False, prefer_per_model={f"lin_{fmt}": [Format(fmt)] for fmt in FORMATS}
+    )
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

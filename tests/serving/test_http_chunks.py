@@ -43,8 +43,9 @@ def _exchange(srv: Any, payload: bytes) -> tuple[bytes, bytes]:
         return got, chunk
 
 
-@pytest.mark.parametrize(("size", "status"), [(b"FFFFFFFFFFFFFFFF", 400), (b"1FFFFFFFFFFFFFFFF", 400),
-                                              (b"%x" % (LIMIT + 1), 413)])
+@pytest.mark.parametrize(
+    ("size", "status"), [(b"FFFFFFFFFFFFFFFF", 400), (b"1FFFFFFFFFFFFFFFF", 400), (b"%x" % (LIMIT + 1), 413)]
+)
 def test_absurd_chunk_size_is_answered_and_closed(srv: Any, size: bytes, status: int) -> None:
     got, tail = _exchange(srv, HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + size + b"\r\nabc")
     assert got.startswith(b"HTTP/1.1 %d" % status), got[:80]
@@ -57,7 +58,7 @@ def test_keep_alive_mix_of_sized_and_chunked_requests_is_untouched(srv: Any) -> 
     stream = _sized(BODY) + _chunked(BODY, b"X-Trailer: 1\r\n") + _chunked(BODY) + _sized(BODY)
     with socket.create_connection(("127.0.0.1", srv.server.http_port), timeout=10) as s:
         for i in range(0, len(stream), 7):  # odd-sized pieces cross every boundary
-            s.sendall(stream[i:i + 7])
+            s.sendall(stream[i : i + 7])
         got = b""
         while got.count(b'"data":[9.0]') < 4:
             chunk = s.recv(65536)
@@ -70,7 +71,7 @@ def test_scanner_follows_framing_byte_by_byte() -> None:
     scanner = ChunkScanner(LIMIT)
     stream = _sized(BODY) + _chunked(BODY, b"A: b\r\n") + _sized(b"") + _chunked(BODY)
     for i in range(len(stream)):
-        assert scanner.feed(stream[i:i + 1]) is None
+        assert scanner.feed(stream[i : i + 1]) is None
     assert scanner.active
     verdict = None
     for byte in HEAD + b"Transfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFF\r\n":

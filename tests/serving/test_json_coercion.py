@@ -15,8 +15,9 @@ from fwx.serving.json_values import numeric_array
 
 
 def _v2(model: str, datatype: str, data: Any, **extra: Any) -> tuple[str, dict[str, Any]]:
-    return f"/v2/models/{model}/infer", {"inputs": [{"name": "x", "shape": [1, 1], "datatype": datatype,
-                                                     "data": data, **extra}]}
+    return f"/v2/models/{model}/infer", {
+        "inputs": [{"name": "x", "shape": [1, 1], "datatype": datatype, "data": data, **extra}]
+    }
 
 
 REFUSED: list[tuple[str, tuple[str, Any], str]] = [
@@ -27,8 +28,11 @@ REFUSED: list[tuple[str, tuple[str, Any], str]] = [
     ("INT64 fraction", _v2("ints", "INT64", [1.5]), "INT64 data holds a non-integer value"),
     ("INT64 overflow", _v2("ints", "INT64", [2**70]), "INT64"),
     ("INT64 string", _v2("ints", "INT64", ["4"]), "INT64 data holds a null, a string"),
-    ("binary and data", _v2("linear", "FP32", [4.0], parameters={"binary_data_size": 4}),
-     "has both 'data' and a binary_data_size"),
+    (
+        "binary and data",
+        _v2("linear", "FP32", [4.0], parameters={"binary_data_size": 4}),
+        "has both 'data' and a binary_data_size",
+    ),
     ("TF FP32 null", ("/v1/models/linear:predict", {"instances": [[None]]}), "float32 data holds a null"),
     ("TF FP32 string", ("/v1/models/linear:predict", {"instances": [["4"]]}), "float32 data holds a null, a string"),
     ("TF FP32 overflow", ("/v1/models/linear:predict", {"instances": [[1e300]]}), "out of the float32 range"),

@@ -27,8 +27,9 @@ EXAMPLES = 30
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory, make_repo: Callable[..., Path], live_server: Any) -> Any:
-    return live_server(make_repo(tmp_path_factory.mktemp("openapi") / "repo", MODELS), load_probe=False,
-                       request_timeout_s=5)
+    return live_server(
+        make_repo(tmp_path_factory.mktemp("openapi") / "repo", MODELS), load_probe=False, request_timeout_s=5
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +71,7 @@ def test_schemathesis_finds_no_server_error(srv: Any, document: dict[str, Any]) 
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             strategy = operation.as_strategy(generation_mode=mode)
 
-            @settings(max_examples=EXAMPLES, deadline=None, database=None,
-                      suppress_health_check=list(HealthCheck))
+            @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
             @given(case=strategy)
             def run(case: Any) -> None:
                 response = case.call(base_url=srv.url, timeout=30)

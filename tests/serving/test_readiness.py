@@ -28,12 +28,16 @@ def test_a_repository_passes(repo: Path) -> None:
     check_repository(repo)
 
 
-@pytest.mark.parametrize(("sub", "what", "suggest"), [
-    ("lin/1", "is one model version", "artifacts/"),
-    ("lin", "is one model's folder", "artifacts/"),
-])
-def test_model_or_version_folder_is_refused(repo: Path, sub: str, what: str, suggest: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("sub", "what", "suggest"),
+    [
+        ("lin/1", "is one model version", "artifacts/"),
+        ("lin", "is one model's folder", "artifacts/"),
+    ],
+)
+def test_model_or_version_folder_is_refused(
+    repo: Path, sub: str, what: str, suggest: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(repo.parent)
     with pytest.raises(UsageError) as err:
         check_repository(Path("artifacts") / sub)
@@ -52,15 +56,22 @@ def test_empty_folder_is_refused(tmp_path: Path) -> None:
 
 def test_cli_exits_2_with_one_line(repo: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "fwx", "serve", str(repo / "lin" / "1"), "--http-port", "0",
-                           "--grpc-port", "-1"], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fwx", "serve", str(repo / "lin" / "1"), "--http-port", "0", "--grpc-port", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2, proc.stderr
     assert f"did you mean {repo}/?" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_ready_is_logged_only_when_ready(repo: Path, tmp_path: Path, make_repo: Callable[..., Path],
-                                         live_server: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_ready_is_logged_only_when_ready(
+    repo: Path, tmp_path: Path, make_repo: Callable[..., Path], live_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.INFO, logger="fwx"):
         good = live_server(repo, load_probe=False)
         assert good.request("GET", "/v2/health/ready").status_code == 200

@@ -27,21 +27,32 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
     ("/v2/models/linear/infer", {**GOOD, "outputs": 5}, "outputs must be an array, got integer"),
     ("/v2/models/linear/infer", {**GOOD, "outputs": [5]}, "outputs[0] must be an object, got integer"),
     ("/v2/models/linear/infer", {**GOOD, "outputs": [{}]}, "outputs[0].name is required"),
-    ("/v2/models/linear/infer", {**GOOD, "outputs": [{"name": "y", "parameters": []}]},
-     "outputs[0].parameters must be an object, got array"),
+    (
+        "/v2/models/linear/infer",
+        {**GOOD, "outputs": [{"name": "y", "parameters": []}]},
+        "outputs[0].parameters must be an object, got array",
+    ),
     ("/v2/models/linear/infer", {**GOOD, "parameters": 5}, "parameters must be an object, got integer"),
     ("/v2/models/linear/infer", {**GOOD, "parameters": {"a": {"b": 1}}}, "parameters.a must be a string or"),
     ("/v2/models/linear/infer", {**GOOD, "id": 5}, "id must be a string, got integer"),
     ("/v2/models/linear/infer", {"inputs": {"x": 1}}, "inputs must be an array, got object"),
-    ("/v2/models/linear/infer", {"inputs": [{**GOOD["inputs"][0], "shape": [1, "1"]}]},
-     "inputs[0].shape[1] must be an integer, got string"),
-    ("/v2/models/linear/infer", {"inputs": [{**GOOD["inputs"][0], "shape": [1.5]}]},
-     "inputs[0].shape[0] must be an integer, got number"),
-    ("/v2/models/linear/infer", {"inputs": [{**GOOD["inputs"][0], "datatype": "FLOAT"}]},
-     "inputs[0].datatype must be one of"),
+    (
+        "/v2/models/linear/infer",
+        {"inputs": [{**GOOD["inputs"][0], "shape": [1, "1"]}]},
+        "inputs[0].shape[1] must be an integer, got string",
+    ),
+    (
+        "/v2/models/linear/infer",
+        {"inputs": [{**GOOD["inputs"][0], "shape": [1.5]}]},
+        "inputs[0].shape[0] must be an integer, got number",
+    ),
+    (
+        "/v2/models/linear/infer",
+        {"inputs": [{**GOOD["inputs"][0], "datatype": "FLOAT"}]},
+        "inputs[0].datatype must be one of",
+    ),
     ("/v2/models/linear/infer", {"inputs": [{**GOOD["inputs"][0], "name": 3}]}, "inputs[0].name must be a string"),
-    ("/v2/models/linear/infer", {"inputs": [{**GOOD["inputs"][0], "data": None}]},
-     "inputs[0].data must be an array"),
+    ("/v2/models/linear/infer", {"inputs": [{**GOOD["inputs"][0], "data": None}]}, "inputs[0].data must be an array"),
     ("/v1/models/linear:predict", {"instances": 5}, "instances must be an array, got integer"),
     ("/v1/models/linear:predict", {"instances": [[4.0]], "signature_name": 1}, "signature_name must be a string"),
     ("/v2/repository/index", {"ready": "yes"}, "ready must be a boolean, got string"),
@@ -82,15 +93,37 @@ def test_keep_alive_survives_a_malformed_body(srv: Any) -> None:
 
 # ---------------------------------------------------------------------------- checker == jsonschema
 _INT_ONLY = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-    "integer", lambda _checker, v: isinstance(v, int) and not isinstance(v, bool))
+    "integer", lambda _checker, v: isinstance(v, int) and not isinstance(v, bool)
+)
 _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_INT_ONLY)
 
-_scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False, width=32) | \
-    st.sampled_from(["x", "y", "", "FP32", "INT64", "BYTES", "FLOAT"])
-_keys = st.sampled_from(["name", "shape", "datatype", "data", "parameters", "inputs", "outputs", "id",
-                         "binary_data_size", "instances", "signature_name", "ready", "other"])
-_json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=4),
-                     max_leaves=12)
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(allow_nan=False, width=32)
+    | st.sampled_from(["x", "y", "", "FP32", "INT64", "BYTES", "FLOAT"])
+)
+_keys = st.sampled_from(
+    [
+        "name",
+        "shape",
+        "datatype",
+        "data",
+        "parameters",
+        "inputs",
+        "outputs",
+        "id",
+        "binary_data_size",
+        "instances",
+        "signature_name",
+        "ready",
+        "other",
+    ]
+)
+_json = st.recursive(
+    _scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=4), max_leaves=12
+)
 
 
 def _near(valid: dict[str, Any]) -> Any:
@@ -100,11 +133,17 @@ def _near(valid: dict[str, Any]) -> Any:
 
 _TENSOR = {"name": "x", "shape": [1], "datatype": "FP32", "data": [1.0], "parameters": {"a": 1}}
 _SCHEMAS = [
-    (schema.INFER_REQUEST, schema.check_infer_request,
-     _near({"inputs": [_TENSOR], "outputs": [{"name": "y"}], "id": "1", "parameters": {"p": True}})
-     | st.fixed_dictionaries({"inputs": st.lists(_near(_TENSOR) | _json, max_size=2)})),
-    (schema.TF_PREDICT_REQUEST, schema.check_tf_predict_request,
-     _near({"instances": [[1.0]], "inputs": {"x": [1]}, "signature_name": "serving_default"})),
+    (
+        schema.INFER_REQUEST,
+        schema.check_infer_request,
+        _near({"inputs": [_TENSOR], "outputs": [{"name": "y"}], "id": "1", "parameters": {"p": True}})
+        | st.fixed_dictionaries({"inputs": st.lists(_near(_TENSOR) | _json, max_size=2)}),
+    ),
+    (
+        schema.TF_PREDICT_REQUEST,
+        schema.check_tf_predict_request,
+        _near({"instances": [[1.0]], "inputs": {"x": [1]}, "signature_name": "serving_default"}),
+    ),
     (schema.INDEX_REQUEST, schema.check_index_request, _near({"ready": True})),
 ]
 
@@ -125,7 +164,9 @@ def test_compiled_checker_agrees_with_jsonschema(doc_schema: dict[str, Any], che
         if expected:
             assert refused is None, f"checker refused a valid document: {refused}"
         else:
-            assert refused is not None, f"checker accepted an invalid document: {next(validator.iter_errors(doc)).message}"
+            assert refused is not None, (
+                f"checker accepted an invalid document: {next(validator.iter_errors(doc)).message}"
+            )
             assert "\n" not in refused
 
     agree()

@@ -25,8 +25,11 @@ def _x(**over: Any) -> dict[str, Any]:
 
 BAD_JSON: dict[str, tuple[str, Any, str]] = {
     "unknown input": ("linear", {"inputs": [_x(name="z")]}, "unknown input 'z'"),
-    "missing input": ("multi", {"inputs": [{"name": "a", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]},
-                      "missing input(s): b"),
+    "missing input": (
+        "multi",
+        {"inputs": [{"name": "a", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]},
+        "missing input(s): b",
+    ),
     "duplicate input": ("linear", {"inputs": [_x(), _x()]}, "given twice"),
     "wrong dtype": ("linear", {"inputs": [_x(datatype="FP64")]}, "expected datatype FP32, got FP64"),
     "wrong rank": ("linear", {"inputs": [_x(shape=[1], data=[4.0])]}, "expected rank 2"),
@@ -39,7 +42,11 @@ BAD_JSON: dict[str, tuple[str, Any, str]] = {
     "no inputs": ("linear", {"inputs": []}, "inputs must have at least 1 item"),
     "not an object": ("linear", [1, 2], "request body must be an object, got array"),
     "input not object": ("linear", {"inputs": [7]}, "inputs[0] must be an object, got integer"),
-    "name missing": ("linear", {"inputs": [{"shape": [1, 1], "datatype": "FP32", "data": [1]}]}, "inputs[0].name is required"),
+    "name missing": (
+        "linear",
+        {"inputs": [{"shape": [1, 1], "datatype": "FP32", "data": [1]}]},
+        "inputs[0].name is required",
+    ),
     "shape not list": ("linear", {"inputs": [_x(shape="1,1")]}, "inputs[0].shape must be an array, got string"),
     "unknown output": ("linear", {"inputs": [_x()], "outputs": [{"name": "nope"}]}, "unknown output 'nope'"),
     "bad timeout param": ("linear", {"inputs": [_x()], "parameters": {"timeout": "soon"}}, "timeout"),
@@ -64,13 +71,16 @@ def _binary(header: dict[str, Any], blob: bytes, declared: int | None = None) ->
     return head + blob, {"Inference-Header-Content-Length": str(n)}
 
 
-@pytest.mark.parametrize(("shape", "size", "blob", "fragment"), [
-    ([2**62, 4], 16, b"\0" * 16, "over the"),
-    ([1, 1], 8, b"\0" * 8, "needs 4 bytes, got 8"),
-    ([-1, 1], 4, b"\0" * 4, "negative"),
-    ([1, 1], 400, b"\0" * 4, "binary_data_size 400 does not fit"),
-    ([1, 1], -4, b"\0" * 4, "binary_data_size -4"),
-])
+@pytest.mark.parametrize(
+    ("shape", "size", "blob", "fragment"),
+    [
+        ([2**62, 4], 16, b"\0" * 16, "over the"),
+        ([1, 1], 8, b"\0" * 8, "needs 4 bytes, got 8"),
+        ([-1, 1], 4, b"\0" * 4, "negative"),
+        ([1, 1], 400, b"\0" * 4, "binary_data_size 400 does not fit"),
+        ([1, 1], -4, b"\0" * 4, "binary_data_size -4"),
+    ],
+)
 def test_binary_size_mismatches_are_400(srv: Any, shape: list[int], size: int, blob: bytes, fragment: str) -> None:
     body, headers = _binary({"inputs": [_x(shape=shape, data=None, parameters={"binary_data_size": size})]}, blob)
     r = srv.request("POST", "/v2/models/linear/infer", content=body, headers=headers)
@@ -85,21 +95,30 @@ def test_unclaimed_binary_bytes_and_bad_header_length(srv: Any) -> None:
     assert "no input claims" in r.json()["error"]
     r = srv.request("POST", "/v2/models/linear/infer", content=b"{}", headers={"Inference-Header-Content-Length": "99"})
     assert r.status_code == 400
-    r = srv.request("POST", "/v2/models/linear/infer", content=b"\0" * 5, headers={"Inference-Header-Content-Length": "0"})
+    r = srv.request(
+        "POST", "/v2/models/linear/infer", content=b"\0" * 5, headers={"Inference-Header-Content-Length": "0"}
+    )
     assert r.status_code == 400
     assert "needs 4 bytes" in r.json()["error"]
 
 
-@pytest.mark.parametrize(("name", "body"), [
-    ("nested depth 10000", b"[" * 10000 + b"]" * 10000),
-    ("nested data depth 10000", b'{"inputs":[{"name":"x","shape":[1,1],"datatype":"FP32","data":'
-     + b"[" * 10000 + b"]" * 10000 + b"}]}"),
-    ("nested data depth 500", b'{"inputs":[{"name":"x","shape":[1,1],"datatype":"FP32","data":'
-     + b"[" * 500 + b"4" + b"]" * 500 + b"}]}"),
-    ("malformed", b'{"inputs": [ {"name": "x",'),
-    ("not utf-8", b'{"inputs": "\xff\xfe"}'),
-    ("empty", b""),
-])
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("nested depth 10000", b"[" * 10000 + b"]" * 10000),
+        (
+            "nested data depth 10000",
+            b'{"inputs":[{"name":"x","shape":[1,1],"datatype":"FP32","data":' + b"[" * 10000 + b"]" * 10000 + b"}]}",
+        ),
+        (
+            "nested data depth 500",
+            b'{"inputs":[{"name":"x","shape":[1,1],"datatype":"FP32","data":' + b"[" * 500 + b"4" + b"]" * 500 + b"}]}",
+        ),
+        ("malformed", b'{"inputs": [ {"name": "x",'),
+        ("not utf-8", b'{"inputs": "\xff\xfe"}'),
+        ("empty", b""),
+    ],
+)
 def test_malformed_json_is_400(srv: Any, name: str, body: bytes) -> None:
     r = srv.request("POST", "/v2/models/linear/infer", content=body)
     assert r.status_code == 400, (name, r.status_code, r.text[:200])
@@ -150,4 +169,6 @@ def test_server_still_serves_after_abuse(srv: Any) -> None:
     assert r.status_code == 200
     assert r.json()["outputs"][0]["data"] == [9.0]
     fails = srv.request("GET", "/metrics").text
-    assert 'fwx_request_failure_total{model="linear",reason="invalid",version="1"}' in fails, [x for x in fails.splitlines() if "fail" in x]
+    assert 'fwx_request_failure_total{model="linear",reason="invalid",version="1"}' in fails, [
+        x for x in fails.splitlines() if "fail" in x
+    ]

@@ -28,8 +28,12 @@ def test_linear_turns_4_into_9(srv: Any) -> None:
     r = _infer(srv, "linear", {"id": "r1", "inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [4]}]})
     assert r.status_code == 200, r.text
     doc = r.json()
-    assert doc == {"model_name": "linear", "model_version": "1", "id": "r1",
-                   "outputs": [{"name": "y", "datatype": "FP32", "shape": [1, 1], "data": [9.0]}]}
+    assert doc == {
+        "model_name": "linear",
+        "model_version": "1",
+        "id": "r1",
+        "outputs": [{"name": "y", "datatype": "FP32", "shape": [1, 1], "data": [9.0]}],
+    }
 
 
 def test_health_and_server_metadata(srv: Any) -> None:
@@ -70,8 +74,12 @@ def test_model_config_is_triton_shaped(srv: Any) -> None:
 
 def test_statistics_count_requests(srv: Any) -> None:
     before = srv.request("GET", "/v2/models/multi/stats").json()["model_stats"][0]
-    body = {"inputs": [{"name": "a", "shape": [2, 3], "datatype": "FP32", "data": [1, 5, 2, 0, 0, 9]},
-                       {"name": "b", "shape": [2, 3], "datatype": "INT64", "data": [1, 1, 1, 2, 2, 2]}]}
+    body = {
+        "inputs": [
+            {"name": "a", "shape": [2, 3], "datatype": "FP32", "data": [1, 5, 2, 0, 0, 9]},
+            {"name": "b", "shape": [2, 3], "datatype": "INT64", "data": [1, 1, 1, 2, 2, 2]},
+        ]
+    }
     assert _infer(srv, "multi", body).status_code == 200
     after = srv.request("GET", "/v2/models/multi/versions/1/stats").json()["model_stats"][0]
     assert after["inference_stats"]["success"]["count"] == before["inference_stats"]["success"]["count"] + 1
@@ -82,20 +90,33 @@ def test_statistics_count_requests(srv: Any) -> None:
 
 
 def test_multi_io_and_output_selection(srv: Any) -> None:
-    body = {"inputs": [{"name": "a", "shape": [2, 3], "datatype": "FP32", "data": [[1, 5, 2], [0, 0, 9]]},
-                       {"name": "b", "shape": [2, 3], "datatype": "INT64", "data": [1, 1, 1, 2, 2, 2]}],
-            "outputs": [{"name": "idx"}]}
+    body = {
+        "inputs": [
+            {"name": "a", "shape": [2, 3], "datatype": "FP32", "data": [[1, 5, 2], [0, 0, 9]]},
+            {"name": "b", "shape": [2, 3], "datatype": "INT64", "data": [1, 1, 1, 2, 2, 2]},
+        ],
+        "outputs": [{"name": "idx"}],
+    }
     doc = _infer(srv, "multi", body).json()
     assert doc["outputs"] == [{"name": "idx", "datatype": "INT64", "shape": [2], "data": [1, 2]}]
 
 
 def test_binary_request_and_response(srv: Any) -> None:
     x = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32)
-    header = json.dumps({"inputs": [{"name": "x", "shape": [2, 3, 32, 32], "datatype": "FP32",
-                                     "parameters": {"binary_data_size": x.nbytes}}],
-                         "outputs": [{"name": "probs", "parameters": {"binary_data": True}}]}).encode()
-    r = srv.request("POST", "/v2/models/cnn/infer", content=header + x.tobytes(),
-                    headers={"Inference-Header-Content-Length": str(len(header))})
+    header = json.dumps(
+        {
+            "inputs": [
+                {"name": "x", "shape": [2, 3, 32, 32], "datatype": "FP32", "parameters": {"binary_data_size": x.nbytes}}
+            ],
+            "outputs": [{"name": "probs", "parameters": {"binary_data": True}}],
+        }
+    ).encode()
+    r = srv.request(
+        "POST",
+        "/v2/models/cnn/infer",
+        content=header + x.tobytes(),
+        headers={"Inference-Header-Content-Length": str(len(header))},
+    )
     assert r.status_code == 200, r.text
     n = int(r.headers["inference-header-content-length"])
     head = json.loads(r.content[:n])
@@ -106,16 +127,19 @@ def test_binary_request_and_response(srv: Any) -> None:
 
 def test_raw_single_input_body(srv: Any) -> None:
     x = np.arange(4, dtype=np.float32).reshape(1, 4)
-    r = srv.request("POST", "/v2/models/fixed/infer", content=x.tobytes(),
-                    headers={"Inference-Header-Content-Length": "0"})
+    r = srv.request(
+        "POST", "/v2/models/fixed/infer", content=x.tobytes(), headers={"Inference-Header-Content-Length": "0"}
+    )
     assert r.status_code == 200, r.text
     n = int(r.headers["inference-header-content-length"])
     np.testing.assert_array_equal(np.frombuffer(r.content[n:], np.float32), [0, 3, 6, 9])
 
 
 def test_binary_data_output_parameter(srv: Any) -> None:
-    body = {"inputs": [{"name": "x", "shape": [2, 1], "datatype": "FP32", "data": [1, 2]}],
-            "parameters": {"binary_data_output": True}}
+    body = {
+        "inputs": [{"name": "x", "shape": [2, 1], "datatype": "FP32", "data": [1, 2]}],
+        "parameters": {"binary_data_output": True},
+    }
     r = _infer(srv, "linear", body)
     n = int(r.headers["inference-header-content-length"])
     np.testing.assert_array_equal(np.frombuffer(r.content[n:], np.float32), [3, 5])
@@ -123,10 +147,15 @@ def test_binary_data_output_parameter(srv: Any) -> None:
 
 def test_bytes_tensors_roundtrip(srv: Any) -> None:
     payload = struct.pack("<I", 2) + b"hi" + struct.pack("<I", 0)
-    header = json.dumps({"inputs": [{"name": "s", "shape": [2], "datatype": "BYTES",
-                                     "parameters": {"binary_data_size": len(payload)}}]}).encode()
-    r = srv.request("POST", "/v2/models/text/infer", content=header + payload,
-                    headers={"Inference-Header-Content-Length": str(len(header))})
+    header = json.dumps(
+        {"inputs": [{"name": "s", "shape": [2], "datatype": "BYTES", "parameters": {"binary_data_size": len(payload)}}]}
+    ).encode()
+    r = srv.request(
+        "POST",
+        "/v2/models/text/infer",
+        content=header + payload,
+        headers={"Inference-Header-Content-Length": str(len(header))},
+    )
     assert r.status_code == 200, r.text
     assert r.json()["outputs"][0]["data"] == ["hi", ""]
 
@@ -134,8 +163,9 @@ def test_bytes_tensors_roundtrip(srv: Any) -> None:
 def test_gzip_body_accepted(srv: Any) -> None:
     import gzip
 
-    body = gzip.compress(json.dumps({"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32",
-                                                 "data": [4]}]}).encode())
+    body = gzip.compress(
+        json.dumps({"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [4]}]}).encode()
+    )
     r = srv.request("POST", "/v2/models/linear/infer", content=body, headers={"Content-Encoding": "gzip"})
     assert r.status_code == 200
     assert r.json()["outputs"][0]["data"] == [9.0]

@@ -40,15 +40,31 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
     serving_models.publish(repo, "sleepy", onnx_bytes, sig)
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "fwx", "serve", str(repo), "--http-port", str(port),
-                             "--grpc-port", "-1", "--drain-seconds", "20", "--poll-seconds", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fwx",
+            "serve",
+            str(repo),
+            "--http-port",
+            str(port),
+            "--grpc-port",
+            "-1",
+            "--drain-seconds",
+            "20",
+            "--poll-seconds",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     yield proc, f"http://127.0.0.1:{port}"
     if proc.poll() is None:
         proc.kill()
         proc.wait()
-
-
 
 
 def test_live_before_ready_then_ready_after_warmup(served: Any) -> None:

@@ -12,8 +12,9 @@ import pytest
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory, make_repo: Callable[..., Path], live_server: Any) -> Any:
-    repo = make_repo(tmp_path_factory.mktemp("tfs") / "repo",
-                     {"linear": ["linear", "linear"], "multi": "multi", "text": "text"})
+    repo = make_repo(
+        tmp_path_factory.mktemp("tfs") / "repo", {"linear": ["linear", "linear"], "multi": "multi", "text": "text"}
+    )
     return live_server(repo, load_probe=False)
 
 
@@ -55,15 +56,18 @@ def test_b64_bytes(srv: Any) -> None:
     assert r.json() == {"predictions": ["hi", "plain"]}
 
 
-@pytest.mark.parametrize(("body", "fragment"), [
-    ({"instances": [[4.0]], "inputs": [[4.0]]}, "exactly one"),
-    ({}, "exactly one"),
-    ({"instances": []}, "instances must have at least 1 item"),
-    ({"instances": [["four"]]}, "float32"),
-    ({"instances": [[1.0, 2.0]]}, "dimension 1 must be 1"),
-    ({"inputs": {"z": [[1.0]]}}, "unknown input"),
-    ({"instances": [{"a": [1, 2, 3]}, {"b": [1, 2, 3]}]}, "same keys"),
-])
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"instances": [[4.0]], "inputs": [[4.0]]}, "exactly one"),
+        ({}, "exactly one"),
+        ({"instances": []}, "instances must have at least 1 item"),
+        ({"instances": [["four"]]}, "float32"),
+        ({"instances": [[1.0, 2.0]]}, "dimension 1 must be 1"),
+        ({"inputs": {"z": [[1.0]]}}, "unknown input"),
+        ({"instances": [{"a": [1, 2, 3]}, {"b": [1, 2, 3]}]}, "same keys"),
+    ],
+)
 def test_bad_predict_bodies_are_400(srv: Any, body: Any, fragment: str) -> None:
     r = _predict(srv, "linear", body)
     assert r.status_code == 400, r.text
@@ -72,10 +76,12 @@ def test_bad_predict_bodies_are_400(srv: Any, body: Any, fragment: str) -> None:
 
 def test_model_status_shape(srv: Any) -> None:
     status = srv.request("GET", "/v1/models/linear").json()
-    assert status == {"model_version_status": [
-        {"version": "2", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}},
-        {"version": "1", "state": "END", "status": {"error_code": "OK", "error_message": ""}},
-    ]}
+    assert status == {
+        "model_version_status": [
+            {"version": "2", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}},
+            {"version": "1", "state": "END", "status": {"error_code": "OK", "error_message": ""}},
+        ]
+    }
     one = srv.request("GET", "/v1/models/linear/versions/2").json()
     assert [s["version"] for s in one["model_version_status"]] == ["2"]
     assert srv.request("GET", "/v1/models/nope").status_code == 404
@@ -120,9 +126,13 @@ def test_tensor_names_match_a_real_savedmodel(tmp_path: Path) -> None:
             super().__init__()
             self.w = tf.Variable(2.0)
 
-        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="image"),
-                                      tf.TensorSpec([None, 2], tf.float32, name="input-ids.0"),
-                                      tf.TensorSpec([None, 2], tf.float32, name="2nd")])
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec([None, 2], tf.float32, name="image"),
+                tf.TensorSpec([None, 2], tf.float32, name="input-ids.0"),
+                tf.TensorSpec([None, 2], tf.float32, name="2nd"),
+            ]
+        )
         def serve(self, image: tf.Tensor, ids: tf.Tensor, second: tf.Tensor) -> dict[str, tf.Tensor]:
             return {"probs": image + ids, "logits": image * self.w, "a_first": second}
 
@@ -132,8 +142,10 @@ def test_tensor_names_match_a_real_savedmodel(tmp_path: Path) -> None:
     proto.ParseFromString((tmp_path / "sm" / "saved_model.pb").read_bytes())
     real = proto.meta_graphs[0].signature_def["serving_default"]
     spec = ("N", 2)
-    sig = Signature(tuple(TensorSpec(n, "float32", spec) for n in ("image", "input-ids.0", "2nd")),
-                    tuple(TensorSpec(n, "float32", spec) for n in ("probs", "logits", "a_first")))
+    sig = Signature(
+        tuple(TensorSpec(n, "float32", spec) for n in ("image", "input-ids.0", "2nd")),
+        tuple(TensorSpec(n, "float32", spec) for n in ("probs", "logits", "a_first")),
+    )
     ins, outs = tf_tensor_names(sig)
     assert ins == {k: t.name for k, t in real.inputs.items()}
     assert outs == {k: t.name for k, t in real.outputs.items()}

@@ -37,13 +37,21 @@ def test_ctrl_c_to_the_process_group_exits_zero(tmp_path: Path, when: str) -> No
     # a slow warm-up (~1 s a run) leaves a window where the server is live but not ready yet
     serving_models.publish(repo, "sleepy", *serving_models.build_sleepy(1_000_000))
     port = _free_port()
-    code = ("import sys; from pathlib import Path; from samples.walkthrough import serve; "
-            f"sys.exit(serve(Path({str(repo)!r}), extra=('--http-port', '{port}', '--grpc-port', '-1', "
-            "'--poll-seconds', '0')))")
+    code = (
+        "import sys; from pathlib import Path; from samples.walkthrough import serve; "
+        f"sys.exit(serve(Path({str(repo)!r}), extra=('--http-port', '{port}', '--grpc-port', '-1', "
+        "'--poll-seconds', '0')))"
+    )
     # Own session = own process group, as a terminal's foreground job is.
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         deadline = time.monotonic() + 120
         url = f"http://127.0.0.1:{port}/v2/health/" + ("ready" if when == "serving" else "live")

@@ -19,9 +19,14 @@ from fwx.sources.samples import (
     parse_input_values,
 )
 
-SIG = Signature((TensorSpec("input_ids", "int64", ("N", "S")), TensorSpec("attention_mask", "int64", ("N", "S")),
-                 TensorSpec("token_type_ids", "int64", ("N", "S"))),
-                (TensorSpec("h", "float32", ("N", "S", 4)),))
+SIG = Signature(
+    (
+        TensorSpec("input_ids", "int64", ("N", "S")),
+        TensorSpec("attention_mask", "int64", ("N", "S")),
+        TensorSpec("token_type_ids", "int64", ("N", "S")),
+    ),
+    (TensorSpec("h", "float32", ("N", "S", 4)),),
+)
 
 
 def test_a_mask_is_ones_with_padding_at_the_end_and_never_an_empty_row() -> None:
@@ -64,9 +69,13 @@ def test_onnx_ids_take_the_vocabulary_of_the_gather_they_feed(tmp_path: Path) ->
     from fwx.sources.load import load_source
 
     table = numpy_helper.from_array(np.zeros((37, 4), np.float32), "table")
-    graph = helper.make_graph([helper.make_node("Gather", ["table", "input_ids"], ["h"])], "emb",
-                              [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", "S"])],
-                              [helper.make_tensor_value_info("h", TensorProto.FLOAT, ["N", "S", 4])], [table])
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "input_ids"], ["h"])],
+        "emb",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", "S"])],
+        [helper.make_tensor_value_info("h", TensorProto.FLOAT, ["N", "S", 4])],
+        [table],
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "emb.onnx")
     src = load_source(tmp_path / "emb.onnx")
     sig = Signature(src.inputs or (), src.outputs or ())

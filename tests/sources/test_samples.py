@@ -37,9 +37,12 @@ def test_onnx_source_with_a_2_pow_40_dim_fails_cleanly(tmp_path: Path) -> None:
 
     from fwx.exporter import ExportOptions, export
 
-    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "huge",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", HUGE])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", HUGE])])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "huge",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", HUGE])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", HUGE])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.save(model, tmp_path / "huge.onnx")
     with pytest.raises(FwxError) as info:

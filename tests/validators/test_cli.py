@@ -49,11 +49,17 @@ def version(torch_files: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
     arts = {}
     for key, name in (("onnx", "model.onnx"), ("torchscript", "model.torchscript.pt"), ("pt2", "model.pt2")):
         shutil.copy(torch_files[key], folder / name)
-        arts[key] = ArtifactEntry(format=key, path=name, sha256=sha256_path(folder / name),
-                                  signature=models.MLP_SIG.to_json())
-    Manifest(name="mlp", version=1, source=SourceInfo(str(src), sha256_path(src), "pytorch", "torch"),
-             signature=models.MLP_SIG.to_json(), artifacts=arts,
-             command="fwx export mlp_state.pt --model-class runtimes.models:torch_mlp").write(folder)
+        arts[key] = ArtifactEntry(
+            format=key, path=name, sha256=sha256_path(folder / name), signature=models.MLP_SIG.to_json()
+        )
+    Manifest(
+        name="mlp",
+        version=1,
+        source=SourceInfo(str(src), sha256_path(src), "pytorch", "torch"),
+        signature=models.MLP_SIG.to_json(),
+        artifacts=arts,
+        command="fwx export mlp_state.pt --model-class runtimes.models:torch_mlp",
+    ).write(folder)
     return folder
 
 
@@ -94,8 +100,9 @@ def test_checksum_mismatch_is_an_error(version: Path, tmp_path: Path, capsys: py
     assert not (tmp_path / "r.json").exists()
 
 
-def test_loose_files_fail_then_pass_with_override(torch_files: dict[str, Path],
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_loose_files_fail_then_pass_with_override(
+    torch_files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     files = [torch_files["onnx"], torch_files["onnx_perturbed"]]
     code, out, _ = run(files, capsys)
     assert code == 1
@@ -105,30 +112,35 @@ def test_loose_files_fail_then_pass_with_override(torch_files: dict[str, Path],
     assert code == 0, out
 
 
-def test_data_that_does_not_fit(torch_files: dict[str, Path], tmp_path: Path,
-                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_data_that_does_not_fit(
+    torch_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     np.savez(tmp_path / "d.npz", x=np.ones((2, 7), np.float32))
-    code, out, err = run([torch_files["onnx"], torch_files["pt2"], "--data", tmp_path / "d.npz",
-                          "--report", tmp_path / "r.json"], capsys)
+    code, out, err = run(
+        [torch_files["onnx"], torch_files["pt2"], "--data", tmp_path / "d.npz", "--report", tmp_path / "r.json"], capsys
+    )
     assert code == 2
     assert "has shape [2, 7], the signature says ['N', 8]" in err
     assert len([ln for ln in err.splitlines() if ln.startswith("error:")]) == 1
     assert not (tmp_path / "r.json").exists()
 
 
-def test_user_data_runs_two_batch_sizes(torch_files: dict[str, Path], tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_user_data_runs_two_batch_sizes(
+    torch_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     np.savez(tmp_path / "d.npz", x=np.random.default_rng(0).standard_normal((6, 8)).astype(np.float32))
-    code, out, _ = run([torch_files["onnx"], torch_files["onnx_pinned"], "--data", tmp_path / "d.npz", "--json"],
-                       capsys)
+    code, out, _ = run(
+        [torch_files["onnx"], torch_files["onnx_pinned"], "--data", tmp_path / "d.npz", "--json"], capsys
+    )
     data = json.loads(out)
     assert [s["x"]["shape"] for s in data["inputs"]] == [[6, 8], [1, 8]]
     assert code == 1
     assert any("crashed" in f for f in data["failures"])
 
 
-def test_corrupt_artifact_and_loose_torchscript(torch_files: dict[str, Path], tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_corrupt_artifact_and_loose_torchscript(
+    torch_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.tflite"
     bad.write_bytes(b"\x18\x00\x00\x00TFL3")
     code, _, err = run([torch_files["onnx"], bad], capsys)
@@ -148,8 +160,13 @@ def test_incompatible_signatures(torch_files: dict[str, Path], capsys: pytest.Ca
 
 
 def test_bad_flags(torch_files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    for flags in (["--tolerance", "logits"], ["--int-range", "5,1"], ["--atol", "-1"], ["--report", "r.txt"],
-                  ["--reference", "tflite"]):
+    for flags in (
+        ["--tolerance", "logits"],
+        ["--int-range", "5,1"],
+        ["--atol", "-1"],
+        ["--report", "r.txt"],
+        ["--reference", "tflite"],
+    ):
         code, _, err = run([torch_files["onnx"], torch_files["pt2"], *flags], capsys)
         assert code == 2, (flags, err)
 

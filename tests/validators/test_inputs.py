@@ -12,8 +12,14 @@ from fwx.signature import Signature, TensorSpec
 from fwx.sources.samples import InputConfig, generate_inputs
 from fwx.validators.inputs import load_data, load_labels
 
-SIG = Signature((TensorSpec("ids", "int64", ("batch", "seq")), TensorSpec("mask", "bool", ("batch", "seq")),
-                 TensorSpec("img", "uint8", (-1, 4, 4, 3)), TensorSpec("scale", "float16", (1,))))
+SIG = Signature(
+    (
+        TensorSpec("ids", "int64", ("batch", "seq")),
+        TensorSpec("mask", "bool", ("batch", "seq")),
+        TensorSpec("img", "uint8", (-1, 4, 4, 3)),
+        TensorSpec("scale", "float16", (1,)),
+    )
+)
 
 
 def test_two_sizes_per_dynamic_dim_and_shared_symbols() -> None:
@@ -58,11 +64,14 @@ def test_load_data_npz_and_folder(tmp_path: Path) -> None:
     assert load_data(folder, sig)[0]["x"].shape == (5, 8)
 
 
-@pytest.mark.parametrize(("arrays", "match"), [
-    ({"x": np.ones((5, 7), np.float32)}, "shape"),
-    ({"y": np.ones((5, 8), np.float32)}, "does not take"),
-    ({"x": np.ones((5, 8), np.int32)}, "dtype|is int32"),
-])
+@pytest.mark.parametrize(
+    ("arrays", "match"),
+    [
+        ({"x": np.ones((5, 7), np.float32)}, "shape"),
+        ({"y": np.ones((5, 8), np.float32)}, "does not take"),
+        ({"x": np.ones((5, 8), np.int32)}, "dtype|is int32"),
+    ],
+)
 def test_load_data_that_does_not_fit(tmp_path: Path, arrays: dict[str, np.ndarray], match: str) -> None:
     sig = Signature((TensorSpec("x", "float32", ("N", 8)),))
     np.savez(tmp_path / "d.npz", **arrays)

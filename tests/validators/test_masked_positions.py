@@ -14,8 +14,10 @@ torch = pytest.importorskip("torch")
 
 from fwx.runtimes.eager_torch import EagerTorchRuntime  # noqa: E402 - needs torch
 
-SIG = Signature((TensorSpec("input_ids", "int64", ("N", "S")), TensorSpec("attention_mask", "int64", ("N", "S"))),
-                (TensorSpec("h", "float32", ("N", "S", 4)),))
+SIG = Signature(
+    (TensorSpec("input_ids", "int64", ("N", "S")), TensorSpec("attention_mask", "int64", ("N", "S"))),
+    (TensorSpec("h", "float32", ("N", "S", 4)),),
+)
 
 
 class Tokens(torch.nn.Module):
@@ -37,8 +39,9 @@ SAMPLES = generate_inputs(SIG, InputConfig(samples=4))
 
 def _report(cand: Tokens) -> Any:
     ref = EagerTorchRuntime.from_module(Tokens().eval(), SIG)
-    return validate_runtimes(ref, {"cand": EagerTorchRuntime.from_module(cand.eval(), SIG)}, signature=SIG,
-                             inputs=SAMPLES)
+    return validate_runtimes(
+        ref, {"cand": EagerTorchRuntime.from_module(cand.eval(), SIG)}, signature=SIG, inputs=SAMPLES
+    )
 
 
 def test_differences_at_padding_do_not_fail() -> None:

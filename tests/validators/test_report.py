@@ -18,7 +18,9 @@ from fwx.validators import ValidationReport, validate_runtimes
 
 
 @pytest.fixture(scope="module")
-def mixed_report(torch_ref: Runtime, torch_files: dict[str, Path], torch_candidates: dict[str, Runtime]) -> ValidationReport:
+def mixed_report(
+    torch_ref: Runtime, torch_files: dict[str, Path], torch_candidates: dict[str, Runtime]
+) -> ValidationReport:
     cands = {"onnx": torch_candidates["onnx"], "bad": load_runtime(Format.ONNX, torch_files["onnx_perturbed"])}
     return validate_runtimes(torch_ref, cands, signature=models.MLP_SIG)
 

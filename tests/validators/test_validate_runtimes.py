@@ -36,14 +36,17 @@ def test_torch_formats_pass(torch_ref: Runtime, torch_candidates: dict[str, Runt
 
 
 def test_keras_to_savedmodel_and_tflite_pass(keras_ref: Runtime, keras_files: dict[str, Path]) -> None:
-    cands = {"savedmodel": load_runtime(Format.SAVEDMODEL, keras_files["savedmodel"]),
-             "tflite": load_runtime(Format.TFLITE, keras_files["tflite"])}
+    cands = {
+        "savedmodel": load_runtime(Format.SAVEDMODEL, keras_files["savedmodel"]),
+        "tflite": load_runtime(Format.TFLITE, keras_files["tflite"]),
+    }
     report = validate_runtimes(keras_ref, cands, signature=models.MLP_SIG)
     assert report.passed, report.failures()
 
 
-def test_perturbed_weights_fail_and_others_still_measured(torch_ref: Runtime, torch_files: dict[str, Path],
-                                                          torch_candidates: dict[str, Runtime]) -> None:
+def test_perturbed_weights_fail_and_others_still_measured(
+    torch_ref: Runtime, torch_files: dict[str, Path], torch_candidates: dict[str, Runtime]
+) -> None:
     cands = {"bad": load_runtime(Format.ONNX, torch_files["onnx_perturbed"]), **torch_candidates}
     report = validate_runtimes(torch_ref, cands, signature=models.MLP_SIG)
     assert not report.passed
@@ -58,8 +61,9 @@ def test_perturbed_weights_fail_and_others_still_measured(torch_ref: Runtime, to
 
 
 def test_pinned_batch_caught_by_second_size(torch_ref: Runtime, torch_files: dict[str, Path]) -> None:
-    report = validate_runtimes(torch_ref, {"onnx": load_runtime(Format.ONNX, torch_files["onnx_pinned"])},
-                               signature=models.MLP_SIG)
+    report = validate_runtimes(
+        torch_ref, {"onnx": load_runtime(Format.ONNX, torch_files["onnx_pinned"])}, signature=models.MLP_SIG
+    )
     assert not report.passed
     failures = "\n".join(report.failures())
     assert "axis 0 is fixed to 1" in failures
@@ -95,14 +99,22 @@ def test_int8_with_labels_uses_accuracy(keras_ref: Runtime, keras_files: dict[st
     cand = {"q": load_runtime(Format.TFLITE, keras_files["tflite_int8"])}
     x = np.random.default_rng(5).standard_normal((64, 8)).astype(np.float32)
     labels = np.argmax(np.asarray(keras_ref.infer({"x": x})["logits"]), axis=1)
-    report = validate_runtimes(keras_ref, cand, signature=models.MLP_SIG, precisions={"q": "int8"},
-                               inputs=[{"x": x}], labels=[labels])
+    report = validate_runtimes(
+        keras_ref, cand, signature=models.MLP_SIG, precisions={"q": "int8"}, inputs=[{"x": x}], labels=[labels]
+    )
     m = report.artifact("q").outputs[0].metrics
     assert m["accuracy_ref"] == 1.0
     assert 0.9 < m["accuracy"] <= 1.0
     impossible = Policy(max_accuracy_drop=-1.0)  # proves the accuracy rule, not top-1, decided
-    worse = validate_runtimes(keras_ref, cand, signature=models.MLP_SIG, precisions={"q": "int8"},
-                              inputs=[{"x": x}], labels=[labels], policy=impossible)
+    worse = validate_runtimes(
+        keras_ref,
+        cand,
+        signature=models.MLP_SIG,
+        precisions={"q": "int8"},
+        inputs=[{"x": x}],
+        labels=[labels],
+        policy=impossible,
+    )
     assert any("below the reference's 100.00%" in f for f in worse.failures())
 
 
@@ -148,8 +160,9 @@ def test_layout_transpose_for_nhwc_artifact(tmp_path: Path) -> None:
 
     feat_ref = EagerTorchRuntime.from_module(models.torch_features(), models.FEAT_SIG)
     feat = {"onnx": load_runtime(Format.ONNX, files["features_nhwc"])}
-    report = validate_runtimes(feat_ref, feat, signature=models.FEAT_SIG, layouts={"onnx": "NHWC"},
-                               reference_layout="NCHW")
+    report = validate_runtimes(
+        feat_ref, feat, signature=models.FEAT_SIG, layouts={"onnx": "NHWC"}, reference_layout="NCHW"
+    )
     assert report.passed, report.failures()  # the 4-D output came back to NCHW
 
 

@@ -56,23 +56,52 @@ def _ids(n: str = "input_ids") -> str:
     return f"{n}:int64[batch,seq]"
 
 
-ZOO: dict[str, ZooModel] = {m.name: m for m in (
-    ZooModel("bert", "torch", (_ids(), "attention_mask:int64[batch,seq]", "token_type_ids:int64[batch,seq]"),
-             ("last_hidden_state",), TORCH_KINDS, sequence=True,
-             dims=({0: "batch", 1: "seq"},) * 3),
-    ZooModel("gpt2", "torch", (_ids(),), ("logits",), TORCH_KINDS, sequence=True, dims=({0: "batch", 1: "seq"},)),
-    ZooModel("gpt2_mask", "torch", (_ids(), "attention_mask:int64[batch,seq]"), ("logits",), TORCH_KINDS,
-             sequence=True, dims=({0: "batch", 1: "seq"},) * 2),
-    ZooModel("vit", "torch", (f"pixel_values:float32[batch,3,{HW},{HW}]",), ("logits",), TORCH_KINDS,
-             dims=({0: "batch"},)),
-    ZooModel("resnet18", "torch", (f"image:float32[batch,3,{HW},{HW}]",), ("logits",), TORCH_KINDS,
-             dims=({0: "batch"},)),
-    ZooModel("mobilenet_v3", "torch", (f"image:float32[batch,3,{HW},{HW}]",), ("logits",), TORCH_KINDS,
-             dims=({0: "batch"},)),
-    ZooModel("keras_mobilenet_v2", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
-    ZooModel("keras_efficientnet_b0", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
-    ZooModel("keras_bilstm", "keras", ("x:float32[batch,seq,8]",), ("y",), KERAS_KINDS, sequence=True),
-)}
+ZOO: dict[str, ZooModel] = {
+    m.name: m
+    for m in (
+        ZooModel(
+            "bert",
+            "torch",
+            (_ids(), "attention_mask:int64[batch,seq]", "token_type_ids:int64[batch,seq]"),
+            ("last_hidden_state",),
+            TORCH_KINDS,
+            sequence=True,
+            dims=({0: "batch", 1: "seq"},) * 3,
+        ),
+        ZooModel("gpt2", "torch", (_ids(),), ("logits",), TORCH_KINDS, sequence=True, dims=({0: "batch", 1: "seq"},)),
+        ZooModel(
+            "gpt2_mask",
+            "torch",
+            (_ids(), "attention_mask:int64[batch,seq]"),
+            ("logits",),
+            TORCH_KINDS,
+            sequence=True,
+            dims=({0: "batch", 1: "seq"},) * 2,
+        ),
+        ZooModel(
+            "vit",
+            "torch",
+            (f"pixel_values:float32[batch,3,{HW},{HW}]",),
+            ("logits",),
+            TORCH_KINDS,
+            dims=({0: "batch"},),
+        ),
+        ZooModel(
+            "resnet18", "torch", (f"image:float32[batch,3,{HW},{HW}]",), ("logits",), TORCH_KINDS, dims=({0: "batch"},)
+        ),
+        ZooModel(
+            "mobilenet_v3",
+            "torch",
+            (f"image:float32[batch,3,{HW},{HW}]",),
+            ("logits",),
+            TORCH_KINDS,
+            dims=({0: "batch"},),
+        ),
+        ZooModel("keras_mobilenet_v2", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
+        ZooModel("keras_efficientnet_b0", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
+        ZooModel("keras_bilstm", "keras", ("x:float32[batch,seq,8]",), ("y",), KERAS_KINDS, sequence=True),
+    )
+}
 
 
 # --- torch --------------------------------------------------------------------------------------
@@ -121,8 +150,11 @@ def _hf_module(model: Any, names: tuple[str, ...], field_name: str) -> Any:
 
     params = ", ".join(names)
     scope: dict[str, Any] = {}
-    exec(f"def forward(self, {params}):\n    return getattr(self.model({', '.join(f'{n}={n}' for n in names)}), "
-         f"{field_name!r})", scope)  # noqa: S102 - a fixed template over our own names
+    exec(
+        f"def forward(self, {params}):\n    return getattr(self.model({', '.join(f'{n}={n}' for n in names)}), "
+        f"{field_name!r})",
+        scope,
+    )  # noqa: S102 - a fixed template over our own names
 
     wrapped = type("HF" + type(model).__name__, (nn.Module,), {"forward": scope["forward"]})()
     wrapped.model = model
@@ -140,18 +172,29 @@ def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
     if name == "bert":
         from transformers import BertConfig, BertModel
 
-        cfg = BertConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=128, max_position_embeddings=64, type_vocab_size=2)
+        cfg = BertConfig(
+            vocab_size=VOCAB,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+            max_position_embeddings=64,
+            type_vocab_size=2,
+        )
         ids = torch.randint(0, VOCAB, (b, s), generator=gen)
         mask = torch.ones(b, s, dtype=torch.int64)
         tt = torch.zeros(b, s, dtype=torch.int64)
-        return _hf_module(BertModel(cfg, add_pooling_layer=False), ("input_ids", "attention_mask", "token_type_ids"),
-                          "last_hidden_state"), (ids, mask, tt)
+        return _hf_module(
+            BertModel(cfg, add_pooling_layer=False),
+            ("input_ids", "attention_mask", "token_type_ids"),
+            "last_hidden_state",
+        ), (ids, mask, tt)
     if name in ("gpt2", "gpt2_mask"):
         from transformers import GPT2Config, GPT2LMHeadModel
 
-        cfg = GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=2, n_positions=64, use_cache=False,
-                         initializer_range=0.1)  # logits of order 1, not ~0.1
+        cfg = GPT2Config(
+            vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=2, n_positions=64, use_cache=False, initializer_range=0.1
+        )  # logits of order 1, not ~0.1
         ids = torch.randint(0, VOCAB, (b, s), generator=gen)
         names = ("input_ids", "attention_mask") if name == "gpt2_mask" else ("input_ids",)
         args = (ids, torch.ones(b, s, dtype=torch.int64)) if name == "gpt2_mask" else (ids,)
@@ -159,14 +202,26 @@ def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
     if name == "vit":
         from transformers import ViTConfig, ViTForImageClassification
 
-        cfg = ViTConfig(image_size=HW, patch_size=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=128, num_labels=10, initializer_range=0.1)
-        return _hf_module(ViTForImageClassification(cfg), ("pixel_values",), "logits"), \
-            (torch.randn(b, 3, HW, HW, generator=gen),)
+        cfg = ViTConfig(
+            image_size=HW,
+            patch_size=8,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+            num_labels=10,
+            initializer_range=0.1,
+        )
+        return _hf_module(ViTForImageClassification(cfg), ("pixel_values",), "logits"), (
+            torch.randn(b, 3, HW, HW, generator=gen),
+        )
     if name in ("resnet18", "mobilenet_v3"):
         tv = import_torchvision()
-        model = tv.models.resnet18(weights=None, num_classes=10) if name == "resnet18" else \
-            tv.models.mobilenet_v3_small(weights=None, num_classes=10)
+        model = (
+            tv.models.resnet18(weights=None, num_classes=10)
+            if name == "resnet18"
+            else tv.models.mobilenet_v3_small(weights=None, num_classes=10)
+        )
         if name == "mobilenet_v3":  # torchvision draws the head from N(0, 0.01): logits ~0.03; nn.Linear's own init
             model.classifier[-1].reset_parameters()
         x = torch.randn(8, 3, HW, HW, generator=gen)
@@ -186,8 +241,7 @@ def save_torch(name: str, kind: str, folder: Path) -> Path:
         warnings.simplefilter("ignore")
         if kind == "pt2":
             path = folder / f"{name}.pt2"
-            dims = {"batch": torch.export.Dim("batch", min=1, max=64),
-                    "seq": torch.export.Dim("seq", min=2, max=32)}
+            dims = {"batch": torch.export.Dim("batch", min=1, max=64), "seq": torch.export.Dim("seq", min=2, max=32)}
             shapes = tuple({a: dims[sym] for a, sym in d.items()} for d in spec.dims)
             ep = torch.export.export(model, args, dynamic_shapes=shapes)
             torch.export.save(ep, str(path))
@@ -201,11 +255,26 @@ def save_torch(name: str, kind: str, folder: Path) -> Path:
             axes[spec.outputs[0]] = {0: "batch", 1: "seq"} if spec.sequence else {0: "batch"}
             if name == "gpt2":  # the legacy exporter has no aten::diff (HF's mask helpers): users get dynamo
                 dyn = {n: dict.fromkeys(d, torch.export.Dim.AUTO) for n, d in zip(in_names, spec.dims, strict=True)}
-                torch.onnx.export(model, args, str(path), input_names=in_names, output_names=list(spec.outputs),
-                                  dynamic_shapes=dyn, dynamo=True)
+                torch.onnx.export(
+                    model,
+                    args,
+                    str(path),
+                    input_names=in_names,
+                    output_names=list(spec.outputs),
+                    dynamic_shapes=dyn,
+                    dynamo=True,
+                )
             else:  # the legacy exporter at opset 17, which most tools read
-                torch.onnx.export(model, args, str(path), input_names=in_names, output_names=list(spec.outputs),
-                                  dynamic_axes=axes, opset_version=17, dynamo=False)
+                torch.onnx.export(
+                    model,
+                    args,
+                    str(path),
+                    input_names=in_names,
+                    output_names=list(spec.outputs),
+                    dynamic_axes=axes,
+                    opset_version=17,
+                    dynamo=False,
+                )
         else:
             raise ValueError(kind)
     return path
@@ -250,13 +319,15 @@ def build_keras(name: str) -> Any:
         # The user's preprocessing in front: pixels -> [0,1] -> ImageNet mean/std.
         h = keras.layers.Rescaling(1.0 / 255)(inp)
         h = keras.layers.Normalization(mean=[0.485, 0.456, 0.406], variance=[0.229**2, 0.224**2, 0.225**2])(h)
-        base = keras.applications.MobileNetV2(input_shape=(HW, HW, 3), alpha=0.35, weights=None, classes=10,
-                                              classifier_activation=None)
+        base = keras.applications.MobileNetV2(
+            input_shape=(HW, HW, 3), alpha=0.35, weights=None, classes=10, classifier_activation=None
+        )
         model = keras.Model(inp, base(h), name=name)
     elif name == "keras_efficientnet_b0":
         # EfficientNet carries its own Rescaling + Normalization (adapted here on the batch, as a user would).
-        model = keras.applications.EfficientNetB0(input_shape=(HW, HW, 3), weights=None, classes=10,
-                                                  classifier_activation=None)
+        model = keras.applications.EfficientNetB0(
+            input_shape=(HW, HW, 3), weights=None, classes=10, classifier_activation=None
+        )
         norm = next(layer for layer in model.layers if isinstance(layer, keras.layers.Normalization))
         norm.adapt(images / 255.0)
         model = keras.Model(inp, model(inp), name=name)
@@ -293,8 +364,11 @@ def save(name: str, kind: str, folder: Path) -> tuple[Path, dict[str, Any]]:
         if kind == "torchscript":  # it holds no signature, and loading it runs its code: the user says both
             from fwx.converters.base import ConvertOptions
 
-            kw = {"inputs": list(spec.inputs), "outputs": list(spec.outputs),
-                  "convert": ConvertOptions(trust_model_code=True)}
+            kw = {
+                "inputs": list(spec.inputs),
+                "outputs": list(spec.outputs),
+                "convert": ConvertOptions(trust_model_code=True),
+            }
         if spec.sequence:  # real ids and masks; --input keeps batch and sequence dynamic (examples alone pin S)
             kw["example_inputs"] = text_examples(spec)
             kw["inputs"] = list(spec.inputs)

@@ -34,10 +34,16 @@ class ZooRow:
     hops: dict[str, float] = field(default_factory=dict)  # "src->dst (tool)" -> seconds, each hop once
 
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.name, "kind": self.kind, "build_s": round(self.build_s, 2),
-                "export_s": round(self.export_s, 2), "slowest_hop": list(self.slowest_hop),
-                "ratio": round(self.export_s / self.slowest_hop[1], 2) if self.slowest_hop[1] else None,
-                "hops": self.hops, "cells": [c.to_json() for c in self.cells.values()]}
+        return {
+            "model": self.name,
+            "kind": self.kind,
+            "build_s": round(self.build_s, 2),
+            "export_s": round(self.export_s, 2),
+            "slowest_hop": list(self.slowest_hop),
+            "ratio": round(self.export_s / self.slowest_hop[1], 2) if self.slowest_hop[1] else None,
+            "hops": self.hops,
+            "cells": [c.to_json() for c in self.cells.values()],
+        }
 
 
 def run_zoo_row(name: str, kind: str, root: Path, **options: Any) -> ZooRow:

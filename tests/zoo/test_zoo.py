@@ -31,9 +31,17 @@ pytest.importorskip("onnxruntime")
 
 #: Every model once and every source kind at least once; ~10 minutes on 2 quiet cores.
 CI_ROWS: list[tuple[str, str]] = [
-    ("bert", "onnx"), ("bert", "pt2"), ("gpt2", "torchscript"), ("gpt2_mask", "onnx"), ("vit", "torchscript"),
-    ("resnet18", "onnx"), ("mobilenet_v3", "pt2"), ("keras_mobilenet_v2", "keras"),
-    ("keras_efficientnet_b0", "savedmodel"), ("keras_bilstm", "keras"), ("keras_bilstm", "savedmodel"),
+    ("bert", "onnx"),
+    ("bert", "pt2"),
+    ("gpt2", "torchscript"),
+    ("gpt2_mask", "onnx"),
+    ("vit", "torchscript"),
+    ("resnet18", "onnx"),
+    ("mobilenet_v3", "pt2"),
+    ("keras_mobilenet_v2", "keras"),
+    ("keras_efficientnet_b0", "savedmodel"),
+    ("keras_bilstm", "keras"),
+    ("keras_bilstm", "savedmodel"),
 ]
 ROWS = models.ROWS if os.environ.get("FWX_ZOO") == "all" else CI_ROWS
 

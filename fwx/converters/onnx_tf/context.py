@@ -160,8 +160,10 @@ class NodeCtx:
     def static(self, i: int, what: str) -> np.ndarray:
         v = self.const(i)
         if v is None:
-            self.fail(f"needs a constant {what} (input {i}), but it is computed at run time",
-                      hint="export the model with this value fixed, or fold constants (onnxsim)")
+            self.fail(
+                f"needs a constant {what} (input {i}), but it is computed at run time",
+                hint="export the model with this value fixed, or fold constants (onnxsim)",
+            )
         return v
 
     def t(self, i: int) -> tf.Tensor:
@@ -212,5 +214,6 @@ class NodeCtx:
         return a + rank if a < 0 else a
 
     def fail(self, msg: str, hint: str | None = None) -> NoReturn:
-        raise ExportError(f"ONNX {self.node.label}: {msg}",
-                          hint=hint or "this model uses a form of the op fwx does not translate yet")
+        raise ExportError(
+            f"ONNX {self.node.label}: {msg}", hint=hint or "this model uses a form of the op fwx does not translate yet"
+        )

@@ -81,8 +81,14 @@ def _attr_value(attr: Any) -> Any:
 
 
 def _node(proto: Any) -> Node:
-    return Node(proto.op_type, proto.domain, proto.name, list(proto.input), list(proto.output),
-                {a.name: _attr_value(a) for a in proto.attribute})
+    return Node(
+        proto.op_type,
+        proto.domain,
+        proto.name,
+        list(proto.input),
+        list(proto.output),
+        {a.name: _attr_value(a) for a in proto.attribute},
+    )
 
 
 def _spec(value_info: Any) -> TensorSpec:
@@ -90,8 +96,10 @@ def _spec(value_info: Any) -> TensorSpec:
 
     ttype = value_info.type.tensor_type
     if not value_info.type.HasField("tensor_type"):
-        raise ExportError(f"ONNX value {value_info.name!r} is not a tensor",
-                          hint="fwx translates models whose inputs and outputs are plain tensors")
+        raise ExportError(
+            f"ONNX value {value_info.name!r} is not a tensor",
+            hint="fwx translates models whose inputs and outputs are plain tensors",
+        )
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(ttype.elem_type)).name
     dims: list[Dim] = []
     for d in ttype.shape.dim:
@@ -112,8 +120,10 @@ def _toposort(nodes: list[Node], available: set[str]) -> list[Node]:
         progressed = [n for n in pending if all(i in ready for i in n.inputs)]
         if not progressed:
             missing = sorted({i for n in rest for i in n.inputs if i not in ready})
-            raise ExportError(f"the ONNX graph uses values nothing produces: {', '.join(missing[:5])}",
-                              hint="check the model with onnx.checker.check_model")
+            raise ExportError(
+                f"the ONNX graph uses values nothing produces: {', '.join(missing[:5])}",
+                hint="check the model with onnx.checker.check_model",
+            )
         for n in progressed:
             ordered.append(n)
             ready.update(n.outputs)

@@ -50,10 +50,22 @@ def _apply(fn: Fn) -> Callable[[NodeCtx], Any]:
 
 # Rational approximation of erf used by Eigen/XLA for float32 (max error ~1 ulp on [-4, 4]);
 # TFLite has no ERF builtin, so erf is spelled with builtins.
-_ERF_ALPHA = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-              -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-_ERF_BETA = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-             -1.42647390514189e-02)
+_ERF_ALPHA = (
+    -2.72614225801306e-10,
+    2.77068142495902e-08,
+    -2.10102402082508e-06,
+    -5.69250639462346e-05,
+    -7.34990630326855e-04,
+    -2.95459980854025e-03,
+    -1.60960333262415e-02,
+)
+_ERF_BETA = (
+    -1.45660718464996e-05,
+    -2.13374055278905e-04,
+    -1.68282697438203e-03,
+    -7.37332916720468e-03,
+    -1.42647390514189e-02,
+)
 
 
 def erf(x: tf.Tensor) -> tf.Tensor:
@@ -74,12 +86,29 @@ def _hard_sigmoid(c: NodeCtx) -> Any:
 
 
 _UNARY: dict[str, Fn] = {
-    "Abs": tf.abs, "Neg": tf.negative, "Exp": tf.exp, "Log": tf.math.log, "Sqrt": tf.sqrt,
-    "Reciprocal": lambda x: 1.0 / x, "Floor": tf.floor, "Ceil": tf.math.ceil, "Round": tf.round,
-    "Sign": tf.sign, "Sin": tf.sin, "Cos": tf.cos, "Tan": lambda x: tf.sin(x) / tf.cos(x),
-    "Tanh": tf.tanh, "Sigmoid": tf.sigmoid, "Relu": tf.nn.relu, "Erf": erf, "Not": tf.logical_not,
-    "IsNaN": lambda x: tf.not_equal(x, x), "Softplus": tf.nn.softplus, "Softsign": tf.nn.softsign,
-    "HardSwish": lambda x: x * tf.nn.relu6(x + 3.0) / 6.0, "Mish": lambda x: x * tf.tanh(tf.nn.softplus(x)),
+    "Abs": tf.abs,
+    "Neg": tf.negative,
+    "Exp": tf.exp,
+    "Log": tf.math.log,
+    "Sqrt": tf.sqrt,
+    "Reciprocal": lambda x: 1.0 / x,
+    "Floor": tf.floor,
+    "Ceil": tf.math.ceil,
+    "Round": tf.round,
+    "Sign": tf.sign,
+    "Sin": tf.sin,
+    "Cos": tf.cos,
+    "Tan": lambda x: tf.sin(x) / tf.cos(x),
+    "Tanh": tf.tanh,
+    "Sigmoid": tf.sigmoid,
+    "Relu": tf.nn.relu,
+    "Erf": erf,
+    "Not": tf.logical_not,
+    "IsNaN": lambda x: tf.not_equal(x, x),
+    "Softplus": tf.nn.softplus,
+    "Softsign": tf.nn.softsign,
+    "HardSwish": lambda x: x * tf.nn.relu6(x + 3.0) / 6.0,
+    "Mish": lambda x: x * tf.tanh(tf.nn.softplus(x)),
     "Identity": tf.identity,
 }
 for _name, _fn in _UNARY.items():
@@ -195,8 +224,14 @@ def _pow(c: NodeCtx) -> Any:
     k = c.const(1)
     if k is not None and k.size == 1:
         e = float(k.reshape(-1)[0])
-        simple: dict[float, Fn] = {1.0: tf.identity, 2.0: lambda x: x * x, 3.0: lambda x: x * x * x,
-                                   0.5: tf.sqrt, -1.0: lambda x: 1.0 / x, -0.5: tf.math.rsqrt}
+        simple: dict[float, Fn] = {
+            1.0: tf.identity,
+            2.0: lambda x: x * x,
+            3.0: lambda x: x * x * x,
+            0.5: tf.sqrt,
+            -1.0: lambda x: 1.0 / x,
+            -0.5: tf.math.rsqrt,
+        }
         if e in simple and c.dtype(0).is_floating:
             return _first_only(c, simple[e])
     x, y = c.t(0), c.t(1)
@@ -229,11 +264,22 @@ def _variadic(fn: Fn) -> Fn:
 
 
 _BINARY: dict[str, Fn] = {
-    "Add": tf.add, "Sub": tf.subtract, "Mul": tf.multiply, "Div": _div,
-    "Equal": tf.equal, "Less": tf.less, "LessOrEqual": tf.less_equal, "Greater": tf.greater,
-    "GreaterOrEqual": tf.greater_equal, "And": tf.logical_and, "Or": tf.logical_or,
-    "Xor": tf.not_equal, "PRelu": _prelu,
-    "Max": _variadic(tf.maximum), "Min": _variadic(tf.minimum), "Sum": _variadic(tf.add),
+    "Add": tf.add,
+    "Sub": tf.subtract,
+    "Mul": tf.multiply,
+    "Div": _div,
+    "Equal": tf.equal,
+    "Less": tf.less,
+    "LessOrEqual": tf.less_equal,
+    "Greater": tf.greater,
+    "GreaterOrEqual": tf.greater_equal,
+    "And": tf.logical_and,
+    "Or": tf.logical_or,
+    "Xor": tf.not_equal,
+    "PRelu": _prelu,
+    "Max": _variadic(tf.maximum),
+    "Min": _variadic(tf.minimum),
+    "Sum": _variadic(tf.add),
     "Mean": lambda *xs: _variadic(tf.add)(*xs) / float(len(xs)),
     "Where": lambda cond, x, y: tf.where(cond, x, y),
 }

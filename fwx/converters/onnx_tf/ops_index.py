@@ -72,9 +72,12 @@ def _slice_params(c: NodeCtx) -> tuple[Any, Any, list[int], list[int]]:
         c.fail("needs starts of static length")
     axes = c.static(3, "axes").reshape(-1).tolist() if c.has(3) else list(range(int(n or 0)))
     steps = c.static(4, "steps").reshape(-1).tolist() if c.has(4) else [1] * len(axes)
-    return (starts.reshape(-1).tolist() if starts is not None else None,
-            ends.reshape(-1).tolist() if ends is not None else None,
-            [c.axis(int(a), rank) for a in axes], [int(s) for s in steps])
+    return (
+        starts.reshape(-1).tolist() if starts is not None else None,
+        ends.reshape(-1).tolist() if ends is not None else None,
+        [c.axis(int(a), rank) for a in axes],
+        [int(s) for s in steps],
+    )
 
 
 @op("Slice")
@@ -158,8 +161,12 @@ def _constant(c: NodeCtx) -> np.ndarray:
     a = c.node.attrs
     if "value" in a:
         return np.asarray(a["value"])
-    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32),
-                       ("value_int", np.int64), ("value_ints", np.int64)):
+    for key, dtype in (
+        ("value_float", np.float32),
+        ("value_floats", np.float32),
+        ("value_int", np.int64),
+        ("value_ints", np.int64),
+    ):
         if key in a:
             return np.asarray(a[key], dtype)
     return c.fail("only tensor, float(s) and int(s) constants are supported")

@@ -95,8 +95,11 @@ def _reduce_axes(c: NodeCtx, rank: int) -> list[int] | None:
 
 
 _REDUCE: dict[str, Any] = {
-    "ReduceMean": tf.reduce_mean, "ReduceSum": tf.reduce_sum, "ReduceMax": tf.reduce_max,
-    "ReduceMin": tf.reduce_min, "ReduceProd": tf.reduce_prod,
+    "ReduceMean": tf.reduce_mean,
+    "ReduceSum": tf.reduce_sum,
+    "ReduceMax": tf.reduce_max,
+    "ReduceMin": tf.reduce_min,
+    "ReduceProd": tf.reduce_prod,
     "ReduceL1": lambda x, axis, keepdims: tf.reduce_sum(tf.abs(x), axis, keepdims),
     "ReduceL2": lambda x, axis, keepdims: tf.sqrt(tf.reduce_sum(x * x, axis, keepdims)),
     "ReduceSumSquare": lambda x, axis, keepdims: tf.reduce_sum(x * x, axis, keepdims),
@@ -167,5 +170,6 @@ def _topk(c: NodeCtx) -> tuple[tf.Tensor, tf.Tensor]:
 def _cumsum(c: NodeCtx) -> tf.Tensor:
     x, rank = c.t(0), c.rank(0)
     axis = c.axis(int(np.asarray(c.static(1, "axis")).reshape(-1)[0]), rank)
-    return tf.math.cumsum(x, axis=axis, exclusive=bool(int(c.attr("exclusive", 0))),
-                          reverse=bool(int(c.attr("reverse", 0))))
+    return tf.math.cumsum(
+        x, axis=axis, exclusive=bool(int(c.attr("exclusive", 0))), reverse=bool(int(c.attr("reverse", 0)))
+    )

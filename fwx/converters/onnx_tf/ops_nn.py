@@ -105,8 +105,13 @@ def _conv(c: NodeCtx) -> Any:
     else:
         xs = tf.split(x, group, axis=3)
         ws = np.split(hwio, group, axis=3)
-        y = tf.concat([tf.nn.conv2d(xi, c.env.materialize(np.ascontiguousarray(wi)), [1, *s, 1], padding,
-                                    dilations=[1, *d, 1]) for xi, wi in zip(xs, ws, strict=True)], axis=3)
+        y = tf.concat(
+            [
+                tf.nn.conv2d(xi, c.env.materialize(np.ascontiguousarray(wi)), [1, *s, 1], padding, dilations=[1, *d, 1])
+                for xi, wi in zip(xs, ws, strict=True)
+            ],
+            axis=3,
+        )
     if c.has(2):
         y = tf.nn.bias_add(y, c.t(2))
     return from_4d(y, was_1d)

@@ -92,9 +92,16 @@ class _Rnn:
             new = step(proj[t], tuple(s))
             return (t + 1, tf.concat([acc, tf.expand_dims(new[0], 0)], 0), *new)
 
-        out = tf.while_loop(lambda t, *_: t < self.steps, body, (tf.constant(0), acc0, *states),
-                            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, self.dirs, None, self.hidden]),
-                                              *[hid] * len(states)))
+        out = tf.while_loop(
+            lambda t, *_: t < self.steps,
+            body,
+            (tf.constant(0), acc0, *states),
+            shape_invariants=(
+                tf.TensorShape([]),
+                tf.TensorShape([None, self.dirs, None, self.hidden]),
+                *[hid] * len(states),
+            ),
+        )
         y = self._flip(out[1])
         finals = list(out[2:])
         if self.layout:
@@ -107,11 +114,14 @@ def _lstm(c: NodeCtx) -> list[tf.Tensor]:
     rnn = _Rnn(c, 4, ["Sigmoid", "Tanh", "Tanh"])
     hsz = rnn.hidden
     f_act, g_act, h_act = rnn.acts
-    proj = rnn.project(rnn.b[:, : 4 * hsz] + rnn.b[:, 4 * hsz:])
+    proj = rnn.project(rnn.b[:, : 4 * hsz] + rnn.b[:, 4 * hsz :])
     rmat = rnn.recurrent(rnn.r)
     peep = c.const(7)
-    p_i, p_o, p_f = ((c.env.materialize(peep[:, None, k * hsz:(k + 1) * hsz]) for k in range(3))
-                     if peep is not None else (None, None, None))
+    p_i, p_o, p_f = (
+        (c.env.materialize(peep[:, None, k * hsz : (k + 1) * hsz]) for k in range(3))
+        if peep is not None
+        else (None, None, None)
+    )
     coupled = bool(int(c.attr("input_forget", 0)))
 
     def step(xw: tf.Tensor, s: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, ...]:
@@ -134,13 +144,13 @@ def _gru(c: NodeCtx) -> list[tf.Tensor]:
     rnn = _Rnn(c, 3, ["Sigmoid", "Tanh"])
     hsz = rnn.hidden
     f_act, g_act = rnn.acts
-    wb, rb = rnn.b[:, : 3 * hsz], rnn.b[:, 3 * hsz:]
+    wb, rb = rnn.b[:, : 3 * hsz], rnn.b[:, 3 * hsz :]
     before_reset = bool(int(c.attr("linear_before_reset", 0)))
     # z and r take both biases up front; the candidate's recurrent bias depends on linear_before_reset.
-    proj = rnn.project(wb + np.concatenate([rb[:, : 2 * hsz], np.zeros_like(rb[:, 2 * hsz:])], axis=1))
+    proj = rnn.project(wb + np.concatenate([rb[:, : 2 * hsz], np.zeros_like(rb[:, 2 * hsz :])], axis=1))
     rmat_zr = rnn.recurrent(rnn.r[:, : 2 * hsz])
-    rmat_h = rnn.recurrent(rnn.r[:, 2 * hsz:])
-    rbh = c.env.materialize(np.ascontiguousarray(rb[:, None, 2 * hsz:]))
+    rmat_h = rnn.recurrent(rnn.r[:, 2 * hsz :])
+    rbh = c.env.materialize(np.ascontiguousarray(rb[:, None, 2 * hsz :]))
 
     def step(xw: tf.Tensor, s: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, ...]:
         (h,) = s
@@ -154,4 +164,3 @@ def _gru(c: NodeCtx) -> list[tf.Tensor]:
         return ((1.0 - z) * g_act(rnn.gate(cand)) + z * h,)
 
     return rnn.run(proj, (rnn.initial(5),), step)
-

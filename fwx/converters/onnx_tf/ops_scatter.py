@@ -99,5 +99,10 @@ def _one_hot(c: NodeCtx) -> tf.Tensor:
     rank = c.rank(0)
     axis = int(c.attr("axis", -1))
     axis = axis + rank + 1 if axis < 0 else axis
-    return tf.one_hot(tf.cast(idx, tf.int32), tf.cast(depth, tf.int32), on_value=values[1], off_value=values[0],
-                      axis=axis if axis != rank else -1)
+    return tf.one_hot(
+        tf.cast(idx, tf.int32),
+        tf.cast(depth, tf.int32),
+        on_value=values[1],
+        off_value=values[0],
+        axis=axis if axis != rank else -1,
+    )

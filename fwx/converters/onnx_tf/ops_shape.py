@@ -174,7 +174,9 @@ def _expand(c: NodeCtx) -> tf.Tensor:
     x = c.t(0)
     known, xs = c.known(1), c.shape(0)
     if known is not None and all(k is not None for k in known) and all(d is not None for d in xs):
-        return tf.broadcast_to(x, np.broadcast_shapes(tuple(int(d or 0) for d in xs), tuple(int(k or 0) for k in known)))
+        return tf.broadcast_to(
+            x, np.broadcast_shapes(tuple(int(d or 0) for d in xs), tuple(int(k or 0) for k in known))
+        )
     shape = tf.cast(c.t(1), tf.int64)
     y = tf.broadcast_to(x, tf.broadcast_dynamic_shape(tf.shape(x, out_type=tf.int64), shape))
     n = c.shape(1)[0]

@@ -43,16 +43,17 @@ def _conv_transpose(c: NodeCtx) -> Any:
     k = list(w.shape[2:])
     shape = tf.shape(x)
     static_hw = x.shape.as_list()[1:3]
-    full = [s[i] * ((static_hw[i] if static_hw[i] is not None else shape[1 + i]) - 1) + k[i] + extra[i]
-            for i in range(2)]
+    full = [
+        s[i] * ((static_hw[i] if static_hw[i] is not None else shape[1 + i]) - 1) + k[i] + extra[i] for i in range(2)
+    ]
     outs = []
     for g, xg in enumerate(tf.split(x, group, axis=3) if group > 1 else [x]):
-        wg = w[g * (w.shape[0] // group):(g + 1) * (w.shape[0] // group)]
+        wg = w[g * (w.shape[0] // group) : (g + 1) * (w.shape[0] // group)]
         filt = c.env.materialize(np.ascontiguousarray(np.transpose(wg, (2, 3, 1, 0))))  # kH, kW, M/g, C/g
         out_shape = tf.stack([shape[0], *[tf.cast(v, tf.int32) for v in full], wg.shape[1]])
         outs.append(tf.nn.conv2d_transpose(xg, filt, out_shape, [1, *s, 1], "VALID"))
     y = tf.concat(outs, axis=3) if group > 1 else outs[0]
-    y = y[:, pads[0][0]: full[0] - pads[0][1], pads[1][0]: full[1] - pads[1][1], :]
+    y = y[:, pads[0][0] : full[0] - pads[0][1], pads[1][0] : full[1] - pads[1][1], :]
     if c.has(2):
         y = tf.nn.bias_add(y, c.t(2))
     return from_4d(y, was_1d)
@@ -65,14 +66,18 @@ def _out_size(c: NodeCtx, x: tf.Tensor, scales_i: int, sizes_i: int) -> Any:
         return [int(v) for v in known.reshape(-1)[2:4]]
     if sizes_i >= 0 and c.has(sizes_i) and known is None:
         return tf.cast(tf.cast(c.t(sizes_i), tf.int64)[2:4], tf.int32)
-    scales = c.static(scales_i, "scales").reshape(-1).astype(np.float64) if scales_i >= 0 else \
-        np.asarray(c.attr("scales"), np.float64)
+    scales = (
+        c.static(scales_i, "scales").reshape(-1).astype(np.float64)
+        if scales_i >= 0
+        else np.asarray(c.attr("scales"), np.float64)
+    )
     if scales.size != 4 or scales[0] != 1 or scales[1] != 1:
         c.fail(f"scales {scales.tolist()} resize the batch or channel axis, or the input is not 4-D")
     hw = x.shape.as_list()[1:3]
     # ONNX maps coordinates with the given scale, TF with out/in: equal only when in * scale is whole.
     whole = all(float(sc).is_integer() for sc in scales[2:]) or (
-        all(v is not None for v in hw) and all(float(v * sc).is_integer() for v, sc in zip(hw, scales[2:], strict=True)))
+        all(v is not None for v in hw) and all(float(v * sc).is_integer() for v, sc in zip(hw, scales[2:], strict=True))
+    )
     if not whole:
         c.fail(f"scales {scales[2:].tolist()} do not give whole output sizes; pass sizes instead of scales")
     if all(v is not None for v in hw):
@@ -84,16 +89,22 @@ def _out_size(c: NodeCtx, x: tf.Tensor, scales_i: int, sizes_i: int) -> Any:
 def _resize(c: NodeCtx, x: tf.Tensor, size: Any, mode: str, coords: str, nearest: str) -> tf.Tensor:
     size = tf.constant(size, tf.int32) if isinstance(size, list) else size
     if mode == "linear":
-        flags = {"half_pixel": (False, True), "pytorch_half_pixel": (False, True), "align_corners": (True, False),
-                 "asymmetric": (False, False)}
+        flags = {
+            "half_pixel": (False, True),
+            "pytorch_half_pixel": (False, True),
+            "align_corners": (True, False),
+            "asymmetric": (False, False),
+        }
         if coords not in flags:
             c.fail(f"linear resize with coordinate_transformation_mode {coords!r} is not supported")
         corners, half = flags[coords]
         return tf.raw_ops.ResizeBilinear(images=x, size=size, align_corners=corners, half_pixel_centers=half)
     if mode == "nearest" and coords == "asymmetric" and nearest == "floor":
         return tf.raw_ops.ResizeNearestNeighbor(images=x, size=size, align_corners=False, half_pixel_centers=False)
-    return c.fail(f"{mode} resize with {coords!r} coordinates and nearest_mode {nearest!r} is not supported "
-                  "(nearest: asymmetric + floor; linear: half_pixel, pytorch_half_pixel, align_corners, asymmetric)")
+    return c.fail(
+        f"{mode} resize with {coords!r} coordinates and nearest_mode {nearest!r} is not supported "
+        "(nearest: asymmetric + floor; linear: half_pixel, pytorch_half_pixel, align_corners, asymmetric)"
+    )
 
 
 @op("Resize")
@@ -104,9 +115,14 @@ def _resize_op(c: NodeCtx) -> Any:
         c.fail("axes and keep_aspect_ratio_policy are not supported")
     x = c.cl(0)
     size = _out_size(c, x, 1 if c.opset < 11 else 2, -1 if c.opset < 11 else 3)
-    y = _resize(c, x, size, str(c.attr("mode", "nearest")),
-                str(c.attr("coordinate_transformation_mode", "half_pixel" if c.opset >= 11 else "asymmetric")),
-                str(c.attr("nearest_mode", "round_prefer_floor" if c.opset >= 11 else "floor")))
+    y = _resize(
+        c,
+        x,
+        size,
+        str(c.attr("mode", "nearest")),
+        str(c.attr("coordinate_transformation_mode", "half_pixel" if c.opset >= 11 else "asymmetric")),
+        str(c.attr("nearest_mode", "round_prefer_floor" if c.opset >= 11 else "floor")),
+    )
     return ChannelsLast(tf.cast(y, x.dtype))
 
 

@@ -55,9 +55,12 @@ def check_supported(proto: Any) -> None:
     """Raise ``UnsupportedOpsError`` naming every op the translator lacks, before any work."""
     missing = onnx_model.unsupported_ops(proto, load_handlers())
     if missing:
-        raise UnsupportedOpsError("fwx's ONNX->TensorFlow translator", missing,
-                                  hint="re-export with ops from the supported list (docs/onnx_tf.md), "
-                                       "or simplify the model (onnxsim) so they fold away")
+        raise UnsupportedOpsError(
+            "fwx's ONNX->TensorFlow translator",
+            missing,
+            hint="re-export with ops from the supported list (docs/onnx_tf.md), "
+            "or simplify the model (onnxsim) so they fold away",
+        )
 
 
 def _scope(node: onnx_model.Node) -> str:
@@ -81,8 +84,12 @@ def _settle(v: Any, env: Env, name: str) -> Any:
             return arr.reshape(()) if v.rank == 0 else arr
         env.known[name] = (v.rank, v.elems)
         return v.t
-    if isinstance(v, tf.Tensor) and v.dtype.is_integer and v.shape.is_fully_defined() \
-            and v.shape.num_elements() <= _STATIC_FOLD_MAX:
+    if (
+        isinstance(v, tf.Tensor)
+        and v.dtype.is_integer
+        and v.shape.is_fully_defined()
+        and v.shape.num_elements() <= _STATIC_FOLD_MAX
+    ):
         folded = tf.get_static_value(v)
         if folded is not None:
             return np.asarray(folded)
@@ -107,24 +114,28 @@ def _run_node(node: onnx_model.Node, env: Env, handler: Handler) -> None:
     except FwxError:
         raise
     except Exception as exc:  # noqa: BLE001 - any TF error while building becomes one clear message
-        raise ExportError(f"ONNX {node.label} could not be translated: {first_line(exc)}",
-                          hint="run with --debug for the traceback; please report the model") from exc
+        raise ExportError(
+            f"ONNX {node.label} could not be translated: {first_line(exc)}",
+            hint="run with --debug for the traceback; please report the model",
+        ) from exc
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     for name, v in zip(node.outputs, outs, strict=False):
         if name:
             env.values[name] = _settle(v, env, name)
 
 
-def _inputs(graph: onnx_model.Graph, names: dict[str, str], nhwc: bool,
-            shapes: dict[str, tuple[int, ...]]) -> tuple[list[tf.TensorSpec], list[TensorSpec]]:
+def _inputs(
+    graph: onnx_model.Graph, names: dict[str, str], nhwc: bool, shapes: dict[str, tuple[int, ...]]
+) -> tuple[list[tf.TensorSpec], list[TensorSpec]]:
     """TF input signature (dynamic dims None) and the matching fwx specs (symbols kept)."""
     tf_specs, specs = [], []
     for s in graph.inputs:
         dims = list(shapes[s.name]) if s.name in shapes else list(s.shape)
         if nhwc and len(dims) == 4:
             dims = [dims[a] for a in TO_NHWC]
-        tf_specs.append(tf.TensorSpec([None if is_dynamic(d) else int(d) for d in dims], tf.as_dtype(s.dtype),
-                                      name=names[s.name]))
+        tf_specs.append(
+            tf.TensorSpec([None if is_dynamic(d) else int(d) for d in dims], tf.as_dtype(s.dtype), name=names[s.name])
+        )
         specs.append(TensorSpec(names[s.name], s.dtype, tuple(dims)))
     return tf_specs, specs
 
@@ -140,14 +151,17 @@ def _outputs(graph: onnx_model.Graph, traced: dict[str, Any]) -> list[TensorSpec
         dims = o.shape
         if shape.rank is not None:
             names = o.shape if len(o.shape) == shape.rank and o.name not in graph.unshaped else (-1,) * shape.rank
-            dims = tuple(int(d) if d is not None else (n if isinstance(n, str) else -1)
-                         for d, n in zip(shape.as_list(), names, strict=True))
+            dims = tuple(
+                int(d) if d is not None else (n if isinstance(n, str) else -1)
+                for d, n in zip(shape.as_list(), names, strict=True)
+            )
         specs.append(TensorSpec(o.name, o.dtype, dims))
     return specs
 
 
-def translate(proto: Any, *, layout: str | None = None,
-              static_shapes: dict[str, tuple[int, ...]] | None = None) -> Translation:
+def translate(
+    proto: Any, *, layout: str | None = None, static_shapes: dict[str, tuple[int, ...]] | None = None
+) -> Translation:
     """Translate an ONNX ``ModelProto`` into a traced TF function on a ``tf.Module``.
 
     ``layout="nhwc"`` makes every 4-D input channels-last; ``static_shapes`` pins input shapes.
@@ -180,8 +194,10 @@ def translate(proto: Any, *, layout: str | None = None,
         result = {}
         for o in graph.outputs:
             if o.name not in env.values:
-                raise ExportError(f"the ONNX graph output {o.name!r} is produced by no node",
-                                  hint="check the model with onnx.checker.check_model")
+                raise ExportError(
+                    f"the ONNX graph output {o.name!r} is produced by no node",
+                    hint="check the model with onnx.checker.check_model",
+                )
             t = env.tensor(o.name)
             want = tf.as_dtype(o.dtype)
             result[o.name] = tf.identity(t if t.dtype == want else tf.cast(t, want))
@@ -190,5 +206,6 @@ def translate(proto: Any, *, layout: str | None = None,
 
     concrete = tf.function(body, input_signature=specs, autograph=False).get_concrete_function()
     sig = Signature(tuple(in_specs), tuple(_outputs(graph, outputs_seen)))
-    return Translation(module, concrete, sig, names, NHWC if nhwc else None, notes,
-                       time.perf_counter() - started, store.count)
+    return Translation(
+        module, concrete, sig, names, NHWC if nhwc else None, notes, time.perf_counter() - started, store.count
+    )

@@ -22,8 +22,21 @@ from fwx.converters.onnx_torch import graph_fns as gf
 from fwx.converters.onnx_torch.values import Const, Dyn, Item, SInt, Sym, Value, make_sym
 
 #: Names the generated ``forward`` reads as globals; an argument with one of them would shadow it.
-RESERVED = frozenset(dir(builtins)) | {"torch", "operator", "math", "inf", "nan", "device", "fx_pytree", "pytree",
-                                        "NoneType", "Tensor", "List", "Optional", "fwx"}
+RESERVED = frozenset(dir(builtins)) | {
+    "torch",
+    "operator",
+    "math",
+    "inf",
+    "nan",
+    "device",
+    "fx_pytree",
+    "pytree",
+    "NoneType",
+    "Tensor",
+    "List",
+    "Optional",
+    "fwx",
+}
 
 
 def identifier(name: str, prefix: str = "v") -> str:

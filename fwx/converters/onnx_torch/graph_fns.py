@@ -62,7 +62,7 @@ def gather(data: Tensor, idx: Tensor, axis: int) -> Tensor:
     """ONNX Gather: out shape = data[:axis] + idx + data[axis+1:], negative indices wrap."""
     idx = torch.where(idx < 0, idx + data.size(axis), idx)
     flat = torch.index_select(data, axis, idx.reshape(-1))
-    shape = data.size()[:axis] + idx.size() + data.size()[axis + 1:]
+    shape = data.size()[:axis] + idx.size() + data.size()[axis + 1 :]
     return flat.reshape(shape)
 
 
@@ -80,8 +80,8 @@ def gather_nd(data: Tensor, idx: Tensor, batch_dims: int) -> Tensor:
     k = idx.size(-1)
     size: List[int] = list(data.size())  # noqa: UP006
     lead = size[:batch_dims]
-    picked = size[batch_dims:batch_dims + k]
-    rest = size[batch_dims + k:]
+    picked = size[batch_dims : batch_dims + k]
+    rest = size[batch_dims + k :]
     nb = 1
     for s in lead:
         nb = nb * s
@@ -154,8 +154,14 @@ def softmax_2d(x: Tensor, axis: int, log: bool) -> Tensor:
     return out.reshape(x.size())
 
 
-def pad_same(x: Tensor, kernel: List[int], stride: List[int], dilation: List[int],  # noqa: UP006
-             upper: bool, value: float) -> Tensor:
+def pad_same(
+    x: Tensor,
+    kernel: List[int],  # noqa: UP006
+    stride: List[int],  # noqa: UP006
+    dilation: List[int],  # noqa: UP006
+    upper: bool,
+    value: float,
+) -> Tensor:
     """auto_pad SAME_UPPER/SAME_LOWER: the padding depends on the input size, so compute it now."""
     n = len(kernel)
     pads: List[int] = []  # noqa: UP006
@@ -173,8 +179,13 @@ def pad_same(x: Tensor, kernel: List[int], stride: List[int], dilation: List[int
     return F.pad(x, pads, value=value)
 
 
-def avg_pool_exclude_pad(x: Tensor, ones: Tensor, kernel: List[int], stride: List[int],  # noqa: UP006
-                         ceil_mode: bool) -> Tensor:
+def avg_pool_exclude_pad(
+    x: Tensor,
+    ones: Tensor,
+    kernel: List[int],  # noqa: UP006
+    stride: List[int],  # noqa: UP006
+    ceil_mode: bool,
+) -> Tensor:
     """AveragePool over already padded tensors that does not count padded cells.
 
     ``ones`` is ``pool_ones`` padded the same way as ``x`` (zeros in the padding).

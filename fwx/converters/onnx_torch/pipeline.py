@@ -56,8 +56,9 @@ def _run_error(session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> s
     return None
 
 
-def _sample(model: onnx.ModelProto, sig: Signature, session: ort.InferenceSession, given: dict[str, Any]
-            ) -> tuple[dict[str, int], dict[str, np.ndarray], dict[str, int], list[str]]:
+def _sample(
+    model: onnx.ModelProto, sig: Signature, session: ort.InferenceSession, given: dict[str, Any]
+) -> tuple[dict[str, int], dict[str, np.ndarray], dict[str, int], list[str]]:
     """(sizes, inputs, index bounds, notes) to trace with.
 
     The given sample when onnxruntime runs it; dims below 2 are raised to 2 first (torch.export would
@@ -80,8 +81,10 @@ def _sample(model: onnx.ModelProto, sig: Signature, session: ort.InferenceSessio
         last = _run_error(session, feeds)
         if last is None:
             return sizes, feeds, bounds, notes
-    raise ExportError(f"onnxruntime cannot run the ONNX model on generated inputs: {last}",
-                      hint="pass inputs the model accepts (fwx export --example-inputs FILE.npz)")
+    raise ExportError(
+        f"onnxruntime cannot run the ONNX model on generated inputs: {last}",
+        hint="pass inputs the model accepts (fwx export --example-inputs FILE.npz)",
+    )
 
 
 def _torch_args(sig: Signature, feeds: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
@@ -138,14 +141,29 @@ def convert(src: SourceModel, out: Path, opts: ConvertOptions, target: Format) -
     notes += _summary(checks)
     info["verification"] = [c.to_json() for c in checks]
     info["seconds"] = round(time.perf_counter() - started, 3)
-    return ConvertResult(path=out, signature=result_sig, tool=TOOL,
-                         tool_version=f"fwx {fwx.__version__}, torch {torch.__version__}",
-                         layout=src.layout, precision=src.precision, notes=notes, extra=info)
+    return ConvertResult(
+        path=out,
+        signature=result_sig,
+        tool=TOOL,
+        tool_version=f"fwx {fwx.__version__}, torch {torch.__version__}",
+        layout=src.layout,
+        precision=src.precision,
+        notes=notes,
+        extra=info,
+    )
 
 
-def _write(gm: torch.fx.GraphModule, sig: Signature, sizes: dict[str, int], out: Path, opts: ConvertOptions,
-           target: Format, notes: list[str], fixed: list[str], feeds: dict[str, np.ndarray]
-           ) -> tuple[Signature, dict[str, Any]]:
+def _write(
+    gm: torch.fx.GraphModule,
+    sig: Signature,
+    sizes: dict[str, int],
+    out: Path,
+    opts: ConvertOptions,
+    target: Format,
+    notes: list[str],
+    fixed: list[str],
+    feeds: dict[str, np.ndarray],
+) -> tuple[Signature, dict[str, Any]]:
     """Write the artifact; return the signature it has and what to record about how it was made."""
     result_sig = smp.pinned(sig, sizes) if opts.static_shapes else sig
     extra = {SIGNATURE_FILE: json.dumps(result_sig.to_json())}
@@ -162,8 +180,10 @@ def _write(gm: torch.fx.GraphModule, sig: Signature, sizes: dict[str, int], out:
         except ExportError:
             raise
         except Exception as e:
-            raise ExportError(f"onnx -> {target}: {type(e).__name__}: {first_line(e)}",
-                              hint="run with --debug for details, or convert through another path") from e
+            raise ExportError(
+                f"onnx -> {target}: {type(e).__name__}: {first_line(e)}",
+                hint="run with --debug for details, or convert through another path",
+            ) from e
     return result_sig, info
 
 
@@ -171,8 +191,10 @@ def _raise_on_failure(hop: str, checks: list[Check]) -> None:
     bad = [c for c in checks if not c.ok]
     if bad:
         where = "; ".join(f"at {c.sizes}: {', '.join(c.problems)}" for c in bad[:3])
-        raise ExportError(f"{hop} ({TOOL}): the artifact disagrees with onnxruntime {where}",
-                          hint="convert through another path (fwx export --plan lists them) and please report the model")
+        raise ExportError(
+            f"{hop} ({TOOL}): the artifact disagrees with onnxruntime {where}",
+            hint="convert through another path (fwx export --plan lists them) and please report the model",
+        )
 
 
 def _summary(checks: list[Check]) -> list[str]:

@@ -25,7 +25,9 @@ def _spec(vi: onnx.ValueInfoProto, need_shape: bool) -> TensorSpec:
     dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
     if not tt.HasField("shape"):
         if need_shape:
-            raise InputError(f"ONNX input {vi.name!r} declares no shape", hint="re-export the ONNX model with input shapes")
+            raise InputError(
+                f"ONNX input {vi.name!r} declares no shape", hint="re-export the ONNX model with input shapes"
+            )
         return TensorSpec(vi.name, dtype.name, ())
     dims: list[Dim] = []
     for i, d in enumerate(tt.shape.dim):
@@ -37,8 +39,9 @@ def _spec(vi: onnx.ValueInfoProto, need_shape: bool) -> TensorSpec:
 
 
 def onnx_signature(model: onnx.ModelProto) -> Signature:
-    return Signature(tuple(_spec(i, True) for i in graph_inputs(model)),
-                     tuple(_spec(o, False) for o in model.graph.output))
+    return Signature(
+        tuple(_spec(i, True) for i in graph_inputs(model)), tuple(_spec(o, False) for o in model.graph.output)
+    )
 
 
 def symbols(sig: Signature) -> list[str]:
@@ -70,8 +73,10 @@ def sizes_of(sig: Signature, arrays: Mapping[str, np.ndarray]) -> dict[str, int]
     for spec in sig.inputs:
         shape = np.shape(arrays[spec.name])
         if len(shape) != spec.rank:
-            raise InputError(f"sample input {spec.name!r} has rank {len(shape)}, the ONNX model wants {spec.rank}",
-                             hint=f"give {spec}")
+            raise InputError(
+                f"sample input {spec.name!r} has rank {len(shape)}, the ONNX model wants {spec.rank}",
+                hint=f"give {spec}",
+            )
         for d, s in zip(spec.shape, shape, strict=True):
             if isinstance(d, str):
                 sizes.setdefault(d, int(s))
@@ -95,7 +100,9 @@ def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
     return bounds
 
 
-def make_inputs(sig: Signature, sizes: Mapping[str, int], bounds: Mapping[str, int], seed: int = 0) -> dict[str, np.ndarray]:
+def make_inputs(
+    sig: Signature, sizes: Mapping[str, int], bounds: Mapping[str, int], seed: int = 0
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
     for spec in sig.inputs:
@@ -132,6 +139,7 @@ def tile_to(sig: Signature, feeds: Mapping[str, np.ndarray], sizes: Mapping[str,
 
 def pinned(sig: Signature, sizes: Mapping[str, int]) -> Signature:
     """The signature with every dynamic input dim fixed at ``sizes`` (``--static-shapes``)."""
+
     def fix(spec: TensorSpec) -> TensorSpec:
         dims = tuple(int(sizes[d]) if isinstance(d, str) and d in sizes else d for d in spec.shape)
         return TensorSpec(spec.name, spec.dtype, dims)

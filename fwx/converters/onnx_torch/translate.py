@@ -109,23 +109,35 @@ def translate(model: onnx.ModelProto, sample: Mapping[str, np.ndarray]) -> fx.Gr
         return b.output([env[o.name] for o in graph.output])
 
 
-def _translate_node(b: GraphBuilder, node: onnx.NodeProto, opset: int, env: dict[str, Value],
-                    consumed: set[str]) -> None:
+def _translate_node(
+    b: GraphBuilder, node: onnx.NodeProto, opset: int, env: dict[str, Value], consumed: set[str]
+) -> None:
     inputs: list[Value | None] = []
     for name in node.input:
         if name and name not in env:
-            raise ExportError(f"ONNX node {node.name} reads {name!r}, which nothing produces",
-                              hint="the graph is not topologically sorted or is malformed")
+            raise ExportError(
+                f"ONNX node {node.name} reads {name!r}, which nothing produces",
+                hint="the graph is not topologically sorted or is malformed",
+            )
         inputs.append(env[name] if name else None)
-    n = OnnxNode(node.op_type, node.name, inputs, decode_attrs(node), opset, list(node.output),
-                 [bool(o) and o in consumed for o in node.output])
+    n = OnnxNode(
+        node.op_type,
+        node.name,
+        inputs,
+        decode_attrs(node),
+        opset,
+        list(node.output),
+        [bool(o) and o in consumed for o in node.output],
+    )
     try:
         out = OPS[node.op_type](b, n)
     except FwxError:
         raise
     except Exception as e:
-        raise ExportError(f"translating ONNX node {n.label} failed: {type(e).__name__}: {e}",
-                          hint="run with --debug for the traceback; this is a bug in fwx's ONNX -> PyTorch translator") from e
+        raise ExportError(
+            f"translating ONNX node {n.label} failed: {type(e).__name__}: {e}",
+            hint="run with --debug for the traceback; this is a bug in fwx's ONNX -> PyTorch translator",
+        ) from e
     values: list[Value] = list(out) if isinstance(out, (list, tuple)) else [out]  # type: ignore[list-item]
     for name, value in zip(node.output, values, strict=False):
         if name:

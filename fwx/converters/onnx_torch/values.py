@@ -74,8 +74,11 @@ def torch_dtype(onnx_type: int) -> torch.dtype:
 
     if onnx_type not in TORCH_DTYPES:
         name = onnx.TensorProto.DataType.Name(onnx_type)
-        raise UnsupportedOpsError("TorchScript/ExportedProgram", [f"tensor type {name}"],
-                                  hint="cast the tensor to a supported type in the ONNX graph")
+        raise UnsupportedOpsError(
+            "TorchScript/ExportedProgram",
+            [f"tensor type {name}"],
+            hint="cast the tensor to a supported type in the ONNX graph",
+        )
     return TORCH_DTYPES[onnx_type]
 
 
@@ -87,8 +90,9 @@ def dtype_of(v: Value) -> torch.dtype:
     return v.example.dtype
 
 
-def make_sym(items: list[Item] | tuple[Item, ...], scalar: bool = False,
-             dtype: torch.dtype = torch.int64) -> Const | Sym:
+def make_sym(
+    items: list[Item] | tuple[Item, ...], scalar: bool = False, dtype: torch.dtype = torch.int64
+) -> Const | Sym:
     """A Sym, or a Const when every item turned out to be known."""
     if all(isinstance(i, int) for i in items):
         ints = [int(i) for i in items]  # type: ignore[arg-type]

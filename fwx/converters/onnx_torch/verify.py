@@ -92,8 +92,9 @@ class Reference:
     error: str | None = None
 
 
-def references(session: Any, sets: Sequence[dict[str, int]],
-               make: Callable[[dict[str, int]], dict[str, np.ndarray]]) -> list[Reference]:
+def references(
+    session: Any, sets: Sequence[dict[str, int]], make: Callable[[dict[str, int]], dict[str, np.ndarray]]
+) -> list[Reference]:
     out: list[Reference] = []
     for sizes in sets:
         feeds = make(sizes)

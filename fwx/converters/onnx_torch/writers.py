@@ -20,8 +20,14 @@ from fwx.errors import ExportError, first_line
 from fwx.signature import Signature, TensorSpec
 
 
-def write_torchscript(gm: torch.fx.GraphModule, args: tuple[torch.Tensor, ...], out: Path, opts: ConvertOptions,
-                      extra: dict[str, str], notes: list[str]) -> str:
+def write_torchscript(
+    gm: torch.fx.GraphModule,
+    args: tuple[torch.Tensor, ...],
+    out: Path,
+    opts: ConvertOptions,
+    extra: dict[str, str],
+    notes: list[str],
+) -> str:
     """Script (keeps every size symbolic); trace only when asked or when scripting fails.
 
     A trace bakes sizes, which is why the caller verifies at other sizes whatever the mode.
@@ -35,8 +41,10 @@ def write_torchscript(gm: torch.fx.GraphModule, args: tuple[torch.Tensor, ...], 
         except Exception as e:
             first = first_line(e)
             if mode == "script":
-                raise ExportError(f"onnx -> torchscript: torch.jit.script failed: {first}",
-                                  hint="try --torchscript-mode trace (verified at other sizes) or the .pt2 target") from e
+                raise ExportError(
+                    f"onnx -> torchscript: torch.jit.script failed: {first}",
+                    hint="try --torchscript-mode trace (verified at other sizes) or the .pt2 target",
+                ) from e
             notes.append(f"torch.jit.script failed ({first[:120]}); traced instead")
             mode = "trace"
     if module is None:
@@ -50,12 +58,26 @@ def _dims(sig: Signature, static: Sequence[str]) -> tuple[dict[int, Any], ...]:
     from torch.export import Dim
 
     made: dict[str, Any] = {}
-    return tuple({i: made.setdefault(d, Dim(identifier(d, "d"))) for i, d in enumerate(spec.shape)
-                  if isinstance(d, str) and d not in static} for spec in sig.inputs)
+    return tuple(
+        {
+            i: made.setdefault(d, Dim(identifier(d, "d")))
+            for i, d in enumerate(spec.shape)
+            if isinstance(d, str) and d not in static
+        }
+        for spec in sig.inputs
+    )
 
 
-def write_pt2(gm: torch.fx.GraphModule, args: tuple[torch.Tensor, ...], sig: Signature, out: Path,
-              opts: ConvertOptions, extra: dict[str, str], notes: list[str], fixed: Sequence[str]) -> Signature:
+def write_pt2(
+    gm: torch.fx.GraphModule,
+    args: tuple[torch.Tensor, ...],
+    sig: Signature,
+    out: Path,
+    opts: ConvertOptions,
+    extra: dict[str, str],
+    notes: list[str],
+    fixed: Sequence[str],
+) -> Signature:
     """torch.export with named Dims, refined by torch's suggested fixes when it proves a bound; ``Dim.AUTO`` last.
 
     ``fixed`` are dims the ONNX graph itself pins (onnxruntime rejects other sizes); they are exported static
@@ -72,15 +94,21 @@ def write_pt2(gm: torch.fx.GraphModule, args: tuple[torch.Tensor, ...], sig: Sig
     except Exception as e:  # noqa: BLE001 - any export failure: refine the named Dims, else Dim.AUTO
         ep = _refined(gm, args, named, e, notes)
     if ep is None:
-        auto = tuple({i: Dim.AUTO for i, d in enumerate(s.shape) if isinstance(d, str) and d not in fixed}
-                     for s in sig.inputs)
+        auto = tuple(
+            {i: Dim.AUTO for i, d in enumerate(s.shape) if isinstance(d, str) and d not in fixed} for s in sig.inputs
+        )
         ep = torch.export.export(gm, args, dynamic_shapes=auto)
     torch.export.save(ep, str(out), extra_files=extra)
     return exported_signature(ep, sig, notes)
 
 
-def _refined(gm: torch.fx.GraphModule, args: tuple[torch.Tensor, ...], named: tuple[dict[int, Any], ...],
-             error: Exception, notes: list[str]) -> Any:
+def _refined(
+    gm: torch.fx.GraphModule,
+    args: tuple[torch.Tensor, ...],
+    named: tuple[dict[int, Any], ...],
+    error: Exception,
+    notes: list[str],
+) -> Any:
     """Named Dims with the bounds torch suggests (BERT's ``seq`` <= its position table), or None.
 
     Dim.AUTO would also export, but it loses what the names say: two inputs whose batch only meets
@@ -102,15 +130,18 @@ def _refined(gm: torch.fx.GraphModule, args: tuple[torch.Tensor, ...], named: tu
         if fix is None:
             return d
         lo, hi = fix["min"], fix["max"]
-        return made.setdefault(d.__name__, Dim(d.__name__, min=int(lo) if lo else 0,
-                                               **({"max": int(hi)} if hi else {})))
+        return made.setdefault(
+            d.__name__, Dim(d.__name__, min=int(lo) if lo else 0, **({"max": int(hi)} if hi else {}))
+        )
 
     shapes = tuple({i: bounded(d) for i, d in spec.items()} for spec in named)
     try:
         ep = torch.export.export(gm, args, dynamic_shapes=shapes)
     except Exception as e:  # noqa: BLE001 - the caller falls back to Dim.AUTO
-        notes.append(f"named Dims rejected by torch.export ({first_line(error, 160)}; with its suggested bounds: "
-                     f"{first_line(e, 80)}); used Dim.AUTO")
+        notes.append(
+            f"named Dims rejected by torch.export ({first_line(error, 160)}; with its suggested bounds: "
+            f"{first_line(e, 80)}); used Dim.AUTO"
+        )
         return None
     notes.append("named Dims bounded as torch.export suggested: " + ", ".join(sorted(fixes)))
     return ep

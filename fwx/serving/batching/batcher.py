@@ -101,8 +101,10 @@ class Batcher:
         if self._closed:
             raise UnavailableError(f"model {self.name} is unloading", hint="retry; another version may serve it")
         if len(self._queue) >= self._max_queue:
-            raise QueueFullError(f"model {self.name} has {len(self._queue)} requests queued (the limit)",
-                                 hint="retry after a moment or raise --max-queue-size")
+            raise QueueFullError(
+                f"model {self.name} has {len(self._queue)} requests queued (the limit)",
+                hint="retry after a moment or raise --max-queue-size",
+            )
         loop = self._loop or self._bind_loop()
         item = _Item(inputs, rows, shape_key(inputs) if self._batchable else (), loop.create_future())
         if deadline is not None:
@@ -128,8 +130,11 @@ class Batcher:
 
     def _expire(self, item: _Item) -> None:
         if not item.future.done():
-            item.future.set_exception(DeadlineExceededError(
-                f"request to {self.name} ran past its deadline", hint="raise the timeout or lower the load"))
+            item.future.set_exception(
+                DeadlineExceededError(
+                    f"request to {self.name} ran past its deadline", hint="raise the timeout or lower the load"
+                )
+            )
         with contextlib.suppress(ValueError):  # already running: its result will be dropped
             self._queue.remove(item)
 
@@ -243,10 +248,14 @@ class Batcher:
     def _error(self, exc: BaseException) -> FwxError:
         if isinstance(exc, FwxError):
             return exc
-        log.warning("model %s failed on a request: %s", self.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG))
-        return ModelExecutionError(f"model {self.name} failed on this request: {first_line(exc)}",
-                                   hint="the artifact raised while running valid inputs; check the server log "
-                                        "and the model's value ranges, or re-export it")
+        log.warning(
+            "model %s failed on a request: %s", self.name, first_line(exc), exc_info=log.isEnabledFor(logging.DEBUG)
+        )
+        return ModelExecutionError(
+            f"model {self.name} failed on this request: {first_line(exc)}",
+            hint="the artifact raised while running valid inputs; check the server log "
+            "and the model's value ranges, or re-export it",
+        )
 
     async def drain(self, timeout: float) -> bool:
         """Wait until nothing is queued or running (True) or ``timeout`` passes (False)."""

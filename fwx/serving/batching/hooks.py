@@ -65,8 +65,12 @@ class BatchingHooks:
         if slot is not None:
             batcher = slot.batcher
             if not await batcher.drain(self.config.drain_seconds):
-                log.warning("model %s/%s still busy after %.0fs; unloading anyway",
-                            model.name, model.version, self.config.drain_seconds)
+                log.warning(
+                    "model %s/%s still busy after %.0fs; unloading anyway",
+                    model.name,
+                    model.version,
+                    self.config.drain_seconds,
+                )
             batcher.close()
             self.batchers.discard(batcher)
         self.metrics.remove_model(model.name, str(model.version))

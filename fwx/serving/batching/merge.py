@@ -36,12 +36,14 @@ def split(outputs: Arrays, rows: Sequence[int]) -> list[dict[str, np.ndarray]]:
     total = sum(rows)
     for name, arr in outputs.items():
         if arr.ndim == 0 or arr.shape[0] != total:
-            raise ServingError(f"output {name!r} has shape {list(arr.shape)}, which does not split into "
-                               f"{len(rows)} requests of {total} rows",
-                               hint="the model mixes rows of a batch; export it without a dynamic batch axis")
+            raise ServingError(
+                f"output {name!r} has shape {list(arr.shape)}, which does not split into "
+                f"{len(rows)} requests of {total} rows",
+                hint="the model mixes rows of a batch; export it without a dynamic batch axis",
+            )
     out: list[dict[str, np.ndarray]] = []
     start = 0
     for n in rows:
-        out.append({name: arr[start:start + n] for name, arr in outputs.items()})
+        out.append({name: arr[start : start + n] for name, arr in outputs.items()})
         start += n
     return out

@@ -76,8 +76,9 @@ class AioInferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignor
 
     @_rpc
     async def ModelReady(self, request: Any, context: Any) -> Any:
-        return pb.ModelReadyResponse(ready=self._dp.model_ready(request.name, request.version or None,
-                                                                auth=_auth(context)))
+        return pb.ModelReadyResponse(
+            ready=self._dp.model_ready(request.name, request.version or None, auth=_auth(context))
+        )
 
     @_rpc
     async def ServerMetadata(self, request: Any, context: Any) -> Any:
@@ -85,8 +86,9 @@ class AioInferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignor
 
     @_rpc
     async def ModelMetadata(self, request: Any, context: Any) -> Any:
-        return codecs.model_metadata_to_pb(self._dp.model_metadata(request.name, request.version or None,
-                                                                   auth=_auth(context)))
+        return codecs.model_metadata_to_pb(
+            self._dp.model_metadata(request.name, request.version or None, auth=_auth(context))
+        )
 
     @_rpc
     async def ModelInfer(self, request: Any, context: Any) -> Any:
@@ -95,18 +97,21 @@ class AioInferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignor
 
     @_rpc
     async def ModelConfig(self, request: Any, context: Any) -> Any:
-        return codecs.model_config_to_pb(self._dp.model_config(request.name, request.version or None,
-                                                               auth=_auth(context)))
+        return codecs.model_config_to_pb(
+            self._dp.model_config(request.name, request.version or None, auth=_auth(context))
+        )
 
     @_rpc
     async def ModelStatistics(self, request: Any, context: Any) -> Any:
-        return codecs.model_statistics_to_pb(self._dp.model_statistics(request.name or None, request.version or None,
-                                                                       auth=_auth(context)))
+        return codecs.model_statistics_to_pb(
+            self._dp.model_statistics(request.name or None, request.version or None, auth=_auth(context))
+        )
 
     @_rpc
     async def RepositoryIndex(self, request: Any, context: Any) -> Any:
-        return codecs.repository_index_to_pb(self._dp.repository_index(ready_only=bool(request.ready),
-                                                                       auth=_auth(context)))
+        return codecs.repository_index_to_pb(
+            self._dp.repository_index(ready_only=bool(request.ready), auth=_auth(context))
+        )
 
     @_rpc
     async def RepositoryModelLoad(self, request: Any, context: Any) -> Any:
@@ -179,13 +184,17 @@ class AioHealthServicer(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
     def _status(self, service: str) -> Any:
         if service not in SERVICE_NAMES:
             return health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
-        return health_pb2.HealthCheckResponse.SERVING if self._dp.ready() else health_pb2.HealthCheckResponse.NOT_SERVING
+        return (
+            health_pb2.HealthCheckResponse.SERVING if self._dp.ready() else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
 
     @_rpc
     async def Check(self, request: Any, context: Any) -> Any:
         status = self._status(request.service)
         if status == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN:
-            raise NotFoundError(f"unknown service {request.service!r}", hint="check '' or 'inference.GRPCInferenceService'")
+            raise NotFoundError(
+                f"unknown service {request.service!r}", hint="check '' or 'inference.GRPCInferenceService'"
+            )
         return health_pb2.HealthCheckResponse(status=status)
 
     async def Watch(self, request: Any, context: Any) -> AsyncIterator[Any]:
@@ -278,8 +287,9 @@ class AioGrpcServer:
         await self._server.wait_for_termination()
 
 
-def create_aio_server(dataplane: Any, config: Any, address: str, options: list[tuple[str, Any]],
-                      max_rpcs: int) -> AioGrpcServer:
+def create_aio_server(
+    dataplane: Any, config: Any, address: str, options: list[tuple[str, Any]], max_rpcs: int
+) -> AioGrpcServer:
     """Build (not start) the grpc.aio server on the running loop; same options as the thread-pool one."""
     server = grpc.aio.server(options=options, maximum_concurrent_rpcs=max_rpcs)
     add_aio_servicer(server, pb_grpc.add_GRPCInferenceServiceServicer_to_server, AioInferenceServicer(dataplane))
@@ -289,6 +299,8 @@ def create_aio_server(dataplane: Any, config: Any, address: str, options: list[t
     except RuntimeError:
         port = 0
     if not port:
-        raise UsageError(f"cannot listen for gRPC on {address}",
-                         hint="the port is in use or the host is not local; choose another --grpc-port (-1 disables)")
+        raise UsageError(
+            f"cannot listen for gRPC on {address}",
+            hint="the port is in use or the host is not local; choose another --grpc-port (-1 disables)",
+        )
     return AioGrpcServer(server, port)

@@ -76,8 +76,10 @@ def decode_infer_request(msg: Any, deadline: float | None) -> InferRequest:
     raw = msg.raw_input_contents
     inputs = msg.inputs
     if raw and len(raw) != len(inputs):
-        raise InputError(f"request has {len(inputs)} inputs but {len(raw)} raw_input_contents",
-                         hint="send one raw buffer per input, in input order, or use typed contents for all")
+        raise InputError(
+            f"request has {len(inputs)} inputs but {len(raw)} raw_input_contents",
+            hint="send one raw buffer per input, in input order, or use typed contents for all",
+        )
     tensors = []
     for i, t in enumerate(inputs):
         name, datatype, shape = t.name, t.datatype, list(t.shape)
@@ -89,8 +91,9 @@ def decode_infer_request(msg: Any, deadline: float | None) -> InferRequest:
             data = decode_contents(name, datatype, shape, t.contents)
         params = params_from_pb(t.parameters) if t.parameters else {}
         tensors.append(InferTensor(name, datatype, shape, data, params))
-    outputs = [RequestedOutput(o.name, False, params_from_pb(o.parameters) if o.parameters else {})
-               for o in msg.outputs]
+    outputs = [
+        RequestedOutput(o.name, False, params_from_pb(o.parameters) if o.parameters else {}) for o in msg.outputs
+    ]
     return InferRequest(
         model_name=msg.model_name,
         model_version=msg.model_version or None,
@@ -108,8 +111,10 @@ def decode_contents(name: str, datatype: str, shape: list[int], contents: Any) -
     spec = _CONTENTS.get(datatype)
     if spec is None:
         np_dtype(name, datatype)  # raises for unknown datatypes
-        raise InputError(f"input {name!r}: {datatype} cannot be sent as typed contents",
-                         hint="send it in raw_input_contents (little-endian bytes)")
+        raise InputError(
+            f"input {name!r}: {datatype} cannot be sent as typed contents",
+            hint="send it in raw_input_contents (little-endian bytes)",
+        )
     field, wire = spec
     values = getattr(contents, field)
     if len(values) != count:
@@ -148,13 +153,20 @@ def encode_infer_response(resp: InferResponse) -> Any:
 
 
 def server_metadata_to_pb(meta: Mapping[str, Any]) -> Any:
-    return pb.ServerMetadataResponse(name=str(meta.get("name", "")), version=str(meta.get("version", "")),
-                                     extensions=[str(e) for e in meta.get("extensions", ())])
+    return pb.ServerMetadataResponse(
+        name=str(meta.get("name", "")),
+        version=str(meta.get("version", "")),
+        extensions=[str(e) for e in meta.get("extensions", ())],
+    )
 
 
 def _tensor_metadata(items: Iterable[Mapping[str, Any]]) -> list[Any]:
-    return [pb.ModelMetadataResponse.TensorMetadata(name=t["name"], datatype=t["datatype"],
-                                                    shape=[int(d) for d in t["shape"]]) for t in items]
+    return [
+        pb.ModelMetadataResponse.TensorMetadata(
+            name=t["name"], datatype=t["datatype"], shape=[int(d) for d in t["shape"]]
+        )
+        for t in items
+    ]
 
 
 def model_metadata_to_pb(meta: Mapping[str, Any]) -> Any:
@@ -177,8 +189,9 @@ def model_config_to_pb(config: Mapping[str, Any]) -> Any:
     """
     data = dict(config)
     if isinstance(data.get("parameters"), Mapping):
-        data["parameters"] = {k: v if isinstance(v, Mapping) else {"string_value": str(v)}
-                              for k, v in data["parameters"].items()}
+        data["parameters"] = {
+            k: v if isinstance(v, Mapping) else {"string_value": str(v)} for k, v in data["parameters"].items()
+        }
     msg = pb.ModelConfigResponse()
     json_format.ParseDict(data, msg.config, ignore_unknown_fields=True)
     return msg
@@ -194,8 +207,12 @@ def model_statistics_to_pb(stats: Mapping[str, Any]) -> Any:
 def repository_index_to_pb(index: Iterable[Mapping[str, Any]]) -> Any:
     """The index as the data plane filtered it."""
     models = [
-        pb.RepositoryIndexResponse.ModelIndex(name=str(m["name"]), version=str(m.get("version", "")),
-                                              state=str(m.get("state", "")), reason=str(m.get("reason") or ""))
+        pb.RepositoryIndexResponse.ModelIndex(
+            name=str(m["name"]),
+            version=str(m.get("version", "")),
+            state=str(m.get("state", "")),
+            reason=str(m.get("reason") or ""),
+        )
         for m in index
     ]
     return pb.RepositoryIndexResponse(models=models)

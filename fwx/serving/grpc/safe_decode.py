@@ -74,19 +74,23 @@ def _safe(rpc: str, handler: Any) -> Any:
 
     if handler.unary_unary is not None:
         unary = handler.unary_unary
-        return handler._replace(request_deserializer=None,
-                                unary_unary=lambda raw, context: unary(decode(raw, context), context))
+        return handler._replace(
+            request_deserializer=None, unary_unary=lambda raw, context: unary(decode(raw, context), context)
+        )
     if handler.unary_stream is not None:
         unary_stream = handler.unary_stream
-        return handler._replace(request_deserializer=None,
-                                unary_stream=lambda raw, context: unary_stream(decode(raw, context), context))
+        return handler._replace(
+            request_deserializer=None, unary_stream=lambda raw, context: unary_stream(decode(raw, context), context)
+        )
     streaming = handler.stream_stream or handler.stream_unary
 
     def each(raws: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[Any]:
         return (decode(raw, context) for raw in raws)
 
     if handler.stream_stream is not None:
-        return handler._replace(request_deserializer=None,
-                                stream_stream=lambda raws, context: streaming(each(raws, context), context))
-    return handler._replace(request_deserializer=None,
-                            stream_unary=lambda raws, context: streaming(each(raws, context), context))
+        return handler._replace(
+            request_deserializer=None, stream_stream=lambda raws, context: streaming(each(raws, context), context)
+        )
+    return handler._replace(
+        request_deserializer=None, stream_unary=lambda raws, context: streaming(each(raws, context), context)
+    )

@@ -85,12 +85,19 @@ def create_grpc_server(dataplane: Any, config: Any) -> GrpcServer:
     if getattr(config, "grpc_server", "sync") == "aio":  # handlers as coroutines on this loop: no thread hop
         from fwx.serving.grpc.aio import create_aio_server
 
-        return create_aio_server(dataplane, config, _address(config.host, config.grpc_port), options,  # type: ignore[return-value]
-                                 threads + int(config.max_queue_size))
+        return create_aio_server(
+            dataplane,
+            config,
+            _address(config.host, config.grpc_port),
+            options,  # type: ignore[return-value]
+            threads + int(config.max_queue_size),
+        )
     bridge = LoopBridge(asyncio.get_running_loop())
     pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="fwx-grpc")
     server = grpc.server(pool, options=options, maximum_concurrent_rpcs=threads + int(config.max_queue_size))
-    add_servicer(server, pb_grpc.add_GRPCInferenceServiceServicer_to_server, InferenceServicer(dataplane, config, bridge))
+    add_servicer(
+        server, pb_grpc.add_GRPCInferenceServiceServicer_to_server, InferenceServicer(dataplane, config, bridge)
+    )
     add_servicer(server, health_pb2_grpc.add_HealthServicer_to_server, HealthServicer(dataplane, bridge))
     address = _address(config.host, config.grpc_port)
     try:
@@ -99,8 +106,10 @@ def create_grpc_server(dataplane: Any, config: Any) -> GrpcServer:
         port = 0
     if not port:
         pool.shutdown(wait=False)
-        raise UsageError(f"cannot listen for gRPC on {address}",
-                         hint="the port is in use or the host is not local; choose another --grpc-port (-1 disables)")
+        raise UsageError(
+            f"cannot listen for gRPC on {address}",
+            hint="the port is in use or the host is not local; choose another --grpc-port (-1 disables)",
+        )
     return GrpcServer(server, port, pool)
 
 

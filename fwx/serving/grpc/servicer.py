@@ -154,8 +154,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[m
 
     @_rpc
     def ModelReady(self, request: Any, context: grpc.ServicerContext) -> Any:
-        ready = self._bridge.call(functools.partial(self._dp.model_ready, request.name, request.version or None,
-                                                    auth=_auth(context)))
+        ready = self._bridge.call(
+            functools.partial(self._dp.model_ready, request.name, request.version or None, auth=_auth(context))
+        )
         return pb.ModelReadyResponse(ready=ready)
 
     @_rpc
@@ -164,8 +165,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[m
 
     @_rpc
     def ModelMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:
-        meta = self._bridge.call(functools.partial(self._dp.model_metadata, request.name, request.version or None,
-                                                   auth=_auth(context)))
+        meta = self._bridge.call(
+            functools.partial(self._dp.model_metadata, request.name, request.version or None, auth=_auth(context))
+        )
         return codecs.model_metadata_to_pb(meta)
 
     @_rpc
@@ -176,20 +178,25 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[m
 
     @_rpc
     def ModelConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
-        config = self._bridge.call(functools.partial(self._dp.model_config, request.name, request.version or None,
-                                                     auth=_auth(context)))
+        config = self._bridge.call(
+            functools.partial(self._dp.model_config, request.name, request.version or None, auth=_auth(context))
+        )
         return codecs.model_config_to_pb(config)
 
     @_rpc
     def ModelStatistics(self, request: Any, context: grpc.ServicerContext) -> Any:
-        stats = self._bridge.call(functools.partial(self._dp.model_statistics, request.name or None,
-                                                    request.version or None, auth=_auth(context)))
+        stats = self._bridge.call(
+            functools.partial(
+                self._dp.model_statistics, request.name or None, request.version or None, auth=_auth(context)
+            )
+        )
         return codecs.model_statistics_to_pb(stats)
 
     @_rpc
     def RepositoryIndex(self, request: Any, context: grpc.ServicerContext) -> Any:
-        index = self._bridge.call(functools.partial(self._dp.repository_index, ready_only=bool(request.ready),
-                                                    auth=_auth(context)))
+        index = self._bridge.call(
+            functools.partial(self._dp.repository_index, ready_only=bool(request.ready), auth=_auth(context))
+        )
         return codecs.repository_index_to_pb(index)
 
     @_rpc
@@ -234,8 +241,9 @@ class _Stream:
 
     _END = object()
 
-    def __init__(self, servicer: InferenceServicer, requests: Iterator[Any], context: grpc.ServicerContext,
-                 auth: str | None) -> None:
+    def __init__(
+        self, servicer: InferenceServicer, requests: Iterator[Any], context: grpc.ServicerContext, auth: str | None
+    ) -> None:
         self._servicer = servicer
         self._auth = auth
         self._requests = requests
@@ -248,7 +256,9 @@ class _Stream:
         submitted = 0
         try:
             for request in self._requests:
-                fut = self._servicer._bridge.submit(self._servicer.stream_one(request, _deadline(self._context), self._auth))
+                fut = self._servicer._bridge.submit(
+                    self._servicer.stream_one(request, _deadline(self._context), self._auth)
+                )
                 with self._lock:
                     self._futures.add(fut)
                 fut.add_done_callback(self._replies.put)
@@ -299,7 +309,9 @@ class HealthServicer(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
     def Check(self, request: Any, context: grpc.ServicerContext) -> Any:
         status = self._status(request.service)
         if status == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN:
-            raise NotFoundError(f"unknown service {request.service!r}", hint="check '' or 'inference.GRPCInferenceService'")
+            raise NotFoundError(
+                f"unknown service {request.service!r}", hint="check '' or 'inference.GRPCInferenceService'"
+            )
         return health_pb2.HealthCheckResponse(status=status)
 
     def Watch(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:

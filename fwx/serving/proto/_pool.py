@@ -31,7 +31,9 @@ def _message_class(msg: descriptor.Descriptor, module_name: str, prefix: str) ->
     return reflection.GeneratedProtocolMessageType(msg.name, (message.Message,), attrs)  # type: ignore[no-any-return]
 
 
-def build_top_descriptors_and_messages(file: descriptor.FileDescriptor, module_name: str, module: dict[str, Any]) -> None:
+def build_top_descriptors_and_messages(
+    file: descriptor.FileDescriptor, module_name: str, module: dict[str, Any]
+) -> None:
     """Fill a generated module's globals with enums, services and message classes."""
     for name, enum in file.enum_types_by_name.items():
         module["_" + name.upper()] = enum

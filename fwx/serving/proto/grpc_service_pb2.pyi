@@ -54,7 +54,9 @@ class ServerMetadataResponse(_message.Message):
     name: str
     version: str
     extensions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., extensions: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(
+        self, name: _Optional[str] = ..., version: _Optional[str] = ..., extensions: _Optional[_Iterable[str]] = ...
+    ) -> None: ...
 
 class ModelMetadataRequest(_message.Message):
     __slots__ = ("name", "version")
@@ -74,7 +76,10 @@ class ModelMetadataResponse(_message.Message):
         name: str
         datatype: str
         shape: _containers.RepeatedScalarFieldContainer[int]
-        def __init__(self, name: _Optional[str] = ..., datatype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+        def __init__(
+            self, name: _Optional[str] = ..., datatype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...
+        ) -> None: ...
+
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_FIELD_NUMBER: _ClassVar[int]
@@ -85,7 +90,14 @@ class ModelMetadataResponse(_message.Message):
     platform: str
     inputs: _containers.RepeatedCompositeFieldContainer[ModelMetadataResponse.TensorMetadata]
     outputs: _containers.RepeatedCompositeFieldContainer[ModelMetadataResponse.TensorMetadata]
-    def __init__(self, name: _Optional[str] = ..., versions: _Optional[_Iterable[str]] = ..., platform: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[ModelMetadataResponse.TensorMetadata, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[ModelMetadataResponse.TensorMetadata, _Mapping]]] = ...) -> None: ...
+    def __init__(
+        self,
+        name: _Optional[str] = ...,
+        versions: _Optional[_Iterable[str]] = ...,
+        platform: _Optional[str] = ...,
+        inputs: _Optional[_Iterable[_Union[ModelMetadataResponse.TensorMetadata, _Mapping]]] = ...,
+        outputs: _Optional[_Iterable[_Union[ModelMetadataResponse.TensorMetadata, _Mapping]]] = ...,
+    ) -> None: ...
 
 class InferParameter(_message.Message):
     __slots__ = ("bool_param", "int64_param", "string_param", "double_param", "uint64_param")
@@ -99,10 +111,26 @@ class InferParameter(_message.Message):
     string_param: str
     double_param: float
     uint64_param: int
-    def __init__(self, bool_param: bool = ..., int64_param: _Optional[int] = ..., string_param: _Optional[str] = ..., double_param: _Optional[float] = ..., uint64_param: _Optional[int] = ...) -> None: ...
+    def __init__(
+        self,
+        bool_param: bool = ...,
+        int64_param: _Optional[int] = ...,
+        string_param: _Optional[str] = ...,
+        double_param: _Optional[float] = ...,
+        uint64_param: _Optional[int] = ...,
+    ) -> None: ...
 
 class InferTensorContents(_message.Message):
-    __slots__ = ("bool_contents", "int_contents", "int64_contents", "uint_contents", "uint64_contents", "fp32_contents", "fp64_contents", "bytes_contents")
+    __slots__ = (
+        "bool_contents",
+        "int_contents",
+        "int64_contents",
+        "uint_contents",
+        "uint64_contents",
+        "fp32_contents",
+        "fp64_contents",
+        "bytes_contents",
+    )
     BOOL_CONTENTS_FIELD_NUMBER: _ClassVar[int]
     INT_CONTENTS_FIELD_NUMBER: _ClassVar[int]
     INT64_CONTENTS_FIELD_NUMBER: _ClassVar[int]
@@ -119,7 +147,17 @@ class InferTensorContents(_message.Message):
     fp32_contents: _containers.RepeatedScalarFieldContainer[float]
     fp64_contents: _containers.RepeatedScalarFieldContainer[float]
     bytes_contents: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, bool_contents: _Optional[_Iterable[bool]] = ..., int_contents: _Optional[_Iterable[int]] = ..., int64_contents: _Optional[_Iterable[int]] = ..., uint_contents: _Optional[_Iterable[int]] = ..., uint64_contents: _Optional[_Iterable[int]] = ..., fp32_contents: _Optional[_Iterable[float]] = ..., fp64_contents: _Optional[_Iterable[float]] = ..., bytes_contents: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    def __init__(
+        self,
+        bool_contents: _Optional[_Iterable[bool]] = ...,
+        int_contents: _Optional[_Iterable[int]] = ...,
+        int64_contents: _Optional[_Iterable[int]] = ...,
+        uint_contents: _Optional[_Iterable[int]] = ...,
+        uint64_contents: _Optional[_Iterable[int]] = ...,
+        fp32_contents: _Optional[_Iterable[float]] = ...,
+        fp64_contents: _Optional[_Iterable[float]] = ...,
+        bytes_contents: _Optional[_Iterable[bytes]] = ...,
+    ) -> None: ...
 
 class ModelInferRequest(_message.Message):
     __slots__ = ("model_name", "model_version", "id", "parameters", "inputs", "outputs", "raw_input_contents")
@@ -131,7 +169,10 @@ class ModelInferRequest(_message.Message):
             VALUE_FIELD_NUMBER: _ClassVar[int]
             key: str
             value: InferParameter
-            def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[InferParameter, _Mapping]] = ...) -> None: ...
+            def __init__(
+                self, key: _Optional[str] = ..., value: _Optional[_Union[InferParameter, _Mapping]] = ...
+            ) -> None: ...
+
         NAME_FIELD_NUMBER: _ClassVar[int]
         DATATYPE_FIELD_NUMBER: _ClassVar[int]
         SHAPE_FIELD_NUMBER: _ClassVar[int]
@@ -142,7 +183,15 @@ class ModelInferRequest(_message.Message):
         shape: _containers.RepeatedScalarFieldContainer[int]
         parameters: _containers.MessageMap[str, InferParameter]
         contents: InferTensorContents
-        def __init__(self, name: _Optional[str] = ..., datatype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., parameters: _Optional[_Mapping[str, InferParameter]] = ..., contents: _Optional[_Union[InferTensorContents, _Mapping]] = ...) -> None: ...
+        def __init__(
+            self,
+            name: _Optional[str] = ...,
+            datatype: _Optional[str] = ...,
+            shape: _Optional[_Iterable[int]] = ...,
+            parameters: _Optional[_Mapping[str, InferParameter]] = ...,
+            contents: _Optional[_Union[InferTensorContents, _Mapping]] = ...,
+        ) -> None: ...
+
     class InferRequestedOutputTensor(_message.Message):
         __slots__ = ("name", "parameters")
         class ParametersEntry(_message.Message):
@@ -151,19 +200,28 @@ class ModelInferRequest(_message.Message):
             VALUE_FIELD_NUMBER: _ClassVar[int]
             key: str
             value: InferParameter
-            def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[InferParameter, _Mapping]] = ...) -> None: ...
+            def __init__(
+                self, key: _Optional[str] = ..., value: _Optional[_Union[InferParameter, _Mapping]] = ...
+            ) -> None: ...
+
         NAME_FIELD_NUMBER: _ClassVar[int]
         PARAMETERS_FIELD_NUMBER: _ClassVar[int]
         name: str
         parameters: _containers.MessageMap[str, InferParameter]
-        def __init__(self, name: _Optional[str] = ..., parameters: _Optional[_Mapping[str, InferParameter]] = ...) -> None: ...
+        def __init__(
+            self, name: _Optional[str] = ..., parameters: _Optional[_Mapping[str, InferParameter]] = ...
+        ) -> None: ...
+
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
         value: InferParameter
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[InferParameter, _Mapping]] = ...) -> None: ...
+        def __init__(
+            self, key: _Optional[str] = ..., value: _Optional[_Union[InferParameter, _Mapping]] = ...
+        ) -> None: ...
+
     MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -178,7 +236,16 @@ class ModelInferRequest(_message.Message):
     inputs: _containers.RepeatedCompositeFieldContainer[ModelInferRequest.InferInputTensor]
     outputs: _containers.RepeatedCompositeFieldContainer[ModelInferRequest.InferRequestedOutputTensor]
     raw_input_contents: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, model_name: _Optional[str] = ..., model_version: _Optional[str] = ..., id: _Optional[str] = ..., parameters: _Optional[_Mapping[str, InferParameter]] = ..., inputs: _Optional[_Iterable[_Union[ModelInferRequest.InferInputTensor, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[ModelInferRequest.InferRequestedOutputTensor, _Mapping]]] = ..., raw_input_contents: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    def __init__(
+        self,
+        model_name: _Optional[str] = ...,
+        model_version: _Optional[str] = ...,
+        id: _Optional[str] = ...,
+        parameters: _Optional[_Mapping[str, InferParameter]] = ...,
+        inputs: _Optional[_Iterable[_Union[ModelInferRequest.InferInputTensor, _Mapping]]] = ...,
+        outputs: _Optional[_Iterable[_Union[ModelInferRequest.InferRequestedOutputTensor, _Mapping]]] = ...,
+        raw_input_contents: _Optional[_Iterable[bytes]] = ...,
+    ) -> None: ...
 
 class ModelInferResponse(_message.Message):
     __slots__ = ("model_name", "model_version", "id", "parameters", "outputs", "raw_output_contents")
@@ -190,7 +257,10 @@ class ModelInferResponse(_message.Message):
             VALUE_FIELD_NUMBER: _ClassVar[int]
             key: str
             value: InferParameter
-            def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[InferParameter, _Mapping]] = ...) -> None: ...
+            def __init__(
+                self, key: _Optional[str] = ..., value: _Optional[_Union[InferParameter, _Mapping]] = ...
+            ) -> None: ...
+
         NAME_FIELD_NUMBER: _ClassVar[int]
         DATATYPE_FIELD_NUMBER: _ClassVar[int]
         SHAPE_FIELD_NUMBER: _ClassVar[int]
@@ -201,14 +271,25 @@ class ModelInferResponse(_message.Message):
         shape: _containers.RepeatedScalarFieldContainer[int]
         parameters: _containers.MessageMap[str, InferParameter]
         contents: InferTensorContents
-        def __init__(self, name: _Optional[str] = ..., datatype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., parameters: _Optional[_Mapping[str, InferParameter]] = ..., contents: _Optional[_Union[InferTensorContents, _Mapping]] = ...) -> None: ...
+        def __init__(
+            self,
+            name: _Optional[str] = ...,
+            datatype: _Optional[str] = ...,
+            shape: _Optional[_Iterable[int]] = ...,
+            parameters: _Optional[_Mapping[str, InferParameter]] = ...,
+            contents: _Optional[_Union[InferTensorContents, _Mapping]] = ...,
+        ) -> None: ...
+
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
         value: InferParameter
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[InferParameter, _Mapping]] = ...) -> None: ...
+        def __init__(
+            self, key: _Optional[str] = ..., value: _Optional[_Union[InferParameter, _Mapping]] = ...
+        ) -> None: ...
+
     MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -221,7 +302,15 @@ class ModelInferResponse(_message.Message):
     parameters: _containers.MessageMap[str, InferParameter]
     outputs: _containers.RepeatedCompositeFieldContainer[ModelInferResponse.InferOutputTensor]
     raw_output_contents: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, model_name: _Optional[str] = ..., model_version: _Optional[str] = ..., id: _Optional[str] = ..., parameters: _Optional[_Mapping[str, InferParameter]] = ..., outputs: _Optional[_Iterable[_Union[ModelInferResponse.InferOutputTensor, _Mapping]]] = ..., raw_output_contents: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    def __init__(
+        self,
+        model_name: _Optional[str] = ...,
+        model_version: _Optional[str] = ...,
+        id: _Optional[str] = ...,
+        parameters: _Optional[_Mapping[str, InferParameter]] = ...,
+        outputs: _Optional[_Iterable[_Union[ModelInferResponse.InferOutputTensor, _Mapping]]] = ...,
+        raw_output_contents: _Optional[_Iterable[bytes]] = ...,
+    ) -> None: ...
 
 class ModelStreamInferResponse(_message.Message):
     __slots__ = ("error_message", "infer_response")
@@ -229,7 +318,9 @@ class ModelStreamInferResponse(_message.Message):
     INFER_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     error_message: str
     infer_response: ModelInferResponse
-    def __init__(self, error_message: _Optional[str] = ..., infer_response: _Optional[_Union[ModelInferResponse, _Mapping]] = ...) -> None: ...
+    def __init__(
+        self, error_message: _Optional[str] = ..., infer_response: _Optional[_Union[ModelInferResponse, _Mapping]] = ...
+    ) -> None: ...
 
 class ModelConfigRequest(_message.Message):
     __slots__ = ("name", "version")
@@ -262,7 +353,16 @@ class StatisticDuration(_message.Message):
     def __init__(self, count: _Optional[int] = ..., ns: _Optional[int] = ...) -> None: ...
 
 class InferStatistics(_message.Message):
-    __slots__ = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
+    __slots__ = (
+        "success",
+        "fail",
+        "queue",
+        "compute_input",
+        "compute_infer",
+        "compute_output",
+        "cache_hit",
+        "cache_miss",
+    )
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     FAIL_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -279,7 +379,17 @@ class InferStatistics(_message.Message):
     compute_output: StatisticDuration
     cache_hit: StatisticDuration
     cache_miss: StatisticDuration
-    def __init__(self, success: _Optional[_Union[StatisticDuration, _Mapping]] = ..., fail: _Optional[_Union[StatisticDuration, _Mapping]] = ..., queue: _Optional[_Union[StatisticDuration, _Mapping]] = ..., compute_input: _Optional[_Union[StatisticDuration, _Mapping]] = ..., compute_infer: _Optional[_Union[StatisticDuration, _Mapping]] = ..., compute_output: _Optional[_Union[StatisticDuration, _Mapping]] = ..., cache_hit: _Optional[_Union[StatisticDuration, _Mapping]] = ..., cache_miss: _Optional[_Union[StatisticDuration, _Mapping]] = ...) -> None: ...
+    def __init__(
+        self,
+        success: _Optional[_Union[StatisticDuration, _Mapping]] = ...,
+        fail: _Optional[_Union[StatisticDuration, _Mapping]] = ...,
+        queue: _Optional[_Union[StatisticDuration, _Mapping]] = ...,
+        compute_input: _Optional[_Union[StatisticDuration, _Mapping]] = ...,
+        compute_infer: _Optional[_Union[StatisticDuration, _Mapping]] = ...,
+        compute_output: _Optional[_Union[StatisticDuration, _Mapping]] = ...,
+        cache_hit: _Optional[_Union[StatisticDuration, _Mapping]] = ...,
+        cache_miss: _Optional[_Union[StatisticDuration, _Mapping]] = ...,
+    ) -> None: ...
 
 class InferBatchStatistics(_message.Message):
     __slots__ = ("batch_size", "compute_input", "compute_infer", "compute_output")
@@ -291,10 +401,24 @@ class InferBatchStatistics(_message.Message):
     compute_input: StatisticDuration
     compute_infer: StatisticDuration
     compute_output: StatisticDuration
-    def __init__(self, batch_size: _Optional[int] = ..., compute_input: _Optional[_Union[StatisticDuration, _Mapping]] = ..., compute_infer: _Optional[_Union[StatisticDuration, _Mapping]] = ..., compute_output: _Optional[_Union[StatisticDuration, _Mapping]] = ...) -> None: ...
+    def __init__(
+        self,
+        batch_size: _Optional[int] = ...,
+        compute_input: _Optional[_Union[StatisticDuration, _Mapping]] = ...,
+        compute_infer: _Optional[_Union[StatisticDuration, _Mapping]] = ...,
+        compute_output: _Optional[_Union[StatisticDuration, _Mapping]] = ...,
+    ) -> None: ...
 
 class ModelStatistics(_message.Message):
-    __slots__ = ("name", "version", "last_inference", "inference_count", "execution_count", "inference_stats", "batch_stats")
+    __slots__ = (
+        "name",
+        "version",
+        "last_inference",
+        "inference_count",
+        "execution_count",
+        "inference_stats",
+        "batch_stats",
+    )
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     LAST_INFERENCE_FIELD_NUMBER: _ClassVar[int]
@@ -309,7 +433,16 @@ class ModelStatistics(_message.Message):
     execution_count: int
     inference_stats: InferStatistics
     batch_stats: _containers.RepeatedCompositeFieldContainer[InferBatchStatistics]
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., last_inference: _Optional[int] = ..., inference_count: _Optional[int] = ..., execution_count: _Optional[int] = ..., inference_stats: _Optional[_Union[InferStatistics, _Mapping]] = ..., batch_stats: _Optional[_Iterable[_Union[InferBatchStatistics, _Mapping]]] = ...) -> None: ...
+    def __init__(
+        self,
+        name: _Optional[str] = ...,
+        version: _Optional[str] = ...,
+        last_inference: _Optional[int] = ...,
+        inference_count: _Optional[int] = ...,
+        execution_count: _Optional[int] = ...,
+        inference_stats: _Optional[_Union[InferStatistics, _Mapping]] = ...,
+        batch_stats: _Optional[_Iterable[_Union[InferBatchStatistics, _Mapping]]] = ...,
+    ) -> None: ...
 
 class ModelStatisticsResponse(_message.Message):
     __slots__ = ("model_stats",)
@@ -327,7 +460,13 @@ class ModelRepositoryParameter(_message.Message):
     int64_param: int
     string_param: str
     bytes_param: bytes
-    def __init__(self, bool_param: bool = ..., int64_param: _Optional[int] = ..., string_param: _Optional[str] = ..., bytes_param: _Optional[bytes] = ...) -> None: ...
+    def __init__(
+        self,
+        bool_param: bool = ...,
+        int64_param: _Optional[int] = ...,
+        string_param: _Optional[str] = ...,
+        bytes_param: _Optional[bytes] = ...,
+    ) -> None: ...
 
 class RepositoryIndexRequest(_message.Message):
     __slots__ = ("repository_name", "ready")
@@ -349,10 +488,19 @@ class RepositoryIndexResponse(_message.Message):
         version: str
         state: str
         reason: str
-        def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+        def __init__(
+            self,
+            name: _Optional[str] = ...,
+            version: _Optional[str] = ...,
+            state: _Optional[str] = ...,
+            reason: _Optional[str] = ...,
+        ) -> None: ...
+
     MODELS_FIELD_NUMBER: _ClassVar[int]
     models: _containers.RepeatedCompositeFieldContainer[RepositoryIndexResponse.ModelIndex]
-    def __init__(self, models: _Optional[_Iterable[_Union[RepositoryIndexResponse.ModelIndex, _Mapping]]] = ...) -> None: ...
+    def __init__(
+        self, models: _Optional[_Iterable[_Union[RepositoryIndexResponse.ModelIndex, _Mapping]]] = ...
+    ) -> None: ...
 
 class RepositoryModelLoadRequest(_message.Message):
     __slots__ = ("repository_name", "model_name", "parameters")
@@ -362,14 +510,22 @@ class RepositoryModelLoadRequest(_message.Message):
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
         value: ModelRepositoryParameter
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ModelRepositoryParameter, _Mapping]] = ...) -> None: ...
+        def __init__(
+            self, key: _Optional[str] = ..., value: _Optional[_Union[ModelRepositoryParameter, _Mapping]] = ...
+        ) -> None: ...
+
     REPOSITORY_NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     repository_name: str
     model_name: str
     parameters: _containers.MessageMap[str, ModelRepositoryParameter]
-    def __init__(self, repository_name: _Optional[str] = ..., model_name: _Optional[str] = ..., parameters: _Optional[_Mapping[str, ModelRepositoryParameter]] = ...) -> None: ...
+    def __init__(
+        self,
+        repository_name: _Optional[str] = ...,
+        model_name: _Optional[str] = ...,
+        parameters: _Optional[_Mapping[str, ModelRepositoryParameter]] = ...,
+    ) -> None: ...
 
 class RepositoryModelLoadResponse(_message.Message):
     __slots__ = ()
@@ -383,14 +539,22 @@ class RepositoryModelUnloadRequest(_message.Message):
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
         value: ModelRepositoryParameter
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ModelRepositoryParameter, _Mapping]] = ...) -> None: ...
+        def __init__(
+            self, key: _Optional[str] = ..., value: _Optional[_Union[ModelRepositoryParameter, _Mapping]] = ...
+        ) -> None: ...
+
     REPOSITORY_NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     repository_name: str
     model_name: str
     parameters: _containers.MessageMap[str, ModelRepositoryParameter]
-    def __init__(self, repository_name: _Optional[str] = ..., model_name: _Optional[str] = ..., parameters: _Optional[_Mapping[str, ModelRepositoryParameter]] = ...) -> None: ...
+    def __init__(
+        self,
+        repository_name: _Optional[str] = ...,
+        model_name: _Optional[str] = ...,
+        parameters: _Optional[_Mapping[str, ModelRepositoryParameter]] = ...,
+    ) -> None: ...
 
 class RepositoryModelUnloadResponse(_message.Message):
     __slots__ = ()

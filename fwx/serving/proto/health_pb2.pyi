@@ -20,6 +20,7 @@ class HealthCheckResponse(_message.Message):
         SERVING: _ClassVar[HealthCheckResponse.ServingStatus]
         NOT_SERVING: _ClassVar[HealthCheckResponse.ServingStatus]
         SERVICE_UNKNOWN: _ClassVar[HealthCheckResponse.ServingStatus]
+
     UNKNOWN: HealthCheckResponse.ServingStatus
     SERVING: HealthCheckResponse.ServingStatus
     NOT_SERVING: HealthCheckResponse.ServingStatus

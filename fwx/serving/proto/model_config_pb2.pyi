@@ -25,6 +25,7 @@ class DataType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TYPE_FP64: _ClassVar[DataType]
     TYPE_STRING: _ClassVar[DataType]
     TYPE_BF16: _ClassVar[DataType]
+
 TYPE_INVALID: DataType
 TYPE_BOOL: DataType
 TYPE_UINT8: DataType
@@ -49,6 +50,7 @@ class ModelInstanceGroup(_message.Message):
         KIND_GPU: _ClassVar[ModelInstanceGroup.Kind]
         KIND_CPU: _ClassVar[ModelInstanceGroup.Kind]
         KIND_MODEL: _ClassVar[ModelInstanceGroup.Kind]
+
     KIND_AUTO: ModelInstanceGroup.Kind
     KIND_GPU: ModelInstanceGroup.Kind
     KIND_CPU: ModelInstanceGroup.Kind
@@ -61,7 +63,13 @@ class ModelInstanceGroup(_message.Message):
     count: int
     gpus: _containers.RepeatedScalarFieldContainer[int]
     kind: ModelInstanceGroup.Kind
-    def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ..., gpus: _Optional[_Iterable[int]] = ..., kind: _Optional[_Union[ModelInstanceGroup.Kind, str]] = ...) -> None: ...
+    def __init__(
+        self,
+        name: _Optional[str] = ...,
+        count: _Optional[int] = ...,
+        gpus: _Optional[_Iterable[int]] = ...,
+        kind: _Optional[_Union[ModelInstanceGroup.Kind, str]] = ...,
+    ) -> None: ...
 
 class ModelTensorReshape(_message.Message):
     __slots__ = ("shape",)
@@ -76,6 +84,7 @@ class ModelInput(_message.Message):
         FORMAT_NONE: _ClassVar[ModelInput.Format]
         FORMAT_NHWC: _ClassVar[ModelInput.Format]
         FORMAT_NCHW: _ClassVar[ModelInput.Format]
+
     FORMAT_NONE: ModelInput.Format
     FORMAT_NHWC: ModelInput.Format
     FORMAT_NCHW: ModelInput.Format
@@ -95,7 +104,17 @@ class ModelInput(_message.Message):
     is_shape_tensor: bool
     allow_ragged_batch: bool
     optional: bool
-    def __init__(self, name: _Optional[str] = ..., data_type: _Optional[_Union[DataType, str]] = ..., format: _Optional[_Union[ModelInput.Format, str]] = ..., dims: _Optional[_Iterable[int]] = ..., reshape: _Optional[_Union[ModelTensorReshape, _Mapping]] = ..., is_shape_tensor: bool = ..., allow_ragged_batch: bool = ..., optional: bool = ...) -> None: ...
+    def __init__(
+        self,
+        name: _Optional[str] = ...,
+        data_type: _Optional[_Union[DataType, str]] = ...,
+        format: _Optional[_Union[ModelInput.Format, str]] = ...,
+        dims: _Optional[_Iterable[int]] = ...,
+        reshape: _Optional[_Union[ModelTensorReshape, _Mapping]] = ...,
+        is_shape_tensor: bool = ...,
+        allow_ragged_batch: bool = ...,
+        optional: bool = ...,
+    ) -> None: ...
 
 class ModelOutput(_message.Message):
     __slots__ = ("name", "data_type", "dims", "label_filename", "reshape", "is_shape_tensor")
@@ -111,7 +130,15 @@ class ModelOutput(_message.Message):
     label_filename: str
     reshape: ModelTensorReshape
     is_shape_tensor: bool
-    def __init__(self, name: _Optional[str] = ..., data_type: _Optional[_Union[DataType, str]] = ..., dims: _Optional[_Iterable[int]] = ..., label_filename: _Optional[str] = ..., reshape: _Optional[_Union[ModelTensorReshape, _Mapping]] = ..., is_shape_tensor: bool = ...) -> None: ...
+    def __init__(
+        self,
+        name: _Optional[str] = ...,
+        data_type: _Optional[_Union[DataType, str]] = ...,
+        dims: _Optional[_Iterable[int]] = ...,
+        label_filename: _Optional[str] = ...,
+        reshape: _Optional[_Union[ModelTensorReshape, _Mapping]] = ...,
+        is_shape_tensor: bool = ...,
+    ) -> None: ...
 
 class ModelVersionPolicy(_message.Message):
     __slots__ = ("latest", "all", "specific")
@@ -120,21 +147,29 @@ class ModelVersionPolicy(_message.Message):
         NUM_VERSIONS_FIELD_NUMBER: _ClassVar[int]
         num_versions: int
         def __init__(self, num_versions: _Optional[int] = ...) -> None: ...
+
     class All(_message.Message):
         __slots__ = ()
         def __init__(self) -> None: ...
+
     class Specific(_message.Message):
         __slots__ = ("versions",)
         VERSIONS_FIELD_NUMBER: _ClassVar[int]
         versions: _containers.RepeatedScalarFieldContainer[int]
         def __init__(self, versions: _Optional[_Iterable[int]] = ...) -> None: ...
+
     LATEST_FIELD_NUMBER: _ClassVar[int]
     ALL_FIELD_NUMBER: _ClassVar[int]
     SPECIFIC_FIELD_NUMBER: _ClassVar[int]
     latest: ModelVersionPolicy.Latest
     all: ModelVersionPolicy.All
     specific: ModelVersionPolicy.Specific
-    def __init__(self, latest: _Optional[_Union[ModelVersionPolicy.Latest, _Mapping]] = ..., all: _Optional[_Union[ModelVersionPolicy.All, _Mapping]] = ..., specific: _Optional[_Union[ModelVersionPolicy.Specific, _Mapping]] = ...) -> None: ...
+    def __init__(
+        self,
+        latest: _Optional[_Union[ModelVersionPolicy.Latest, _Mapping]] = ...,
+        all: _Optional[_Union[ModelVersionPolicy.All, _Mapping]] = ...,
+        specific: _Optional[_Union[ModelVersionPolicy.Specific, _Mapping]] = ...,
+    ) -> None: ...
 
 class ModelQueuePolicy(_message.Message):
     __slots__ = ("timeout_action", "default_timeout_microseconds", "allow_timeout_override", "max_queue_size")
@@ -142,6 +177,7 @@ class ModelQueuePolicy(_message.Message):
         __slots__ = ()
         REJECT: _ClassVar[ModelQueuePolicy.TimeoutAction]
         DELAY: _ClassVar[ModelQueuePolicy.TimeoutAction]
+
     REJECT: ModelQueuePolicy.TimeoutAction
     DELAY: ModelQueuePolicy.TimeoutAction
     TIMEOUT_ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -152,10 +188,23 @@ class ModelQueuePolicy(_message.Message):
     default_timeout_microseconds: int
     allow_timeout_override: bool
     max_queue_size: int
-    def __init__(self, timeout_action: _Optional[_Union[ModelQueuePolicy.TimeoutAction, str]] = ..., default_timeout_microseconds: _Optional[int] = ..., allow_timeout_override: bool = ..., max_queue_size: _Optional[int] = ...) -> None: ...
+    def __init__(
+        self,
+        timeout_action: _Optional[_Union[ModelQueuePolicy.TimeoutAction, str]] = ...,
+        default_timeout_microseconds: _Optional[int] = ...,
+        allow_timeout_override: bool = ...,
+        max_queue_size: _Optional[int] = ...,
+    ) -> None: ...
 
 class ModelDynamicBatching(_message.Message):
-    __slots__ = ("preferred_batch_size", "max_queue_delay_microseconds", "preserve_ordering", "priority_levels", "default_priority_level", "default_queue_policy")
+    __slots__ = (
+        "preferred_batch_size",
+        "max_queue_delay_microseconds",
+        "preserve_ordering",
+        "priority_levels",
+        "default_priority_level",
+        "default_queue_policy",
+    )
     PREFERRED_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     MAX_QUEUE_DELAY_MICROSECONDS_FIELD_NUMBER: _ClassVar[int]
     PRESERVE_ORDERING_FIELD_NUMBER: _ClassVar[int]
@@ -168,7 +217,15 @@ class ModelDynamicBatching(_message.Message):
     priority_levels: int
     default_priority_level: int
     default_queue_policy: ModelQueuePolicy
-    def __init__(self, preferred_batch_size: _Optional[_Iterable[int]] = ..., max_queue_delay_microseconds: _Optional[int] = ..., preserve_ordering: bool = ..., priority_levels: _Optional[int] = ..., default_priority_level: _Optional[int] = ..., default_queue_policy: _Optional[_Union[ModelQueuePolicy, _Mapping]] = ...) -> None: ...
+    def __init__(
+        self,
+        preferred_batch_size: _Optional[_Iterable[int]] = ...,
+        max_queue_delay_microseconds: _Optional[int] = ...,
+        preserve_ordering: bool = ...,
+        priority_levels: _Optional[int] = ...,
+        default_priority_level: _Optional[int] = ...,
+        default_queue_policy: _Optional[_Union[ModelQueuePolicy, _Mapping]] = ...,
+    ) -> None: ...
 
 class ModelParameter(_message.Message):
     __slots__ = ("string_value",)
@@ -177,14 +234,30 @@ class ModelParameter(_message.Message):
     def __init__(self, string_value: _Optional[str] = ...) -> None: ...
 
 class ModelConfig(_message.Message):
-    __slots__ = ("name", "platform", "version_policy", "max_batch_size", "input", "output", "instance_group", "default_model_filename", "dynamic_batching", "parameters", "backend", "runtime")
+    __slots__ = (
+        "name",
+        "platform",
+        "version_policy",
+        "max_batch_size",
+        "input",
+        "output",
+        "instance_group",
+        "default_model_filename",
+        "dynamic_batching",
+        "parameters",
+        "backend",
+        "runtime",
+    )
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
         value: ModelParameter
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ModelParameter, _Mapping]] = ...) -> None: ...
+        def __init__(
+            self, key: _Optional[str] = ..., value: _Optional[_Union[ModelParameter, _Mapping]] = ...
+        ) -> None: ...
+
     NAME_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_FIELD_NUMBER: _ClassVar[int]
     VERSION_POLICY_FIELD_NUMBER: _ClassVar[int]
@@ -209,4 +282,18 @@ class ModelConfig(_message.Message):
     parameters: _containers.MessageMap[str, ModelParameter]
     backend: str
     runtime: str
-    def __init__(self, name: _Optional[str] = ..., platform: _Optional[str] = ..., version_policy: _Optional[_Union[ModelVersionPolicy, _Mapping]] = ..., max_batch_size: _Optional[int] = ..., input: _Optional[_Iterable[_Union[ModelInput, _Mapping]]] = ..., output: _Optional[_Iterable[_Union[ModelOutput, _Mapping]]] = ..., instance_group: _Optional[_Iterable[_Union[ModelInstanceGroup, _Mapping]]] = ..., default_model_filename: _Optional[str] = ..., dynamic_batching: _Optional[_Union[ModelDynamicBatching, _Mapping]] = ..., parameters: _Optional[_Mapping[str, ModelParameter]] = ..., backend: _Optional[str] = ..., runtime: _Optional[str] = ...) -> None: ...
+    def __init__(
+        self,
+        name: _Optional[str] = ...,
+        platform: _Optional[str] = ...,
+        version_policy: _Optional[_Union[ModelVersionPolicy, _Mapping]] = ...,
+        max_batch_size: _Optional[int] = ...,
+        input: _Optional[_Iterable[_Union[ModelInput, _Mapping]]] = ...,
+        output: _Optional[_Iterable[_Union[ModelOutput, _Mapping]]] = ...,
+        instance_group: _Optional[_Iterable[_Union[ModelInstanceGroup, _Mapping]]] = ...,
+        default_model_filename: _Optional[str] = ...,
+        dynamic_batching: _Optional[_Union[ModelDynamicBatching, _Mapping]] = ...,
+        parameters: _Optional[_Mapping[str, ModelParameter]] = ...,
+        backend: _Optional[str] = ...,
+        runtime: _Optional[str] = ...,
+    ) -> None: ...

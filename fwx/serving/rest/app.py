@@ -101,15 +101,22 @@ class Routes:
         async def decode() -> tuple[InferRequest, bool]:
             body = await read_body(request, self.limit)
             deadline = self._deadline(request)
-            return kserve.parse_infer(body, request.headers.get(kserve.HEADER_LEN), model, version,
-                                      lambda: self.dp.signature(model, version), deadline)
+            return kserve.parse_infer(
+                body,
+                request.headers.get(kserve.HEADER_LEN),
+                model,
+                version,
+                lambda: self.dp.signature(model, version),
+                deadline,
+            )
 
         req, binary, resp = await self.dp.handle_infer(decode, auth=self._auth(request))
         payload, head_len = kserve.encode_infer(resp, req, binary)
         if head_len is None:
             return Response(payload, media_type=JSON)
-        return Response(payload, media_type="application/octet-stream",
-                        headers={"Inference-Header-Content-Length": str(head_len)})
+        return Response(
+            payload, media_type="application/octet-stream", headers={"Inference-Header-Content-Length": str(head_len)}
+        )
 
     async def repository_index(self, request: Request) -> Response:
         auth = self._auth(request)
@@ -172,12 +179,19 @@ def _routes(r: Routes) -> list[tuple[str, Endpoint, str]]:
         ("/v2/openapi.json", r.openapi, "GET"),
     ]
     for base in mv:
-        out += [(base, r.model_metadata, "GET"), (f"{base}/ready", r.model_ready, "GET"),
-                (f"{base}/infer", r.infer, "POST"), (f"{base}/stats", r.stats, "GET"),
-                (f"{base}/config", r.model_config, "GET")]
+        out += [
+            (base, r.model_metadata, "GET"),
+            (f"{base}/ready", r.model_ready, "GET"),
+            (f"{base}/infer", r.infer, "POST"),
+            (f"{base}/stats", r.stats, "GET"),
+            (f"{base}/config", r.model_config, "GET"),
+        ]
     for base in tf:
-        out += [(base, r.tf_status, "GET"), (f"{base}:predict", r.tf_predict, "POST"),
-                (f"{base}/metadata", r.tf_metadata, "GET")]
+        out += [
+            (base, r.tf_status, "GET"),
+            (f"{base}:predict", r.tf_predict, "POST"),
+            (f"{base}/metadata", r.tf_metadata, "GET"),
+        ]
     return out
 
 
@@ -206,8 +220,9 @@ def create_app(dp: DataPlane, config: ServerConfig) -> FastAPI:
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         log.exception("%s %s failed", request.method, request.url.path)
-        return Response(orjson.dumps({"error": f"internal error ({type(exc).__name__}); see the server log"}), 500,
-                        media_type=JSON)
+        return Response(
+            orjson.dumps({"error": f"internal error ({type(exc).__name__}); see the server log"}), 500, media_type=JSON
+        )
 
     app.add_exception_handler(FwxError, on_fwx_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

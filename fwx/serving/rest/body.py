@@ -16,8 +16,10 @@ from fwx.errors import InputError, PayloadTooLargeError
 
 
 def _too_large(limit: int) -> PayloadTooLargeError:
-    return PayloadTooLargeError(f"request body exceeds the {limit}-byte limit",
-                                hint="send a smaller request, use gRPC, or raise fwx serve --max-body-mb")
+    return PayloadTooLargeError(
+        f"request body exceeds the {limit}-byte limit",
+        hint="send a smaller request, use gRPC, or raise fwx serve --max-body-mb",
+    )
 
 
 async def read_body(request: Any, limit: int) -> bytes:

@@ -72,7 +72,7 @@ class ChunkScanner:
             end = self._buf.find(sep)
         if end < 0:
             return self._stop() if len(self._buf) > _MAX_LINE else (None, None)
-        block, rest = bytes(self._buf[:end]), bytes(self._buf[end + len(sep):])
+        block, rest = bytes(self._buf[:end]), bytes(self._buf[end + len(sep) :])
         self._buf.clear()
         if self._state == _HEAD:
             self._on_head(block)
@@ -119,7 +119,7 @@ def _header(head: bytes, prefix: bytes) -> bytes:
     if at < 0:
         return b""
     end = head.find(b"\r\n", at + len(prefix))
-    return head[at + len(prefix):end if end >= 0 else len(head)].strip()
+    return head[at + len(prefix) : end if end >= 0 else len(head)].strip()
 
 
 _REASONS = {400: b"Bad Request", 413: b"Content Too Large"}
@@ -127,8 +127,15 @@ _REASONS = {400: b"Bad Request", 413: b"Content Too Large"}
 
 def error_bytes(status: int, message: str) -> bytes:
     body = orjson.dumps({"error": message})
-    return b"".join([b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status]), b"content-type: application/json\r\n",
-                     b"content-length: %d\r\n" % len(body), b"connection: close\r\n\r\n", body])
+    return b"".join(
+        [
+            b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status]),
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"connection: close\r\n\r\n",
+            body,
+        ]
+    )
 
 
 def guarded_protocol(limit: int) -> Any:

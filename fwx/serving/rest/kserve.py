@@ -29,8 +29,14 @@ def load_json(data: bytes | memoryview) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        hint = ("JSON strings must be valid Unicode; send bytes that are not UTF-8 with the binary tensor "
-                "extension (binary_data_size) or gRPC") if "surrogate" in str(exc) else None
+        hint = (
+            (
+                "JSON strings must be valid Unicode; send bytes that are not UTF-8 with the binary tensor "
+                "extension (binary_data_size) or gRPC"
+            )
+            if "surrogate" in str(exc)
+            else None
+        )
         raise InputError(f"request body is not valid JSON: {str(exc)[:200]}", hint=hint) from None
 
 
@@ -48,15 +54,22 @@ def _params(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
     return params
 
 
-def parse_infer(body: bytes, header_len: str | None, model: str, version: str | None,
-                signature: Callable[[], Signature], deadline: float | None) -> tuple[InferRequest, bool]:
+def parse_infer(
+    body: bytes,
+    header_len: str | None,
+    model: str,
+    version: str | None,
+    signature: Callable[[], Signature],
+    deadline: float | None,
+) -> tuple[InferRequest, bool]:
     """The request, and whether outputs default to binary (raw-body requests answer in binary)."""
     if header_len is None:
         json_part, binary = memoryview(body), memoryview(b"")
     else:
         if not header_len.strip().isdigit() or int(header_len) > len(body):
-            raise InputError(f"Inference-Header-Content-Length {header_len[:20]!r} does not fit a "
-                             f"{len(body)}-byte body")
+            raise InputError(
+                f"Inference-Header-Content-Length {header_len[:20]!r} does not fit a {len(body)}-byte body"
+            )
         n = int(header_len)
         if n == 0:
             return _raw_request(body, model, version, signature(), deadline), True
@@ -77,12 +90,21 @@ def parse_infer(body: bytes, header_len: str | None, model: str, version: str | 
         inputs.append(tensor)
         offset += used
     if offset != len(binary):
-        raise InputError(f"the body has {len(binary) - offset} bytes of binary data no input claims",
-                         hint="binary_data_size of the inputs must add up to the bytes after the JSON header")
+        raise InputError(
+            f"the body has {len(binary) - offset} bytes of binary data no input claims",
+            hint="binary_data_size of the inputs must add up to the bytes after the JSON header",
+        )
     outputs = [_output(o, i, binary_out) for i, o in enumerate(doc.get("outputs") or [])]
     req_id = doc.get("id", "")
-    return InferRequest(model, version, inputs, outputs, id=req_id if isinstance(req_id, str) else str(req_id),
-                        parameters=params, deadline=deadline), binary_out
+    return InferRequest(
+        model,
+        version,
+        inputs,
+        outputs,
+        id=req_id if isinstance(req_id, str) else str(req_id),
+        parameters=params,
+        deadline=deadline,
+    ), binary_out
 
 
 def _input(item: Any, i: int, binary: memoryview, offset: int) -> tuple[InferTensor, int]:
@@ -98,12 +120,16 @@ def _input(item: Any, i: int, binary: memoryview, offset: int) -> tuple[InferTen
             raise InputError(f"input {name!r} has neither 'data' nor a binary_data_size parameter")
         return InferTensor(name, datatype, shape, decode_json_data(name, datatype, shape, item["data"]), params), 0
     if "data" in item:
-        raise InputError(f"input {name!r} has both 'data' and a binary_data_size parameter",
-                         hint="send the tensor either as JSON 'data' or as binary after the header, not both")
+        raise InputError(
+            f"input {name!r} has both 'data' and a binary_data_size parameter",
+            hint="send the tensor either as JSON 'data' or as binary after the header, not both",
+        )
     if isinstance(size, bool) or not isinstance(size, int) or size < 0 or offset + size > len(binary):
-        raise InputError(f"input {name!r}: binary_data_size {size!r} does not fit the {len(binary) - offset} "
-                         "binary bytes left in the body")
-    data = decode_raw(name, datatype, shape, binary[offset:offset + size])
+        raise InputError(
+            f"input {name!r}: binary_data_size {size!r} does not fit the {len(binary) - offset} "
+            "binary bytes left in the body"
+        )
+    data = decode_raw(name, datatype, shape, binary[offset : offset + size])
     return InferTensor(name, datatype, shape, data, params), size
 
 
@@ -116,19 +142,23 @@ def _output(item: Any, i: int, binary_default: bool) -> RequestedOutput:
     return RequestedOutput(name, binary=binary is True, parameters=params)
 
 
-def _raw_request(body: bytes, model: str, version: str | None, sig: Signature,
-                 deadline: float | None) -> InferRequest:
+def _raw_request(body: bytes, model: str, version: str | None, sig: Signature, deadline: float | None) -> InferRequest:
     """Inference-Header-Content-Length: 0 -- the whole body is the only input, batch 1."""
     if len(sig.inputs) != 1:
-        raise InputError(f"a raw binary request needs a model with one input; {model} has {len(sig.inputs)}",
-                         hint="send a JSON header with Inference-Header-Content-Length")
+        raise InputError(
+            f"a raw binary request needs a model with one input; {model} has {len(sig.inputs)}",
+            hint="send a JSON header with Inference-Header-Content-Length",
+        )
     spec = sig.inputs[0]
     dims = list(spec.shape)
     if dims and is_dynamic(dims[0]):
         dims[0] = 1
     if any(is_dynamic(d) for d in dims) or spec.dtype == "bytes":
-        raise InputError(f"input {spec.name!r} has dynamic dimensions {spec.kserve_shape()}; a raw binary request "
-                         "cannot say its shape", hint="send a JSON header with the shape")
+        raise InputError(
+            f"input {spec.name!r} has dynamic dimensions {spec.kserve_shape()}; a raw binary request "
+            "cannot say its shape",
+            hint="send a JSON header with the shape",
+        )
     shape = [int(d) for d in dims]
     datatype = KSERVE_DTYPES[spec.dtype]
     data = decode_raw(spec.name, datatype, shape, memoryview(body))

@@ -38,19 +38,22 @@ OPERATIONS: dict[str, tuple[str, dict[str, Any] | None, Any]] = {
     "metrics": ("Prometheus metrics", None, _TEXT),
     "model_metadata": ("Model metadata: versions, platform, input and output tensors", None, _OBJECT),
     "model_ready": ("Model readiness: 200 when the version serves, 400 otherwise", None, _EMPTY),
-    "infer": ("KServe v2 inference (JSON; the binary tensor extension is accepted too)",
-              schema.INFER_REQUEST, _OBJECT),
+    "infer": ("KServe v2 inference (JSON; the binary tensor extension is accepted too)", schema.INFER_REQUEST, _OBJECT),
     "model_config": ("Triton-style model configuration", None, _OBJECT),
     "tf_status": ("TF Serving model version status", None, _OBJECT),
-    "tf_predict": ("TF Serving predict: 'instances' (rows) or 'inputs' (columns)",
-                   schema.TF_PREDICT_REQUEST, _OBJECT),
+    "tf_predict": ("TF Serving predict: 'instances' (rows) or 'inputs' (columns)", schema.TF_PREDICT_REQUEST, _OBJECT),
     "tf_metadata": ("TF Serving signature metadata", None, _OBJECT),
     "openapi": ("This document", None, _OBJECT),
 }
-_ERRORS = {"400": "Malformed request or bad input (the message names the field or tensor)",
-           "401": "Missing or wrong token", "403": "Model control is disabled", "404": "Unknown model or version",
-           "413": "Body over the size limit", "503": "Not ready, queue full or shutting down",
-           "504": "Deadline exceeded"}
+_ERRORS = {
+    "400": "Malformed request or bad input (the message names the field or tensor)",
+    "401": "Missing or wrong token",
+    "403": "Model control is disabled",
+    "404": "Unknown model or version",
+    "413": "Body over the size limit",
+    "503": "Not ready, queue full or shutting down",
+    "504": "Deadline exceeded",
+}
 
 
 def _response(answer: Any) -> dict[str, Any]:
@@ -63,19 +66,25 @@ def _response(answer: Any) -> dict[str, Any]:
 
 def _operation(path: str, method: str, name: str) -> dict[str, Any]:
     summary, body, answer = OPERATIONS[name]
-    params = [{"name": p, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
-              for p in re.findall(r"{(\w+)}", path)]
+    params = [
+        {"name": p, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+        for p in re.findall(r"{(\w+)}", path)
+    ]
     op: dict[str, Any] = {
         "operationId": f"{name}_{method.lower()}_{re.sub(r'[^A-Za-z0-9]+', '_', path).strip('_')}",
         "summary": summary,
-        "responses": {"200": _response(answer), **{code: {"description": text, "content": {
-            "application/json": {"schema": _ERROR}}} for code, text in _ERRORS.items()}},
+        "responses": {
+            "200": _response(answer),
+            **{
+                code: {"description": text, "content": {"application/json": {"schema": _ERROR}}}
+                for code, text in _ERRORS.items()
+            },
+        },
     }
     if params:
         op["parameters"] = params
     if body is not None:
-        op["requestBody"] = {"required": name != "repository_index",
-                             "content": {"application/json": {"schema": body}}}
+        op["requestBody"] = {"required": name != "repository_index", "content": {"application/json": {"schema": body}}}
     if name not in _PUBLIC:
         op["security"] = [{"bearer": []}, {}]
     return op
@@ -88,10 +97,13 @@ def document(routes: Iterable[tuple[str, str, str]]) -> dict[str, Any]:
         paths.setdefault(path, {})[method.lower()] = _operation(path, method, name)
     return {
         "openapi": "3.1.0",
-        "info": {"title": "fwx serve", "version": __version__,
-                 "description": "KServe v2 / Open Inference Protocol and TF Serving REST. Errors are "
-                                "{\"error\": \"one line\"}. Send 'Authorization: Bearer TOKEN' where the "
-                                "server runs with --api-token (model routes) or --admin-token (load/unload)."},
+        "info": {
+            "title": "fwx serve",
+            "version": __version__,
+            "description": "KServe v2 / Open Inference Protocol and TF Serving REST. Errors are "
+            '{"error": "one line"}. Send \'Authorization: Bearer TOKEN\' where the '
+            "server runs with --api-token (model routes) or --admin-token (load/unload).",
+        },
         "paths": paths,
         "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

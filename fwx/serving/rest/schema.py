@@ -44,8 +44,10 @@ TENSOR: dict[str, Any] = {
         "shape": {"type": "array", "items": {"type": "integer"}, "maxItems": 64},
         "datatype": {"type": "string", "enum": DATATYPES},
         "parameters": PARAMETERS,
-        "data": {"type": ["array", "number", "string", "boolean"],
-                 "description": "Row-major values, flat or nested; omitted when parameters.binary_data_size is set."},
+        "data": {
+            "type": ["array", "number", "string", "boolean"],
+            "description": "Row-major values, flat or nested; omitted when parameters.binary_data_size is set.",
+        },
     },
 }
 INFER_REQUEST: dict[str, Any] = {
@@ -55,19 +57,25 @@ INFER_REQUEST: dict[str, Any] = {
         "id": {"type": "string", "maxLength": 1024},
         "parameters": PARAMETERS,
         "inputs": {"type": "array", "minItems": 1, "items": TENSOR},
-        "outputs": {"type": "array", "items": {
-            "type": "object", "required": ["name"],
-            "properties": {"name": _NAME, "parameters": PARAMETERS}}},
+        "outputs": {
+            "type": "array",
+            "items": {"type": "object", "required": ["name"], "properties": {"name": _NAME, "parameters": PARAMETERS}},
+        },
     },
 }
 TF_PREDICT_REQUEST: dict[str, Any] = {
     "type": "object",
     "properties": {
         "signature_name": {"type": "string", "maxLength": 256},
-        "instances": {"type": "array", "minItems": 1,
-                      "description": "Row format: one entry per example (a value, or an object keyed by input)."},
-        "inputs": {"type": ["array", "object", "number", "string", "boolean"],
-                   "description": "Columnar format: one value, or an object keyed by input name."},
+        "instances": {
+            "type": "array",
+            "minItems": 1,
+            "description": "Row format: one entry per example (a value, or an object keyed by input).",
+        },
+        "inputs": {
+            "type": ["array", "object", "number", "string", "boolean"],
+            "description": "Columnar format: one value, or an object keyed by input name.",
+        },
     },
 }
 INDEX_REQUEST: dict[str, Any] = {
@@ -75,10 +83,24 @@ INDEX_REQUEST: dict[str, Any] = {
     "properties": {"ready": {"type": "boolean"}},
 }
 
-_JSON_TYPE = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object",
-              type(None): "null"}
-_PY_TYPES: dict[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,),
-                                          "integer": (int,), "number": (int, float), "null": (type(None),)}
+_JSON_TYPE = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+    type(None): "null",
+}
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "boolean": (bool,),
+    "integer": (int,),
+    "number": (int, float),
+    "null": (type(None),),
+}
 
 
 def type_name(value: Any) -> str:
@@ -93,8 +115,10 @@ def _is(value: Any, kinds: tuple[str, ...]) -> bool:
 
 
 def _fail(where: str, what: str) -> InputError:
-    return InputError(f"request body: {where} {what}" if where else f"request body {what}",
-                      hint="see GET /v2/openapi.json for the request schema")
+    return InputError(
+        f"request body: {where} {what}" if where else f"request body {what}",
+        hint="see GET /v2/openapi.json for the request schema",
+    )
 
 
 def _join(where: str, key: str) -> str:

@@ -26,10 +26,22 @@ from fwx.serving.types import InferRequest, InferResponse, InferTensor
 from fwx.signature import KSERVE_DTYPES, Signature, TensorSpec
 
 SIGNATURE = "serving_default"
-TF_DTYPES = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "float16": "DT_HALF", "bfloat16": "DT_BFLOAT16",
-             "int8": "DT_INT8", "int16": "DT_INT16", "int32": "DT_INT32", "int64": "DT_INT64", "uint8": "DT_UINT8",
-             "uint16": "DT_UINT16", "uint32": "DT_UINT32", "uint64": "DT_UINT64", "bool": "DT_BOOL",
-             "bytes": "DT_STRING"}
+TF_DTYPES = {
+    "float32": "DT_FLOAT",
+    "float64": "DT_DOUBLE",
+    "float16": "DT_HALF",
+    "bfloat16": "DT_BFLOAT16",
+    "int8": "DT_INT8",
+    "int16": "DT_INT16",
+    "int32": "DT_INT32",
+    "int64": "DT_INT64",
+    "uint8": "DT_UINT8",
+    "uint16": "DT_UINT16",
+    "uint32": "DT_UINT32",
+    "uint64": "DT_UINT64",
+    "bool": "DT_BOOL",
+    "bytes": "DT_STRING",
+}
 TF_STATES = {"READY": "AVAILABLE", "LOADING": "LOADING", "UNAVAILABLE": "END", "FAILED": "END"}
 
 
@@ -37,11 +49,11 @@ def _b64(value: Any) -> Any:
     """Replace ``{"b64": "..."}`` leaves with bytes, anywhere in a nested list."""
     if isinstance(value, dict):
         if set(value) != {"b64"} or not isinstance(value["b64"], str):
-            raise InputError("an object inside tensor data must be {\"b64\": \"...\"}")
+            raise InputError('an object inside tensor data must be {"b64": "..."}')
         try:
             return base64.b64decode(value["b64"], validate=True)
         except (binascii.Error, ValueError):
-            raise InputError("invalid base64 in a {\"b64\": ...} value") from None
+            raise InputError('invalid base64 in a {"b64": ...} value') from None
     if isinstance(value, list):
         return [_b64(v) for v in value]
     if isinstance(value, str):
@@ -82,8 +94,9 @@ def _tensor(spec: TensorSpec, arr: np.ndarray) -> InferTensor:
     return InferTensor(spec.name, KSERVE_DTYPES[spec.dtype], list(arr.shape), arr)
 
 
-def parse_predict(body: bytes, model: str, version: str | None, sig: Signature,
-                  deadline: float | None) -> tuple[InferRequest, str]:
+def parse_predict(
+    body: bytes, model: str, version: str | None, sig: Signature, deadline: float | None
+) -> tuple[InferRequest, str]:
     """A ``:predict`` body -> (request, "instances" or "inputs")."""
     doc = load_json(body)
     check_tf_predict_request(doc)
@@ -103,8 +116,9 @@ def parse_predict(body: bytes, model: str, version: str | None, sig: Signature,
     inputs = [_tensor(spec, arrays[spec.name]) for spec in sig.inputs if spec.name in arrays]
     unknown = sorted(set(arrays) - set(sig.input_names))
     if unknown:
-        raise InputError(f"unknown input(s): {', '.join(map(repr, unknown))}",
-                         hint=f"this model takes: {', '.join(sig.input_names)}")
+        raise InputError(
+            f"unknown input(s): {', '.join(map(repr, unknown))}", hint=f"this model takes: {', '.join(sig.input_names)}"
+        )
     return InferRequest(model, version, inputs, deadline=deadline), style
 
 
@@ -115,8 +129,9 @@ def _rows(instances: Any, sig: Signature) -> dict[str, np.ndarray]:
     named = all(isinstance(r, dict) and set(r) != {"b64"} for r in instances)
     if not named:
         if len(names) != 1:
-            raise InputError(f"this model takes {len(names)} inputs; each instance must be an object "
-                             f"with keys {', '.join(names)}")
+            raise InputError(
+                f"this model takes {len(names)} inputs; each instance must be an object with keys {', '.join(names)}"
+            )
         return {names[0]: _to_array(sig.inputs[0], instances)}
     keys = set(instances[0])
     if any(set(r) != keys for r in instances):
@@ -162,8 +177,9 @@ def encode_predict(resp: InferResponse, style: str) -> bytes:
     if len(outs) == 1:
         return orjson.dumps({"predictions": _jsonable(outs[0].data)}, option=orjson.OPT_SERIALIZE_NUMPY)
     rows = min((t.data.shape[0] if t.data.ndim else 1) for t in outs)
-    preds = [{t.name: _jsonable(t.data[i]) if t.data.ndim > 1 else _scalar(t.data[i]) for t in outs}
-             for i in range(rows)]
+    preds = [
+        {t.name: _jsonable(t.data[i]) if t.data.ndim > 1 else _scalar(t.data[i]) for t in outs} for i in range(rows)
+    ]
     return orjson.dumps({"predictions": preds}, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
@@ -178,16 +194,26 @@ def model_status(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     status = []
     for e in sorted(entries, key=lambda e: int(e["version"]) if str(e["version"]).isdigit() else 0, reverse=True):
         failed = e["state"] == "FAILED"
-        status.append({"version": str(e["version"]), "state": TF_STATES.get(e["state"], "END"),
-                       "status": {"error_code": "UNKNOWN" if failed else "OK",
-                                  "error_message": e.get("reason", "") if failed else ""}})
+        status.append(
+            {
+                "version": str(e["version"]),
+                "state": TF_STATES.get(e["state"], "END"),
+                "status": {
+                    "error_code": "UNKNOWN" if failed else "OK",
+                    "error_message": e.get("reason", "") if failed else "",
+                },
+            }
+        )
     return {"model_version_status": status}
 
 
 def _tensor_info(spec: TensorSpec, tensor_name: str) -> dict[str, Any]:
     dims = [{"size": str(d), "name": ""} for d in spec.kserve_shape()]
-    return {"dtype": TF_DTYPES.get(spec.dtype, "DT_INVALID"), "tensor_shape": {"dim": dims, "unknown_rank": False},
-            "name": tensor_name}
+    return {
+        "dtype": TF_DTYPES.get(spec.dtype, "DT_INVALID"),
+        "tensor_shape": {"dim": dims, "unknown_rank": False},
+        "name": tensor_name,
+    }
 
 
 def _op_name(name: str) -> str:
@@ -210,8 +236,12 @@ def tf_tensor_names(sig: Signature) -> tuple[dict[str, str], dict[str, str]]:
 def model_metadata(name: str, version: str, sig: Signature) -> dict[str, Any]:
     """GET /v1/models/{m}/metadata in TF Serving's JSON shape, with TF's tensor names."""
     in_names, out_names = tf_tensor_names(sig)
-    sig_def = {"inputs": {s.name: _tensor_info(s, in_names[s.name]) for s in sig.inputs},
-               "outputs": {s.name: _tensor_info(s, out_names[s.name]) for s in sig.outputs},
-               "method_name": "tensorflow/serving/predict"}
-    return {"model_spec": {"name": name, "signature_name": "", "version": version},
-            "metadata": {"signature_def": {"signature_def": {SIGNATURE: sig_def}}}}
+    sig_def = {
+        "inputs": {s.name: _tensor_info(s, in_names[s.name]) for s in sig.inputs},
+        "outputs": {s.name: _tensor_info(s, out_names[s.name]) for s in sig.outputs},
+        "method_name": "tensorflow/serving/predict",
+    }
+    return {
+        "model_spec": {"name": name, "signature_name": "", "version": version},
+        "metadata": {"signature_def": {"signature_def": {SIGNATURE: sig_def}}},
+    }

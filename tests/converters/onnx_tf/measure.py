@@ -49,9 +49,17 @@ def measure(name: str, exporter: str, folder: Path) -> dict[str, Any]:
         ref = reference(path, feeds)
         sm = {k: v.numpy() for k, v in fn(**{k: tf.constant(v) for k, v in feeds.items()}).items()}
         rows.append({"batch": batch, "seq": seq, "savedmodel": _err(sm, ref), "tflite": _err(runner(**feeds), ref)})
-    return {"model": name, "exporter": exporter, "export_s": t1 - t0, "translate_s": t2 - t1,
-            "translate_cpu_s": c2 - c1, "tflite_s": t3 - t2,
-            "signature": str(res.signature), "sizes": rows, "tflite_bytes": len(flat)}
+    return {
+        "model": name,
+        "exporter": exporter,
+        "export_s": t1 - t0,
+        "translate_s": t2 - t1,
+        "translate_cpu_s": c2 - c1,
+        "tflite_s": t3 - t2,
+        "signature": str(res.signature),
+        "sizes": rows,
+        "tflite_bytes": len(flat),
+    }
 
 
 def main() -> None:
@@ -65,15 +73,19 @@ def main() -> None:
         for name in models.SPECS:
             for exporter in models.EXPORTERS:
                 results.append(measure(name, exporter, Path(tmp)))
-    print("| model | exporter | sizes (batch, seq) | SavedModel max abs err | TFLite max abs err | "
-          "fwx translate+save s (CPU s) | TFLite convert s |")
+    print(
+        "| model | exporter | sizes (batch, seq) | SavedModel max abs err | TFLite max abs err | "
+        "fwx translate+save s (CPU s) | TFLite convert s |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in results:
         sizes = "; ".join(f"({s['batch']}, {s['seq']})" if s["seq"] else f"({s['batch']})" for s in r["sizes"])
         sm = "; ".join(f"{s['savedmodel']:.1e}" for s in r["sizes"])
         tl = "; ".join(f"{s['tflite']:.1e}" for s in r["sizes"])
-        print(f"| {r['model']} | {r['exporter']} | {sizes} | {sm} | {tl} | {r['translate_s']:.2f} ({r['translate_cpu_s']:.2f}) | "
-              f"{r['tflite_s']:.2f} |")
+        print(
+            f"| {r['model']} | {r['exporter']} | {sizes} | {sm} | {tl} | {r['translate_s']:.2f} ({r['translate_cpu_s']:.2f}) | "
+            f"{r['tflite_s']:.2f} |"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

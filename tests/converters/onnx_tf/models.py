@@ -30,10 +30,15 @@ SPECS = {
     "rescnn": Spec("rescnn", (("image", (2, 3, 16, 16), "float32"),), ("logits",), {"image": {0: "N"}}),
     "dwsep": Spec("dwsep", (("image", (2, 4, 16, 16), "float32"),), ("logits",), {"image": {0: "N"}}),
     "mlp": Spec("mlp", (("x", (2, 12), "float32"),), ("probs",), {"x": {0: "N"}}),
-    "two_io": Spec("two_io", (("x", (2, 6), "float32"), ("z", (2, 3), "float32")), ("score", "features"),
-                   {"x": {0: "N"}, "z": {0: "N"}}),
-    "transformer": Spec("transformer", (("input_ids", (2, 9), "int64"),), ("logits",),
-                        {"input_ids": {0: "N", 1: "S"}}, seq_axis=1),
+    "two_io": Spec(
+        "two_io",
+        (("x", (2, 6), "float32"), ("z", (2, 3), "float32")),
+        ("score", "features"),
+        {"x": {0: "N"}, "z": {0: "N"}},
+    ),
+    "transformer": Spec(
+        "transformer", (("input_ids", (2, 9), "int64"),), ("logits",), {"input_ids": {0: "N", 1: "S"}}, seq_axis=1
+    ),
     "lstm": Spec("lstm", (("x", (2, 7, 6), "float32"),), ("y",), {"x": {0: "N", 1: "T"}}, seq_axis=1),
     "bilstm": Spec("bilstm", (("x", (2, 7, 6), "float32"),), ("y",), {"x": {0: "N", 1: "T"}}, seq_axis=1),
 }
@@ -99,10 +104,15 @@ def build(name: str) -> Any:
 
     torch.manual_seed(0)
     factories = {
-        "rescnn": ResCNN, "dwsep": DwSep, "two_io": TwoIO, "transformer": Encoder,
-        "mlp": lambda: nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.Linear(32, 16), nn.Tanh(), nn.Linear(16, 3),
-                                     nn.Softmax(-1)),
-        "lstm": lambda: Recurrent(False), "bilstm": lambda: Recurrent(True),
+        "rescnn": ResCNN,
+        "dwsep": DwSep,
+        "two_io": TwoIO,
+        "transformer": Encoder,
+        "mlp": lambda: nn.Sequential(
+            nn.Linear(12, 32), nn.GELU(), nn.Linear(32, 16), nn.Tanh(), nn.Linear(16, 3), nn.Softmax(-1)
+        ),
+        "lstm": lambda: Recurrent(False),
+        "bilstm": lambda: Recurrent(True),
     }
     model = factories[name]()
     for mod in model.modules():
@@ -118,8 +128,10 @@ def example(spec: Spec) -> tuple[Any, ...]:
     import torch
 
     gen = torch.Generator().manual_seed(1)
-    return tuple(torch.randint(0, 50, shape, generator=gen) if dtype == "int64" else torch.randn(shape, generator=gen)
-                 for _, shape, dtype in spec.inputs)
+    return tuple(
+        torch.randint(0, 50, shape, generator=gen) if dtype == "int64" else torch.randn(shape, generator=gen)
+        for _, shape, dtype in spec.inputs
+    )
 
 
 def export(name: str, exporter: str, folder: Path) -> Path:
@@ -134,13 +146,29 @@ def export(name: str, exporter: str, folder: Path) -> Path:
     with warnings.catch_warnings():  # not no_grad(): that switches MHA to a fused op no exporter knows
         warnings.simplefilter("ignore")
         if exporter == "legacy17":
-            torch.onnx.export(model, example(spec), str(path), input_names=names, output_names=list(spec.outputs),
-                              dynamic_axes=spec.dynamic, opset_version=17, dynamo=False)
+            torch.onnx.export(
+                model,
+                example(spec),
+                str(path),
+                input_names=names,
+                output_names=list(spec.outputs),
+                dynamic_axes=spec.dynamic,
+                opset_version=17,
+                dynamo=False,
+            )
         else:
             auto = torch.export.Dim.AUTO
             shapes = tuple(dict.fromkeys(spec.dynamic[n], auto) for n in names)
-            torch.onnx.export(model, example(spec), str(path), input_names=names, output_names=list(spec.outputs),
-                              dynamic_shapes=shapes, dynamo=True, verbose=False)
+            torch.onnx.export(
+                model,
+                example(spec),
+                str(path),
+                input_names=names,
+                output_names=list(spec.outputs),
+                dynamic_shapes=shapes,
+                dynamo=True,
+                verbose=False,
+            )
     return path
 
 
@@ -152,8 +180,11 @@ def feeds(spec: Spec, batch: int, seq: int | None, seed: int = 0) -> dict[str, n
         dims[0] = batch
         if seq is not None and spec.seq_axis is not None:
             dims[spec.seq_axis] = seq
-        out[n] = rng.integers(0, 50, dims).astype(np.int64) if dtype == "int64" else rng.standard_normal(dims).astype(
-            np.float32)
+        out[n] = (
+            rng.integers(0, 50, dims).astype(np.int64)
+            if dtype == "int64"
+            else rng.standard_normal(dims).astype(np.float32)
+        )
     return out
 
 

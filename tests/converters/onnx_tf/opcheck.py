@@ -66,17 +66,25 @@ def make_model(cases: list[Case], prefixes: list[str]) -> Any:
         inits += k
         nodes.append(n)
         outs += o
-    graph = helper.make_graph(nodes, "cases", inputs,
-                              [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
-                              initializer=inits)
+    graph = helper.make_graph(
+        nodes,
+        "cases",
+        inputs,
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
+        initializer=inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", cases[0].opset)])
     model.ir_version = 8
     return shape_inference.infer_shapes(model, strict_mode=True)
 
 
 def feeds_of(cases: list[Case], prefixes: list[str]) -> dict[str, np.ndarray]:
-    return {p + n: v for c, p in zip(cases, prefixes, strict=True) for n, v, const in c.inputs
-            if v is not None and not const}
+    return {
+        p + n: v
+        for c, p in zip(cases, prefixes, strict=True)
+        for n, v, const in c.inputs
+        if v is not None and not const
+    }
 
 
 Outputs = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]

@@ -24,10 +24,17 @@ from fwx.converters.onnx2savedmodel import OnnxToSavedModel  # noqa: E402
 from fwx.sources.readers import onnx_signature  # noqa: E402
 
 
-def write(tmp_path: Path, nodes: list[Any], inputs: list[Any], outputs: list[Any],
-          inits: dict[str, np.ndarray] | None = None, name: str = "m.onnx") -> Path:
-    graph = helper.make_graph(nodes, "g", inputs, outputs,
-                              initializer=[numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
+def write(
+    tmp_path: Path,
+    nodes: list[Any],
+    inputs: list[Any],
+    outputs: list[Any],
+    inits: dict[str, np.ndarray] | None = None,
+    name: str = "m.onnx",
+) -> Path:
+    graph = helper.make_graph(
+        nodes, "g", inputs, outputs, initializer=[numpy_helper.from_array(v, k) for k, v in (inits or {}).items()]
+    )
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     m.ir_version = 8
     path = tmp_path / name
@@ -41,21 +48,30 @@ def source(path: Path) -> SourceModel:
 
 def linear(tmp_path: Path, in_name: str = "x", out_name: str = "y", units: int = 4) -> Path:
     """y = x @ W + 1 with W = 2 * I: turns 4 into 9."""
-    w = (2 * np.eye(units, dtype=np.float32))
-    return write(tmp_path, [helper.make_node("MatMul", [in_name, "w"], ["mm"]),
-                            helper.make_node("Add", ["mm", "one"], [out_name])],
-                 [helper.make_tensor_value_info(in_name, TensorProto.FLOAT, ["batch", units])],
-                 [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["batch", units])],
-                 {"w": w, "one": np.ones(units, np.float32)})
+    w = 2 * np.eye(units, dtype=np.float32)
+    return write(
+        tmp_path,
+        [helper.make_node("MatMul", [in_name, "w"], ["mm"]), helper.make_node("Add", ["mm", "one"], [out_name])],
+        [helper.make_tensor_value_info(in_name, TensorProto.FLOAT, ["batch", units])],
+        [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["batch", units])],
+        {"w": w, "one": np.ones(units, np.float32)},
+    )
 
 
 def test_precheck_lists_every_unsupported_op_at_once(tmp_path: Path) -> None:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    path = write(tmp_path, [helper.make_node("Relu", ["x"], ["a"]),
-                            helper.make_node("Hardmax", ["a"], ["b"], axis=-1),
-                            helper.make_node("Unique", ["a"], ["c"]),
-                            helper.make_node("FusedGemm", ["a", "a"], ["y"], domain="com.microsoft")], [x], [y])
+    path = write(
+        tmp_path,
+        [
+            helper.make_node("Relu", ["x"], ["a"]),
+            helper.make_node("Hardmax", ["a"], ["b"], axis=-1),
+            helper.make_node("Unique", ["a"], ["c"]),
+            helper.make_node("FusedGemm", ["a", "a"], ["y"], domain="com.microsoft"),
+        ],
+        [x],
+        [y],
+    )
     with pytest.raises(UnsupportedOpsError) as info:
         OnnxToSavedModel().precheck(source(path), ConvertOptions())
     assert info.value.ops == ["Hardmax", "Unique", "com.microsoft::FusedGemm"]
@@ -99,10 +115,13 @@ def test_names_tf_refuses_are_renamed_and_recorded(tmp_path: Path) -> None:
 
 def _conv(tmp_path: Path) -> Path:
     w = np.random.default_rng(0).standard_normal((5, 3, 3, 3)).astype(np.float32)
-    return write(tmp_path, [helper.make_node("Conv", ["img", "w"], ["f"], pads=[1, 1, 1, 1]),
-                            helper.make_node("Relu", ["f"], ["out"])],
-                 [helper.make_tensor_value_info("img", TensorProto.FLOAT, ["N", 3, 8, 8])],
-                 [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 5, 8, 8])], {"w": w})
+    return write(
+        tmp_path,
+        [helper.make_node("Conv", ["img", "w"], ["f"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["f"], ["out"])],
+        [helper.make_tensor_value_info("img", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 5, 8, 8])],
+        {"w": w},
+    )
 
 
 def test_layout_nhwc_makes_4d_inputs_channels_last(tmp_path: Path) -> None:
@@ -140,10 +159,15 @@ def test_static_shapes_pin_the_sample_shapes(tmp_path: Path) -> None:
 
 def test_translation_failure_is_one_clear_export_error(tmp_path: Path) -> None:
     """Conv weights computed at run time cannot be laid out for TF: say which node and why."""
-    path = write(tmp_path, [helper.make_node("Conv", ["x", "w"], ["y"])],
-                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5]),
-                  helper.make_tensor_value_info("w", TensorProto.FLOAT, [3, 2, 3, 3])],
-                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 3, 3])])
+    path = write(
+        tmp_path,
+        [helper.make_node("Conv", ["x", "w"], ["y"])],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [3, 2, 3, 3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 3, 3])],
+    )
     with pytest.raises(ExportError) as info:
         OnnxToSavedModel().convert(source(path), tmp_path / "sm", ConvertOptions())
     assert "Conv node" in info.value.message
@@ -163,13 +187,17 @@ def test_planner_reaches_tflite_through_this_edge() -> None:
 
     hops = [[h.module for h in p.hops] for p in plans(Format.ONNX, Format.TFLITE)]
     assert ["fwx.converters.onnx2savedmodel", "fwx.converters.savedmodel2tflite"] in hops
-    assert any("fwx.converters.onnx2savedmodel" in [h.module for h in p.hops]
-               for p in plans(Format.PYTORCH, Format.TFLITE, include_unavailable=True))
+    assert any(
+        "fwx.converters.onnx2savedmodel" in [h.module for h in p.hops]
+        for p in plans(Format.PYTORCH, Format.TFLITE, include_unavailable=True)
+    )
 
 
 def test_edge_modules_import_no_framework() -> None:
-    code = ("import sys, fwx.converters.onnx2savedmodel, fwx.converters.onnx_tf.model, "
-            "fwx.converters.onnx_tf.table\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'onnx', 'torch', 'keras'}))")
+    code = (
+        "import sys, fwx.converters.onnx2savedmodel, fwx.converters.onnx_tf.model, "
+        "fwx.converters.onnx_tf.table\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'onnx', 'torch', 'keras'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

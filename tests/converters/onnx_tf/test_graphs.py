@@ -18,11 +18,16 @@ from fwx.converters.onnx_tf.translate import translate  # noqa: E402
 _rng = np.random.default_rng(3)
 
 
-def model(nodes: list[Any], inputs: list[Any], outputs: list[str], inits: dict[str, np.ndarray],
-          opset: int = 17) -> Any:
-    graph = helper.make_graph(nodes, "g", inputs,
-                              [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
-                              initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
+def model(
+    nodes: list[Any], inputs: list[Any], outputs: list[str], inits: dict[str, np.ndarray], opset: int = 17
+) -> Any:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        inputs,
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
     return onnx.shape_inference.infer_shapes(m, strict_mode=True)
@@ -57,8 +62,13 @@ def test_shape_chain_folds_static_dims_and_keeps_batch_dynamic() -> None:
         helper.make_node("Concat", ["b1", "minus1", "two", "half"], ["target"], axis=0),
         helper.make_node("Reshape", ["x", "target"], ["y"]),
     ]
-    inits = {"i0": np.array(0, np.int64), "i2": np.array(2, np.int64), "ax": np.array([0], np.int64),
-             "two": np.array([2], np.int64), "minus1": np.array([-1], np.int64)}
+    inits = {
+        "i0": np.array(0, np.int64),
+        "i2": np.array(2, np.int64),
+        "ax": np.array([0], np.int64),
+        "two": np.array([2], np.int64),
+        "minus1": np.array([-1], np.int64),
+    }
     m = model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "S", 8])], ["y"], inits)
     tr = None
     for batch, seq in ((1, 3), (4, 5)):
@@ -69,7 +79,10 @@ def test_shape_chain_folds_static_dims_and_keeps_batch_dynamic() -> None:
 
 
 def _cnn() -> Any:
-    w1, w2 = _rng.standard_normal((8, 3, 3, 3)).astype(np.float32), _rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    w1, w2 = (
+        _rng.standard_normal((8, 3, 3, 3)).astype(np.float32),
+        _rng.standard_normal((8, 8, 3, 3)).astype(np.float32),
+    )
     bn = [_rng.uniform(0.5, 1.5, 8).astype(np.float32) for _ in range(4)]
     nodes = [
         helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
@@ -83,10 +96,18 @@ def _cnn() -> Any:
         helper.make_node("GlobalAveragePool", ["p"], ["gap"]),
         helper.make_node("Flatten", ["gap"], ["flat"]),
     ]
-    inits = {"w1": w1, "w2": w2, "s": bn[0], "b": bn[1], "m": bn[2], "v": bn[3],
-             "scale": _rng.standard_normal((8, 1, 1)).astype(np.float32)}
-    return model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 12, 12])],
-                 ["nhwc", "flat"], inits)
+    inits = {
+        "w1": w1,
+        "w2": w2,
+        "s": bn[0],
+        "b": bn[1],
+        "m": bn[2],
+        "v": bn[3],
+        "scale": _rng.standard_normal((8, 1, 1)).astype(np.float32),
+    }
+    return model(
+        nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 12, 12])], ["nhwc", "flat"], inits
+    )
 
 
 def test_channels_last_chain_transposes_once() -> None:
@@ -115,8 +136,11 @@ def test_exact_gelu_pattern_becomes_one_gelu() -> None:
         helper.make_node("Mul", ["x", "a"], ["m"]),
         helper.make_node("Mul", ["m", "half"], ["y"]),
     ]
-    inits = {"sqrt2": np.array(math.sqrt(2), np.float32), "one": np.array(1.0, np.float32),
-             "half": np.array(0.5, np.float32)}
+    inits = {
+        "sqrt2": np.array(math.sqrt(2), np.float32),
+        "one": np.array(1.0, np.float32),
+        "half": np.array(0.5, np.float32),
+    }
     m = model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])], ["y"], inits)
     tr = assert_matches(m, {"x": _rng.uniform(-5, 5, (4, 6)).astype(np.float32)})
     assert any("GELU" in n for n in tr.notes)
@@ -137,22 +161,34 @@ def test_erf_approximation_is_float32_accurate() -> None:
 def test_batch_major_rnn_layout_matches_time_major(op: str) -> None:
     """layout=1 (onnxruntime refuses it) must equal layout=0 on transposed inputs."""
     b, t, i, h, gates = 3, 5, 4, 6, (4 if op == "LSTM" else 3)
-    weights = {"W": _rng.uniform(-0.5, 0.5, (2, gates * h, i)).astype(np.float32),
-               "R": _rng.uniform(-0.5, 0.5, (2, gates * h, h)).astype(np.float32),
-               "B": _rng.uniform(-0.5, 0.5, (2, 2 * gates * h)).astype(np.float32)}
+    weights = {
+        "W": _rng.uniform(-0.5, 0.5, (2, gates * h, i)).astype(np.float32),
+        "R": _rng.uniform(-0.5, 0.5, (2, gates * h, h)).astype(np.float32),
+        "B": _rng.uniform(-0.5, 0.5, (2, 2 * gates * h)).astype(np.float32),
+    }
     outs = ["y", "yh"]
 
     def rnn(layout: int, x_shape: list[Any], h_shape: list[Any]) -> Any:
-        node = helper.make_node(op, ["x", "W", "R", "B", "", "h0"], outs, hidden_size=h, layout=layout,
-                                direction="bidirectional")
-        return model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
-                              helper.make_tensor_value_info("h0", TensorProto.FLOAT, h_shape)], outs, weights, 14)
+        node = helper.make_node(
+            op, ["x", "W", "R", "B", "", "h0"], outs, hidden_size=h, layout=layout, direction="bidirectional"
+        )
+        return model(
+            [node],
+            [
+                helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
+                helper.make_tensor_value_info("h0", TensorProto.FLOAT, h_shape),
+            ],
+            outs,
+            weights,
+            14,
+        )
 
     x = _rng.standard_normal((b, t, i)).astype(np.float32)
     h0 = _rng.standard_normal((b, 2, h)).astype(np.float32)
     got = translate(rnn(1, ["N", "T", i], ["N", 2, h]))({"x": x, "h0": h0})
     ref_model = rnn(0, ["T", "N", i], [2, "N", h])
     y, yh = ort.InferenceSession(ref_model.SerializeToString()).run(
-        None, {"x": x.transpose(1, 0, 2), "h0": h0.transpose(1, 0, 2)})
+        None, {"x": x.transpose(1, 0, 2), "h0": h0.transpose(1, 0, 2)}
+    )
     np.testing.assert_allclose(got["y"], y.transpose(2, 0, 1, 3), atol=1e-4, rtol=1e-3)
     np.testing.assert_allclose(got["yh"], yh.transpose(1, 0, 2), atol=1e-4, rtol=1e-3)

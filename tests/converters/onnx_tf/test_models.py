@@ -58,8 +58,9 @@ def max_err(got: dict[str, Any], ref: dict[str, np.ndarray]) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("exporter", models.EXPORTERS)
 @pytest.mark.parametrize("name", list(models.SPECS))
-def test_savedmodel_and_tflite_match_onnxruntime(name: str, exporter: str, tmp_path: Path,
-                                                 onnx_file: Callable[[str, str], Path]) -> None:
+def test_savedmodel_and_tflite_match_onnxruntime(
+    name: str, exporter: str, tmp_path: Path, onnx_file: Callable[[str, str], Path]
+) -> None:
     spec, path = models.SPECS[name], onnx_file(name, exporter)
     result = convert(path, tmp_path / "model.savedmodel")
     assert result.tool == "fwx-onnx-tf"

@@ -22,9 +22,17 @@ def np_type(a: np.ndarray) -> int:
     return helper.np_dtype_to_tensor_dtype(a.dtype)
 
 
-def node_model(op_type: str, inputs: dict[str, np.ndarray], *, consts: dict[str, np.ndarray] | None = None,
-               outputs: Sequence[str] = ("y",), opset: int = 17, dims: dict[str, list[Any]] | None = None,
-               input_order: Sequence[str] | None = None, **attrs: Any) -> onnx.ModelProto:
+def node_model(
+    op_type: str,
+    inputs: dict[str, np.ndarray],
+    *,
+    consts: dict[str, np.ndarray] | None = None,
+    outputs: Sequence[str] = ("y",),
+    opset: int = 17,
+    dims: dict[str, list[Any]] | None = None,
+    input_order: Sequence[str] | None = None,
+    **attrs: Any,
+) -> onnx.ModelProto:
     """One node reading runtime ``inputs`` and constant ``consts`` (in ``input_order``, "" = absent)."""
     consts = consts or {}
     order = list(input_order) if input_order is not None else [*inputs, *consts]
@@ -32,8 +40,15 @@ def node_model(op_type: str, inputs: dict[str, np.ndarray], *, consts: dict[str,
     return graph_model([node], inputs, consts=consts, outputs=outputs, opset=opset, dims=dims)
 
 
-def graph_model(nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], *, consts: dict[str, np.ndarray] | None = None,
-                outputs: Sequence[str] = ("y",), opset: int = 17, dims: dict[str, list[Any]] | None = None) -> onnx.ModelProto:
+def graph_model(
+    nodes: list[onnx.NodeProto],
+    inputs: dict[str, np.ndarray],
+    *,
+    consts: dict[str, np.ndarray] | None = None,
+    outputs: Sequence[str] = ("y",),
+    opset: int = 17,
+    dims: dict[str, list[Any]] | None = None,
+) -> onnx.ModelProto:
     dims = dims or {}
     ins = [helper.make_tensor_value_info(k, np_type(v), dims.get(k, list(v.shape))) for k, v in inputs.items()]
     outs = [onnx.ValueInfoProto(name=o) for o in outputs]  # types filled in by shape inference below
@@ -72,8 +87,13 @@ def assert_same(got: Sequence[np.ndarray], ref: Sequence[np.ndarray], label: str
     return worst
 
 
-def check_model(model: onnx.ModelProto, inputs: dict[str, np.ndarray], *, script: bool = True,
-                others: Sequence[dict[str, np.ndarray]] = ()) -> torch.fx.GraphModule:
+def check_model(
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    *,
+    script: bool = True,
+    others: Sequence[dict[str, np.ndarray]] = (),
+) -> torch.fx.GraphModule:
     """Translate with ``inputs`` as the sample; the GraphModule (and its TorchScript) must match onnxruntime
     on ``inputs`` and on every dict in ``others`` (other sizes)."""
     gm = translate(model, inputs)

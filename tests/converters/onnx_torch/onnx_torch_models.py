@@ -27,7 +27,9 @@ class ResCNN(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), _bn(8), nn.ReLU(), nn.MaxPool2d(2))
-        self.block = nn.Sequential(nn.Conv2d(8, 8, 3, padding=2, dilation=2), _bn(8), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1))
+        self.block = nn.Sequential(
+            nn.Conv2d(8, 8, 3, padding=2, dilation=2), _bn(8), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1)
+        )
         self.down = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.AvgPool2d(2, ceil_mode=True))
         self.head = nn.Linear(16, 10)
 
@@ -42,9 +44,15 @@ class DepthwiseCNN(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.Conv2d(3, 16, 3, stride=2, padding=1), _bn(16), nn.ReLU6(),
-            nn.Conv2d(16, 16, 3, padding=1, groups=16), _bn(16), nn.ReLU6(),
-            nn.Conv2d(16, 24, 1), _bn(24), nn.Hardswish(),
+            nn.Conv2d(3, 16, 3, stride=2, padding=1),
+            _bn(16),
+            nn.ReLU6(),
+            nn.Conv2d(16, 16, 3, padding=1, groups=16),
+            _bn(16),
+            nn.ReLU6(),
+            nn.Conv2d(16, 24, 1),
+            _bn(24),
+            nn.Hardswish(),
         )
         self.head = nn.Linear(24, 5)
 
@@ -55,8 +63,15 @@ class DepthwiseCNN(nn.Module):
 class MLP(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.Dropout(0.2), nn.Linear(32, 16), nn.Tanh(),
-                                 nn.Linear(16, 3), nn.Softmax(-1))
+        self.net = nn.Sequential(
+            nn.Linear(12, 32),
+            nn.GELU(),
+            nn.Dropout(0.2),
+            nn.Linear(32, 16),
+            nn.Tanh(),
+            nn.Linear(16, 3),
+            nn.Softmax(-1),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -97,8 +112,17 @@ class LSTMNet(nn.Module):
         return self.fc(y)
 
 
-def export(model: nn.Module, args: tuple[torch.Tensor, ...], path: Path, *, dynamo: bool, names: list[str],
-           outputs: list[str], dims: list[dict[int, str]], opset: int | None = None) -> Path:
+def export(
+    model: nn.Module,
+    args: tuple[torch.Tensor, ...],
+    path: Path,
+    *,
+    dynamo: bool,
+    names: list[str],
+    outputs: list[str],
+    dims: list[dict[int, str]],
+    opset: int | None = None,
+) -> Path:
     """torch.onnx.export with named dynamic dims; legacy exporter at opset 17, dynamo at ``opset`` (18+)."""
     torch.manual_seed(0)
     model.eval()
@@ -107,11 +131,28 @@ def export(model: nn.Module, args: tuple[torch.Tensor, ...], path: Path, *, dyna
         if dynamo:
             made: dict[str, Any] = {}
             shapes = tuple({i: made.setdefault(n, torch.export.Dim(n)) for i, n in d.items()} for d in dims)
-            torch.onnx.export(model, args, str(path), dynamo=True, opset_version=opset or 18, input_names=names,
-                              output_names=outputs, dynamic_shapes=shapes, verbose=False)
+            torch.onnx.export(
+                model,
+                args,
+                str(path),
+                dynamo=True,
+                opset_version=opset or 18,
+                input_names=names,
+                output_names=outputs,
+                dynamic_shapes=shapes,
+                verbose=False,
+            )
         else:
-            torch.onnx.export(model, args, str(path), dynamo=False, opset_version=17, input_names=names,
-                              output_names=outputs, dynamic_axes=dict(zip(names, dims, strict=True)))
+            torch.onnx.export(
+                model,
+                args,
+                str(path),
+                dynamo=False,
+                opset_version=17,
+                input_names=names,
+                output_names=outputs,
+                dynamic_axes=dict(zip(names, dims, strict=True)),
+            )
     return path
 
 

@@ -32,10 +32,20 @@ def _save(model: onnx.ModelProto, path: Path) -> Path:
 @pytest.fixture(scope="module")
 def dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """x[n, 4] -> MatMul -> Add -> Relu -> y[n, 3], plus a second output s = ReduceSum(y)."""
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["a"]),
-             helper.make_node("Relu", ["a"], ["y"]), helper.make_node("ReduceSum", ["y"], ["s"], keepdims=1)]
-    model = graph_model(nodes, {"x": rand(2, 4)}, consts={"w": rand(4, 3, seed=1), "b": rand(3, seed=2)},
-                        outputs=["y", "s"], dims={"x": ["n", 4]}, opset=13)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Add", ["h", "b"], ["a"]),
+        helper.make_node("Relu", ["a"], ["y"]),
+        helper.make_node("ReduceSum", ["y"], ["s"], keepdims=1),
+    ]
+    model = graph_model(
+        nodes,
+        {"x": rand(2, 4)},
+        consts={"w": rand(4, 3, seed=1), "b": rand(3, seed=2)},
+        outputs=["y", "s"],
+        dims={"x": ["n", 4]},
+        opset=13,
+    )
     return _save(model, tmp_path_factory.mktemp("edges") / "dense.onnx")
 
 
@@ -55,19 +65,31 @@ def test_edges_are_registered_and_the_planner_reaches_them_from_keras() -> None:
 
 
 def test_edge_modules_import_no_framework() -> None:
-    code = ("import sys, fwx.converters.onnx2torchscript, fwx.converters.onnx2pt2\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'onnx', 'onnxruntime'}))")
+    code = (
+        "import sys, fwx.converters.onnx2torchscript, fwx.converters.onnx2pt2\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'onnx', 'onnxruntime'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_precheck_lists_every_unsupported_op_at_once(tmp_path: Path) -> None:
-    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("NonZero", ["a"], ["b"]),
-             helper.make_node("Unique", ["a"], ["c"]), helper.make_node("FusedGemm", ["a", "a"], ["d"], domain="com.microsoft"),
-             helper.make_node("LSTM", ["a", "w", "r"], ["e"], hidden_size=2, clip=1.0)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [2, 2])],
-                              [helper.make_tensor_value_info(o, 1, None) for o in "bcde"])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("NonZero", ["a"], ["b"]),
+        helper.make_node("Unique", ["a"], ["c"]),
+        helper.make_node("FusedGemm", ["a", "a"], ["d"], domain="com.microsoft"),
+        helper.make_node("LSTM", ["a", "w", "r"], ["e"], hidden_size=2, clip=1.0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", 1, [2, 2])],
+        [helper.make_tensor_value_info(o, 1, None) for o in "bcde"],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
     path = _save(model, tmp_path / "bad.onnx")
     for edge in (OnnxToTorchScript(), OnnxToExportedProgram()):
         with pytest.raises(UnsupportedOpsError) as info:
@@ -102,10 +124,15 @@ def test_artifacts_run_in_fwx_runtimes_by_pinned_names(dense: Path, tmp_path: Pa
     from fwx.runtimes.base import load_runtime
 
     x = rand(6, 4, seed=9)
-    for edge, fmt, name in ((OnnxToTorchScript(), Format.TORCHSCRIPT, "m.pt"), (OnnxToExportedProgram(), Format.PT2, "m.pt2")):
+    for edge, fmt, name in (
+        (OnnxToTorchScript(), Format.TORCHSCRIPT, "m.pt"),
+        (OnnxToExportedProgram(), Format.PT2, "m.pt2"),
+    ):
         result = edge.convert(_src(dense), tmp_path / name, ConvertOptions())
-        with load_runtime(fmt, result.path, signature_hint=result.signature) as rt, \
-                load_runtime(Format.ONNX, dense) as ref:
+        with (
+            load_runtime(fmt, result.path, signature_hint=result.signature) as rt,
+            load_runtime(Format.ONNX, dense) as ref,
+        ):
             got, want = rt.infer({"x": x}), ref.infer({"x": x})
         assert set(got) == {"y", "s"}
         for k in want:
@@ -123,8 +150,10 @@ def test_static_shapes_pins_the_sample_sizes(dense: Path, tmp_path: Path) -> Non
 def test_trace_that_bakes_sizes_is_refused(tmp_path: Path) -> None:
     """Split into equal halves computes its chunk from the size: a trace bakes it, verification catches it."""
     node = helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2)
-    path = _save(graph_model([node], {"x": rand(2, 4)}, outputs=["a", "b"], dims={"x": [2, "m"]}, opset=18),
-                 tmp_path / "split.onnx")
+    path = _save(
+        graph_model([node], {"x": rand(2, 4)}, outputs=["a", "b"], dims={"x": [2, "m"]}, opset=18),
+        tmp_path / "split.onnx",
+    )
     with pytest.raises(ExportError, match="disagrees with onnxruntime"):
         OnnxToTorchScript().convert(_src(path), tmp_path / "t.pt", ConvertOptions(torchscript_mode="trace"))
     result = OnnxToTorchScript().convert(_src(path), tmp_path / "s.pt", ConvertOptions())
@@ -134,8 +163,9 @@ def test_trace_that_bakes_sizes_is_refused(tmp_path: Path) -> None:
 def test_pt2_keeps_named_dims_shared_between_inputs(tmp_path: Path) -> None:
     node = helper.make_node("Add", ["a", "b"], ["y"])
     model = graph_model([node], {"a": rand(2, 3), "b": rand(2, 3)}, dims={"a": ["batch", 3], "b": ["batch", 3]})
-    result = OnnxToExportedProgram().convert(_src(_save(model, tmp_path / "add.onnx")), tmp_path / "a.pt2",
-                                             ConvertOptions())
+    result = OnnxToExportedProgram().convert(
+        _src(_save(model, tmp_path / "add.onnx")), tmp_path / "a.pt2", ConvertOptions()
+    )
     assert [s.shape for s in result.signature.inputs] == [("batch", 3), ("batch", 3)]
     ep = torch.export.load(str(result.path))
     assert len(ep.range_constraints) == 1  # one symbol for both inputs
@@ -151,11 +181,13 @@ def test_given_sample_with_batch_one_keeps_its_other_sizes(tmp_path: Path) -> No
     """A graph that only runs at s=4 (like the legacy exporter's baked sequence length) with a batch-1 sample:
     the batch is raised to 2 for torch.export, s stays 4, and s is reported as fixed by the graph."""
     node = helper.make_node("Reshape", ["x", "shape"], ["y"])
-    model = graph_model([node], {"x": rand(2, 4)}, consts={"shape": np.array([0, 4, 1], np.int64)},
-                        dims={"x": ["n", "s"]})
+    model = graph_model(
+        [node], {"x": rand(2, 4)}, consts={"shape": np.array([0, 4, 1], np.int64)}, dims={"x": ["n", "s"]}
+    )
     path = _save(model, tmp_path / "fixed.onnx")
-    result = OnnxToExportedProgram().convert(_src(path), tmp_path / "f.pt2",
-                                             ConvertOptions(sample_inputs={"x": rand(1, 4)}))
+    result = OnnxToExportedProgram().convert(
+        _src(path), tmp_path / "f.pt2", ConvertOptions(sample_inputs={"x": rand(1, 4)})
+    )
     assert result.signature.inputs[0].shape == ("n", 4)
     assert any("dims s are fixed by the ONNX graph" in n for n in result.notes)
     assert result.extra["verification"][0]["sizes"] == {"n": 2, "s": 4}

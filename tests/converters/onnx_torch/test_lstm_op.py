@@ -18,7 +18,9 @@ from fwx.errors import UnsupportedOpsError
 H, IN = 5, 3
 
 
-def _lstm(direction: str, with_state: bool, t: int = 4, b: int = 2, layout: int = 0) -> tuple[onnx.ModelProto, dict[str, Any]]:
+def _lstm(
+    direction: str, with_state: bool, t: int = 4, b: int = 2, layout: int = 0
+) -> tuple[onnx.ModelProto, dict[str, Any]]:
     """A one-node LSTM model and time-major (layout 0) feeds."""
     d = 2 if direction == "bidirectional" else 1
     feeds = {"x": rand(t, b, IN, seed=1)}
@@ -30,9 +32,18 @@ def _lstm(direction: str, with_state: bool, t: int = 4, b: int = 2, layout: int 
     if layout:
         feeds = {k: np.ascontiguousarray(v.swapaxes(0, 1)) for k, v in feeds.items()}
         dims = {"x": ["b", "t", IN], "h0": ["b", d, H], "c0": ["b", d, H]}
-    model = node_model("LSTM", feeds, consts=consts, input_order=order, outputs=["y", "yh", "yc"], opset=14,
-                       dims={k: v for k, v in dims.items() if k in feeds}, direction=direction, hidden_size=H,
-                       layout=layout)
+    model = node_model(
+        "LSTM",
+        feeds,
+        consts=consts,
+        input_order=order,
+        outputs=["y", "yh", "yc"],
+        opset=14,
+        dims={k: v for k, v in dims.items() if k in feeds},
+        direction=direction,
+        hidden_size=H,
+        layout=layout,
+    )
     return model, feeds
 
 

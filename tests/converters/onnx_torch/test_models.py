@@ -45,8 +45,9 @@ def load(result: ConvertResult, target: Format) -> Callable[..., Any]:
     return torch.export.load(str(result.path)).module()  # type: ignore[no-any-return]
 
 
-def check_sizes(result: ConvertResult, target: Format, onnx_path: Path,
-                feeds_list: list[dict[str, np.ndarray]]) -> float:
+def check_sizes(
+    result: ConvertResult, target: Format, onnx_path: Path, feeds_list: list[dict[str, np.ndarray]]
+) -> float:
     """The artifact as loaded from disk matches onnxruntime on every feed; returns the worst error."""
     module, worst = load(result, target), 0.0
     for feeds in feeds_list:
@@ -68,8 +69,15 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["ts17", "dynamo18"])
 def test_rescnn(workdir: Path, dynamo: bool) -> None:
-    path = export(ResCNN(), (torch.randn(2, 3, 16, 16),), workdir / f"rescnn_{dynamo}.onnx", dynamo=dynamo,
-                  names=["x"], outputs=["logits"], dims=[{0: "batch"}])
+    path = export(
+        ResCNN(),
+        (torch.randn(2, 3, 16, 16),),
+        workdir / f"rescnn_{dynamo}.onnx",
+        dynamo=dynamo,
+        names=["x"],
+        outputs=["logits"],
+        dims=[{0: "batch"}],
+    )
     targets = [Format.TORCHSCRIPT] if dynamo else [Format.TORCHSCRIPT, Format.PT2]
     for target in targets:
         result = convert(path, target)
@@ -78,28 +86,51 @@ def test_rescnn(workdir: Path, dynamo: bool) -> None:
 
 
 def test_depthwise_cnn(workdir: Path) -> None:
-    path = export(DepthwiseCNN(), (torch.randn(2, 3, 16, 16),), workdir / "dwcnn.onnx", dynamo=False,
-                  names=["x"], outputs=["y"], dims=[{0: "batch", 2: "h", 3: "w"}])
+    path = export(
+        DepthwiseCNN(),
+        (torch.randn(2, 3, 16, 16),),
+        workdir / "dwcnn.onnx",
+        dynamo=False,
+        names=["x"],
+        outputs=["y"],
+        dims=[{0: "batch", 2: "h", 3: "w"}],
+    )
     result = convert(path, Format.TORCHSCRIPT)
     check_sizes(result, Format.TORCHSCRIPT, path, [images(2), images(3, 20), images(1, 9)])
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["ts17", "dynamo18"])
 def test_mlp(workdir: Path, dynamo: bool) -> None:
-    path = export(MLP(), (torch.randn(3, 12),), workdir / f"mlp_{dynamo}.onnx", dynamo=dynamo, names=["x"],
-                  outputs=["probs"], dims=[{0: "batch"}])
+    path = export(
+        MLP(),
+        (torch.randn(3, 12),),
+        workdir / f"mlp_{dynamo}.onnx",
+        dynamo=dynamo,
+        names=["x"],
+        outputs=["probs"],
+        dims=[{0: "batch"}],
+    )
     result = convert(path, Format.TORCHSCRIPT)
     feeds = [{"x": RNG.standard_normal((b, 12)).astype(np.float32)} for b in (3, 1, 8)]
     check_sizes(result, Format.TORCHSCRIPT, path, feeds)
 
 
 def test_two_inputs_two_outputs_keep_onnx_order(workdir: Path) -> None:
-    path = export(TwoInTwoOut(), (torch.randn(2, 6), torch.randn(2, 3)), workdir / "twoio.onnx", dynamo=False,
-                  names=["x", "y"], outputs=["total", "clipped"], dims=[{0: "n"}, {0: "n"}])
+    path = export(
+        TwoInTwoOut(),
+        (torch.randn(2, 6), torch.randn(2, 3)),
+        workdir / "twoio.onnx",
+        dynamo=False,
+        names=["x", "y"],
+        outputs=["total", "clipped"],
+        dims=[{0: "n"}, {0: "n"}],
+    )
     for target in (Format.TORCHSCRIPT, Format.PT2):
         result = convert(path, target)
         assert result.signature.input_names == ["x", "y"]
         assert result.signature.output_names == ["total", "clipped"]
-        feeds = [{"x": RNG.standard_normal((b, 6)).astype(np.float32), "y": RNG.standard_normal((b, 3)).astype(np.float32)}
-                 for b in (2, 7)]
+        feeds = [
+            {"x": RNG.standard_normal((b, 6)).astype(np.float32), "y": RNG.standard_normal((b, 3)).astype(np.float32)}
+            for b in (2, 7)
+        ]
         check_sizes(result, target, path, feeds)

@@ -15,8 +15,29 @@ INTS_B = np.array([2, -3, 5, 3], dtype=np.int64)
 BOOLS = rand(2, 3, 4, seed=2) > 0
 BOOLS_B = rand(4, seed=3) > 0
 
-UNARY = ["Abs", "Neg", "Exp", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tanh", "Sigmoid", "Relu", "Erf",
-         "Softplus", "Softsign", "HardSwish", "Atan", "IsNaN", "Tan", "Sinh", "Cosh"]
+UNARY = [
+    "Abs",
+    "Neg",
+    "Exp",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Sign",
+    "Sin",
+    "Cos",
+    "Tanh",
+    "Sigmoid",
+    "Relu",
+    "Erf",
+    "Softplus",
+    "Softsign",
+    "HardSwish",
+    "Atan",
+    "IsNaN",
+    "Tan",
+    "Sinh",
+    "Cosh",
+]
 
 
 @pytest.mark.parametrize("op_type", UNARY)
@@ -51,10 +72,18 @@ def test_isinf_and_bitwise() -> None:
         check_model(node_model(op_type, {"a": INTS, "b": INTS_B}, opset=18), {"a": INTS, "b": INTS_B})
 
 
-@pytest.mark.parametrize(("op_type", "attrs"), [
-    ("LeakyRelu", {"alpha": 0.2}), ("Elu", {"alpha": 0.7}), ("Selu", {}), ("Selu", {"alpha": 1.5, "gamma": 2.0}),
-    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Celu", {"alpha": 1.3}), ("ThresholdedRelu", {"alpha": 0.5}),
-])
+@pytest.mark.parametrize(
+    ("op_type", "attrs"),
+    [
+        ("LeakyRelu", {"alpha": 0.2}),
+        ("Elu", {"alpha": 0.7}),
+        ("Selu", {}),
+        ("Selu", {"alpha": 1.5, "gamma": 2.0}),
+        ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+        ("Celu", {"alpha": 1.3}),
+        ("ThresholdedRelu", {"alpha": 0.5}),
+    ],
+)
 def test_parametric_activation(op_type: str, attrs: dict[str, Any]) -> None:
     check_model(node_model(op_type, {"x": X * 2}, **attrs), {"x": X * 2})
 
@@ -69,8 +98,9 @@ def test_prelu_broadcast_slope() -> None:
     check_model(node_model("PRelu", {"x": X}, consts={"s": slope}), {"x": X})
 
 
-@pytest.mark.parametrize("op_type", ["Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater", "LessOrEqual",
-                                     "GreaterOrEqual", "Max", "Min"])
+@pytest.mark.parametrize(
+    "op_type", ["Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Max", "Min"]
+)
 def test_binary_broadcast_float(op_type: str) -> None:
     a, b = rand(2, 1, 4, seed=5), rand(3, 1, seed=6)
     b[0, 0] = a[0, 0, 0]  # one tie for the comparisons
@@ -87,8 +117,10 @@ def test_mod(fmod: int, a: np.ndarray, b: np.ndarray) -> None:
     check_model(node_model("Mod", {"a": a, "b": b}, fmod=fmod), {"a": a, "b": b})
 
 
-@pytest.mark.parametrize("exponent", [np.array(2.0, dtype=np.float32), np.array([1, 2, 3, 0], dtype=np.int64),
-                                      np.array(0.5, dtype=np.float32)])
+@pytest.mark.parametrize(
+    "exponent",
+    [np.array(2.0, dtype=np.float32), np.array([1, 2, 3, 0], dtype=np.int64), np.array(0.5, dtype=np.float32)],
+)
 def test_pow(exponent: np.ndarray) -> None:
     check_model(node_model("Pow", {"x": POS}, consts={"e": exponent}), {"x": POS})
 
@@ -119,7 +151,8 @@ def test_cast_like() -> None:
 
 
 def test_clip_inputs_and_attrs() -> None:
-    check_model(node_model("Clip", {"x": X}, consts={"lo": np.float32(-0.5), "hi": np.float32(0.7)}, opset=13),
-                {"x": X})
+    check_model(
+        node_model("Clip", {"x": X}, consts={"lo": np.float32(-0.5), "hi": np.float32(0.7)}, opset=13), {"x": X}
+    )
     check_model(node_model("Clip", {"x": X}, consts={"hi": np.float32(0.2)}, input_order=["x", "", "hi"]), {"x": X})
     check_model(node_model("Clip", {"x": X}, opset=6, min=-0.1, max=0.3), {"x": X})

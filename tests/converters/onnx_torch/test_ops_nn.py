@@ -13,15 +13,18 @@ X_OTHER = rand(3, 4, 12, 11, seed=5)
 DYN = {"x": ["n", 4, "h", "w"]}
 
 
-@pytest.mark.parametrize("attrs", [
-    {"pads": [1, 1, 1, 1]},
-    {"pads": [0, 1, 2, 1], "strides": [2, 1]},
-    {"group": 2, "dilations": [2, 1], "pads": [2, 1, 2, 1]},
-    {"group": 4, "strides": [2, 2], "auto_pad": "SAME_UPPER"},
-    {"auto_pad": "SAME_LOWER", "strides": [2, 3]},
-    {"auto_pad": "SAME_UPPER"},
-    {"auto_pad": "VALID", "strides": [2, 2]},
-])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"pads": [1, 1, 1, 1]},
+        {"pads": [0, 1, 2, 1], "strides": [2, 1]},
+        {"group": 2, "dilations": [2, 1], "pads": [2, 1, 2, 1]},
+        {"group": 4, "strides": [2, 2], "auto_pad": "SAME_UPPER"},
+        {"auto_pad": "SAME_LOWER", "strides": [2, 3]},
+        {"auto_pad": "SAME_UPPER"},
+        {"auto_pad": "VALID", "strides": [2, 2]},
+    ],
+)
 def test_conv2d(attrs: dict[str, Any]) -> None:
     group = attrs.get("group", 1)
     w, b = rand(6 if group != 4 else 4, 4 // group, 3, 3, seed=1), rand(6 if group != 4 else 4, seed=2)
@@ -33,30 +36,42 @@ def test_conv1d_no_bias_and_conv_transpose() -> None:
     x = rand(2, 3, 10)
     check_model(node_model("Conv", {"x": x}, consts={"w": rand(5, 3, 4, seed=3)}, pads=[1, 2]), {"x": x})
     w = rand(4, 3, 3, 3, seed=4)
-    model = node_model("ConvTranspose", {"x": X}, consts={"w": w, "b": rand(3, seed=5)}, strides=[2, 2],
-                       pads=[1, 1, 1, 1], output_padding=[1, 0])
+    model = node_model(
+        "ConvTranspose",
+        {"x": X},
+        consts={"w": w, "b": rand(3, seed=5)},
+        strides=[2, 2],
+        pads=[1, 1, 1, 1],
+        output_padding=[1, 0],
+    )
     check_model(model, {"x": X})
 
 
-@pytest.mark.parametrize("attrs", [
-    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
-    {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1},
-    {"kernel_shape": [3, 2], "pads": [0, 1, 2, 0]},
-    {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"},
-    {"kernel_shape": [3, 3], "dilations": [2, 1]},
-])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+        {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1},
+        {"kernel_shape": [3, 2], "pads": [0, 1, 2, 0]},
+        {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"},
+        {"kernel_shape": [3, 3], "dilations": [2, 1]},
+    ],
+)
 def test_max_pool(attrs: dict[str, Any]) -> None:
     check_model(node_model("MaxPool", {"x": X}, dims=DYN, **attrs), {"x": X}, others=[{"x": X_OTHER}])
 
 
-@pytest.mark.parametrize("attrs", [
-    {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
-    {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1},
-    {"kernel_shape": [3, 2], "pads": [0, 1, 2, 0], "strides": [2, 1]},
-    {"kernel_shape": [3, 2], "pads": [0, 1, 2, 0], "count_include_pad": 1},
-    {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"},
-    {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1},
-])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+        {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+        {"kernel_shape": [3, 2], "pads": [0, 1, 2, 0], "strides": [2, 1]},
+        {"kernel_shape": [3, 2], "pads": [0, 1, 2, 0], "count_include_pad": 1},
+        {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"},
+        {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1},
+    ],
+)
 def test_average_pool(attrs: dict[str, Any]) -> None:
     check_model(node_model("AveragePool", {"x": X}, dims=DYN, **attrs), {"x": X}, others=[{"x": X_OTHER}])
 
@@ -82,13 +97,17 @@ def test_layer_norm(axis: int, scale_shape: tuple[int, ...] | None) -> None:
     check_model(node_model("LayerNormalization", {"x": X}, consts=consts, input_order=order, axis=axis), {"x": X})
 
 
-@pytest.mark.parametrize(("a", "b"), [((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (2, 4, 3)), ((2, 3, 4), (4,))])
+@pytest.mark.parametrize(
+    ("a", "b"), [((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (2, 4, 3)), ((2, 3, 4), (4,))]
+)
 def test_matmul_broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> None:
     feeds = {"a": rand(*a), "b": rand(*b, seed=1)}
     check_model(node_model("MatMul", feeds), feeds)
 
 
-@pytest.mark.parametrize("attrs", [{}, {"transB": 1}, {"transA": 1, "alpha": 0.5, "beta": 2.0}, {"transB": 1, "beta": 0.0}])
+@pytest.mark.parametrize(
+    "attrs", [{}, {"transB": 1}, {"transA": 1, "alpha": 0.5, "beta": 2.0}, {"transB": 1, "beta": 0.0}]
+)
 def test_gemm(attrs: dict[str, Any]) -> None:
     a = rand(4, 3) if attrs.get("transA") else rand(3, 4)
     w = rand(5, 4, seed=1) if attrs.get("transB") else rand(4, 5, seed=1)
@@ -96,21 +115,34 @@ def test_gemm(attrs: dict[str, Any]) -> None:
     check_model(node_model("Gemm", {"a": a}, consts={"w": w, "c": c}, **attrs), {"a": a})
 
 
-@pytest.mark.parametrize(("op_type", "axis", "opset"), [("Softmax", 1, 11), ("Softmax", -2, 13), ("LogSoftmax", 2, 11),
-                                                         ("LogSoftmax", -1, 13), ("Softmax", -1, 11)])
+@pytest.mark.parametrize(
+    ("op_type", "axis", "opset"),
+    [("Softmax", 1, 11), ("Softmax", -2, 13), ("LogSoftmax", 2, 11), ("LogSoftmax", -1, 13), ("Softmax", -1, 11)],
+)
 def test_softmax(op_type: str, axis: int, opset: int) -> None:
     check_model(node_model(op_type, {"x": X}, opset=opset, axis=axis), {"x": X})
 
 
-REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-          "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum"]
+REDUCE = [
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
+    "ReduceLogSum",
+]
 
 
 @pytest.mark.parametrize("op_type", REDUCE)
 def test_reduce_attr_form(op_type: str) -> None:
     x = np.abs(X) * 0.2 + 0.8  # ReduceProd over everything stays finite
-    check_model(node_model(op_type, {"x": x}, opset=13 if op_type != "ReduceSum" else 11, axes=[-1, 1], keepdims=0),
-                {"x": x})
+    check_model(
+        node_model(op_type, {"x": x}, opset=13 if op_type != "ReduceSum" else 11, axes=[-1, 1], keepdims=0), {"x": x}
+    )
 
 
 @pytest.mark.parametrize("op_type", REDUCE)
@@ -131,26 +163,39 @@ def test_arg(op_type: str, attrs: dict[str, Any]) -> None:
     check_model(node_model(op_type, {"x": x}, opset=13, **attrs), {"x": x})
 
 
-@pytest.mark.parametrize(("attrs", "opset"), [
-    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, 13),
-    ({"mode": "nearest", "coordinate_transformation_mode": "half_pixel", "nearest_mode": "round_prefer_ceil"}, 18),
-    ({"mode": "linear", "coordinate_transformation_mode": "half_pixel"}, 13),
-    ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, 11),
-    ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, 13),
-    ({"mode": "cubic", "coordinate_transformation_mode": "half_pixel"}, 13),
-])
+@pytest.mark.parametrize(
+    ("attrs", "opset"),
+    [
+        ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, 13),
+        ({"mode": "nearest", "coordinate_transformation_mode": "half_pixel", "nearest_mode": "round_prefer_ceil"}, 18),
+        ({"mode": "linear", "coordinate_transformation_mode": "half_pixel"}, 13),
+        ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, 11),
+        ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, 13),
+        ({"mode": "cubic", "coordinate_transformation_mode": "half_pixel"}, 13),
+    ],
+)
 def test_resize_scales(attrs: dict[str, Any], opset: int) -> None:
     consts = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 1.5], np.float32)}
-    check_model(node_model("Resize", {"x": X}, consts=consts, opset=opset, dims=DYN, **attrs), {"x": X},
-                others=[{"x": X_OTHER}])
+    check_model(
+        node_model("Resize", {"x": X}, consts=consts, opset=opset, dims=DYN, **attrs), {"x": X}, others=[{"x": X_OTHER}]
+    )
 
 
 def test_resize_sizes_from_shape_and_opset10_upsample() -> None:
     from onnx import helper
 
-    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Mul", ["s", "k"], ["sz"]),
-             helper.make_node("Resize", ["x", "", "", "sz"], ["y"], mode="nearest",
-                              coordinate_transformation_mode="asymmetric", nearest_mode="floor")]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Mul", ["s", "k"], ["sz"]),
+        helper.make_node(
+            "Resize",
+            ["x", "", "", "sz"],
+            ["y"],
+            mode="nearest",
+            coordinate_transformation_mode="asymmetric",
+            nearest_mode="floor",
+        ),
+    ]
     from onnx_torch_helpers import graph_model
 
     model = graph_model(nodes, {"x": X}, consts={"k": np.array([1, 1, 2, 3], np.int64)}, dims=DYN, opset=13)
@@ -163,6 +208,12 @@ def test_resize_sizes_from_shape_and_opset10_upsample() -> None:
 def test_resize_modes_torch_cannot_match_are_listed() -> None:
     from fwx.converters.onnx_torch.translate import unsupported_ops
 
-    model = node_model("Resize", {"x": X}, consts={"roi": np.zeros(0, np.float32), "s": np.ones(4, np.float32)},
-                       opset=13, mode="linear", coordinate_transformation_mode="asymmetric")
+    model = node_model(
+        "Resize",
+        {"x": X},
+        consts={"roi": np.zeros(0, np.float32), "s": np.ones(4, np.float32)},
+        opset=13,
+        mode="linear",
+        coordinate_transformation_mode="asymmetric",
+    )
     assert unsupported_ops(model) == ["Resize(linear asymmetric)"]

@@ -29,9 +29,15 @@ def test_size() -> None:
     check_model(node_model("Size", {"x": X}, dims=DYN), {"x": X}, others=[{"x": X_OTHER}])
 
 
-@pytest.mark.parametrize(("shape", "opset", "allowzero"), [
-    (_c(0, -1), 13, 0), (_c(-1, 3, 2, 2), 13, 0), (_c(2, 0, 2, 2), 14, 0), (_c(6, 4), 14, 1),
-])
+@pytest.mark.parametrize(
+    ("shape", "opset", "allowzero"),
+    [
+        (_c(0, -1), 13, 0),
+        (_c(-1, 3, 2, 2), 13, 0),
+        (_c(2, 0, 2, 2), 14, 0),
+        (_c(6, 4), 14, 1),
+    ],
+)
 def test_reshape_const(shape: np.ndarray, opset: int, allowzero: int) -> None:
     kw = {"allowzero": allowzero} if opset >= 14 else {}
     check_model(node_model("Reshape", {"x": X}, consts={"s": shape}, opset=opset, **kw), {"x": X})
@@ -113,8 +119,11 @@ def test_tile_and_constant_of_shape_and_range() -> None:
     cos = helper.make_tensor("v", 7, [1], [5])
     nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ConstantOfShape", ["s"], ["y"], value=cos)]
     check_model(graph_model(nodes, {"x": X}, dims=DYN), {"x": X}, others=[{"x": X_OTHER}])
-    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "i"], ["n"]),
-             helper.make_node("Range", ["z", "n", "one"], ["y"])]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i"], ["n"]),
+        helper.make_node("Range", ["z", "n", "one"], ["y"]),
+    ]
     consts = {"i": np.array(-1, I64), "z": np.array(0, I64), "one": np.array(2, I64)}
     check_model(graph_model(nodes, {"x": X}, consts=consts, dims=DYN), {"x": X}, others=[{"x": X_OTHER}])
     consts = {"a": np.float32(0.5), "b": np.float32(3.0), "d": np.float32(0.7)}
@@ -127,8 +136,10 @@ def test_transpose(perm: list[int] | None) -> None:
     check_model(node_model("Transpose", {"x": X}, **kw), {"x": X})
 
 
-@pytest.mark.parametrize(("idx", "axis"), [(np.array(1, I64), 0), (np.array(-1, I64), 2), (_c(2, -1, 0), 1),
-                                            (np.array([[0, 1], [-1, 0]], I64), -1)])
+@pytest.mark.parametrize(
+    ("idx", "axis"),
+    [(np.array(1, I64), 0), (np.array(-1, I64), 2), (_c(2, -1, 0), 1), (np.array([[0, 1], [-1, 0]], I64), -1)],
+)
 def test_gather(idx: np.ndarray, axis: int) -> None:
     check_model(node_model("Gather", {"x": X}, consts={"i": idx}, axis=axis), {"x": X})
 
@@ -138,15 +149,19 @@ def test_gather_runtime_indices_into_table() -> None:
     check_model(node_model("Gather", {"ids": ids}, consts={"t": table}, input_order=["t", "ids"]), {"ids": ids})
 
 
-@pytest.mark.parametrize(("data_shape", "idx", "batch_dims"), [
-    ((2, 3, 4), [[0, 1], [1, 2], [-1, 0]], 0),  # k=2 of 3 axes: rows of the last axis (negative wraps)
-    ((2, 3, 4), [[1], [0]], 0),  # k=1: whole slabs
-    ((2, 3, 4), [[[0, 1]], [[2, 3]]], 1),  # batch_dims=1: each batch row picks its own
-])
+@pytest.mark.parametrize(
+    ("data_shape", "idx", "batch_dims"),
+    [
+        ((2, 3, 4), [[0, 1], [1, 2], [-1, 0]], 0),  # k=2 of 3 axes: rows of the last axis (negative wraps)
+        ((2, 3, 4), [[1], [0]], 0),  # k=1: whole slabs
+        ((2, 3, 4), [[[0, 1]], [[2, 3]]], 1),  # batch_dims=1: each batch row picks its own
+    ],
+)
 def test_gather_nd(data_shape: tuple[int, ...], idx: list[Any], batch_dims: int) -> None:
     x = rand(*data_shape)
-    check_model(node_model("GatherND", {"x": x}, consts={"i": np.array(idx, dtype=I64)}, batch_dims=batch_dims),
-                {"x": x})
+    check_model(
+        node_model("GatherND", {"x": x}, consts={"i": np.array(idx, dtype=I64)}, batch_dims=batch_dims), {"x": x}
+    )
 
 
 def test_gather_nd_runtime_indices() -> None:
@@ -161,12 +176,15 @@ def test_gather_elements() -> None:
     check_model(node_model("GatherElements", {"x": X}, consts={"i": idx}, axis=1), {"x": X})
 
 
-@pytest.mark.parametrize(("starts", "ends", "axes", "steps"), [
-    (_c(1), _c(9223372036854775807), _c(-1), _c(1)),
-    (_c(-2, 0), _c(-1, 3), _c(1, 2), _c(1, 2)),
-    (_c(-1), _c(-9223372036854775807), _c(2), _c(-1)),
-    (_c(2), _c(0), _c(1), _c(-2)),
-])
+@pytest.mark.parametrize(
+    ("starts", "ends", "axes", "steps"),
+    [
+        (_c(1), _c(9223372036854775807), _c(-1), _c(1)),
+        (_c(-2, 0), _c(-1, 3), _c(1, 2), _c(1, 2)),
+        (_c(-1), _c(-9223372036854775807), _c(2), _c(-1)),
+        (_c(2), _c(0), _c(1), _c(-2)),
+    ],
+)
 def test_slice_inputs(starts: np.ndarray, ends: np.ndarray, axes: np.ndarray, steps: np.ndarray) -> None:
     consts = {"s": starts, "e": ends, "a": axes, "p": steps}
     check_model(node_model("Slice", {"x": X}, consts=consts, dims=DYN), {"x": X}, others=[{"x": X_OTHER}])
@@ -183,9 +201,14 @@ def test_split_forms() -> None:
     check_model(node_model("Split", {"x": x}, outputs=["a", "b", "c"], opset=18, axis=1, num_outputs=3), {"x": x})
 
 
-@pytest.mark.parametrize(("mode", "pads", "opset"), [
-    ("constant", _c(0, 1, 2, 0, 2, 1), 13), ("reflect", _c(0, 0, 1, 0, 0, 2), 13), ("edge", _c(0, 1, 1, 0, 1, 1), 13),
-])
+@pytest.mark.parametrize(
+    ("mode", "pads", "opset"),
+    [
+        ("constant", _c(0, 1, 2, 0, 2, 1), 13),
+        ("reflect", _c(0, 0, 1, 0, 0, 2), 13),
+        ("edge", _c(0, 1, 1, 0, 1, 1), 13),
+    ],
+)
 def test_pad(mode: str, pads: np.ndarray, opset: int) -> None:
     consts: dict[str, np.ndarray] = {"p": pads}
     if mode == "constant":
@@ -207,8 +230,10 @@ def test_identity_dropout_constant_einsum_cumsum_trilu() -> None:
     feeds = {"a": rand(2, 3, 4), "b": rand(2, 4, 5, seed=1)}
     check_model(node_model("Einsum", feeds, equation="bij,bjk->bik"), feeds)
     for exclusive, reverse in ((0, 0), (1, 0), (0, 1), (1, 1)):
-        check_model(node_model("CumSum", {"x": X}, consts={"a": np.array(-1, I64)}, exclusive=exclusive,
-                               reverse=reverse), {"x": X})
+        check_model(
+            node_model("CumSum", {"x": X}, consts={"a": np.array(-1, I64)}, exclusive=exclusive, reverse=reverse),
+            {"x": X},
+        )
     check_model(node_model("Trilu", {"x": X}, consts={"k": np.array(1, I64)}, opset=14, upper=0), {"x": X})
 
 
@@ -220,5 +245,7 @@ def test_input_names_that_shadow_globals_or_are_not_identifiers() -> None:
 
 @pytest.mark.parametrize(("largest", "axis"), [(1, -1), (0, 1)])
 def test_topk(largest: int, axis: int) -> None:
-    check_model(node_model("TopK", {"x": X}, consts={"k": _c(2)}, outputs=["v", "i"], opset=11, largest=largest,
-                           axis=axis), {"x": X})
+    check_model(
+        node_model("TopK", {"x": X}, consts={"k": _c(2)}, outputs=["v", "i"], opset=11, largest=largest, axis=axis),
+        {"x": X},
+    )

@@ -9,8 +9,10 @@ from fwx.signature import Signature, TensorSpec
 
 
 def test_tile_to_repeats_and_cuts_only_dynamic_axes() -> None:
-    sig = Signature((TensorSpec("image", "float32", ("N", 2, 3)), TensorSpec("ids", "int64", ("N", "S"))),
-                    (TensorSpec("y", "float32", ("N",)),))
+    sig = Signature(
+        (TensorSpec("image", "float32", ("N", 2, 3)), TensorSpec("ids", "int64", ("N", "S"))),
+        (TensorSpec("y", "float32", ("N",)),),
+    )
     pixels = np.arange(12, dtype=np.float32).reshape(2, 2, 3) + 200.0  # a range noise would never hit
     ids = np.array([[5, 6, 7], [8, 9, 10]], np.int64)
     out = tile_to(sig, {"image": pixels, "ids": ids}, {"N": 5, "S": 2})

@@ -17,8 +17,9 @@ MAX_MESSAGE = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def server(live_server: Callable[..., Any], make_repo: Callable[..., Any],
-           tmp_path_factory: pytest.TempPathFactory) -> Any:
+def server(
+    live_server: Callable[..., Any], make_repo: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory
+) -> Any:
     repo = make_repo(tmp_path_factory.mktemp("grpc-repo"), MODELS)
     return live_server(repo, grpc_port=0, http_port=-1, grpc_max_message_bytes=MAX_MESSAGE)
 

@@ -14,8 +14,12 @@ from fwx.serving.proto import health_pb2
 
 
 @pytest.fixture(scope="module", params=["aio", "sync"])
-def url(request: pytest.FixtureRequest, live_server: Callable[..., Any], make_repo: Callable[..., Any],
-        tmp_path_factory: pytest.TempPathFactory) -> str:
+def url(
+    request: pytest.FixtureRequest,
+    live_server: Callable[..., Any],
+    make_repo: Callable[..., Any],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
     repo = make_repo(tmp_path_factory.mktemp(f"grpc-{request.param}"), {"linear": "linear"})
     return str(live_server(repo, grpc_port=0, http_port=-1, grpc_server=request.param).grpc_url)
 
@@ -29,8 +33,9 @@ def test_infer_ready_and_health(url: str) -> None:
     req.inputs.add(name="x", datatype="FP32", shape=[1, 1])
     req.raw_input_contents.append(np.array([[4.0]], np.float32).tobytes())
     with grpc.insecure_channel(url) as ch:
-        out = pb.ModelInferResponse.FromString(_raw(ch, "/inference.GRPCInferenceService/ModelInfer",
-                                                    req.SerializeToString()))
+        out = pb.ModelInferResponse.FromString(
+            _raw(ch, "/inference.GRPCInferenceService/ModelInfer", req.SerializeToString())
+        )
         ready = pb.ServerReadyResponse.FromString(_raw(ch, "/inference.GRPCInferenceService/ServerReady", b""))
         health = health_pb2.HealthCheckResponse.FromString(_raw(ch, "/grpc.health.v1.Health/Check", b""))
     assert np.frombuffer(out.raw_output_contents[0], np.float32).tolist() == [9.0]  # y = 2x + 1
@@ -48,5 +53,9 @@ def test_bytes_that_do_not_parse_are_invalid_argument_not_internal(url: str, met
 
 def test_unknown_model_is_not_found(url: str) -> None:
     with grpc.insecure_channel(url) as ch, pytest.raises(grpc.RpcError) as info:
-        _raw(ch, "/inference.GRPCInferenceService/ModelMetadata", pb.ModelMetadataRequest(name="nope").SerializeToString())
+        _raw(
+            ch,
+            "/inference.GRPCInferenceService/ModelMetadata",
+            pb.ModelMetadataRequest(name="nope").SerializeToString(),
+        )
     assert info.value.code() == grpc.StatusCode.NOT_FOUND

@@ -100,9 +100,13 @@ def test_mixed_raw_and_typed_refused() -> None:
 def test_response_is_raw_and_round_trips() -> None:
     y = np.array([[1.0, 2.0]], dtype=np.float32)
     s = np.array([b"hi", b"there"], dtype=object)
-    resp = InferResponse("m", "3", [InferTensor("y", "FP32", [1, 2], y, {"note": "x"}),
-                                    InferTensor("s", "BYTES", [2], s)], id="q",
-                         parameters={"big": 2**64 - 1, "f": 0.25})
+    resp = InferResponse(
+        "m",
+        "3",
+        [InferTensor("y", "FP32", [1, 2], y, {"note": "x"}), InferTensor("s", "BYTES", [2], s)],
+        id="q",
+        parameters={"big": 2**64 - 1, "f": 0.25},
+    )
     msg = gc.encode_infer_response(resp)
     assert [o.name for o in msg.outputs] == ["y", "s"]
     assert not msg.outputs[0].HasField("contents")
@@ -113,18 +117,36 @@ def test_response_is_raw_and_round_trips() -> None:
 
 
 def test_model_config_and_stats_from_json() -> None:
-    cfg = gc.model_config_to_pb({"name": "m", "platform": "tflite", "max_batch_size": 8,
-                                 "input": [{"name": "x", "data_type": "TYPE_INT64", "dims": [-1, 3]}],
-                                 "output": [{"name": "y", "data_type": "TYPE_FP16", "dims": [3]}],
-                                 "dynamic_batching": {"max_queue_delay_microseconds": 100},
-                                 "parameters": {"format": "tflite"}, "some_future_key": 1}).config
+    cfg = gc.model_config_to_pb(
+        {
+            "name": "m",
+            "platform": "tflite",
+            "max_batch_size": 8,
+            "input": [{"name": "x", "data_type": "TYPE_INT64", "dims": [-1, 3]}],
+            "output": [{"name": "y", "data_type": "TYPE_FP16", "dims": [3]}],
+            "dynamic_batching": {"max_queue_delay_microseconds": 100},
+            "parameters": {"format": "tflite"},
+            "some_future_key": 1,
+        }
+    ).config
     assert cfg.input[0].data_type == 9
     assert list(cfg.input[0].dims) == [-1, 3]
     assert cfg.output[0].data_type == 10
     assert cfg.parameters["format"].string_value == "tflite"
-    stats = gc.model_statistics_to_pb({"model_stats": [{"name": "m", "version": "1", "inference_count": 5,
-                                                        "inference_stats": {"queue": {"count": 5, "ns": 99}}}]})
+    stats = gc.model_statistics_to_pb(
+        {
+            "model_stats": [
+                {
+                    "name": "m",
+                    "version": "1",
+                    "inference_count": 5,
+                    "inference_stats": {"queue": {"count": 5, "ns": 99}},
+                }
+            ]
+        }
+    )
     assert stats.model_stats[0].inference_stats.queue.ns == 99
-    idx = gc.repository_index_to_pb([{"name": "a", "version": 1, "state": "READY"},
-                                     {"name": "b", "version": 2, "state": "FAILED", "reason": "bad"}])
+    idx = gc.repository_index_to_pb(
+        [{"name": "a", "version": 1, "state": "READY"}, {"name": "b", "version": 2, "state": "FAILED", "reason": "bad"}]
+    )
     assert [(m.name, m.version, m.reason) for m in idx.models] == [("a", "1", ""), ("b", "2", "bad")]

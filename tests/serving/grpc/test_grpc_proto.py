@@ -49,16 +49,23 @@ def test_every_field_matches_triton() -> None:
         for f in msg.fields:
             g = ref.fields_by_name.get(f.name)
             assert g is not None, f"{msg.full_name}.{f.name} is not in Triton's proto"
-            assert (f.number, f.type, f.is_repeated, _type_name(f)) == (g.number, g.type, g.is_repeated, _type_name(g)), (
-                f"{msg.full_name}.{f.name}")
+            assert (f.number, f.type, f.is_repeated, _type_name(f)) == (
+                g.number,
+                g.type,
+                g.is_repeated,
+                _type_name(g),
+            ), f"{msg.full_name}.{f.name}"
             checked += 1
         for enum in msg.enum_types:
             ref_enum = ref.enum_types_by_name[enum.name]
-            assert {v.name: v.number for v in enum.values}.items() <= {v.name: v.number for v in ref_enum.values}.items()
+            assert {v.name: v.number for v in enum.values}.items() <= {
+                v.name: v.number for v in ref_enum.values
+            }.items()
     assert checked > 150
     dtype = theirs.FindEnumTypeByName("inference.DataType")
     assert [(v.name, v.number) for v in model_config_pb2.DESCRIPTOR.enum_types_by_name["DataType"].values] == [
-        (v.name, v.number) for v in dtype.values]
+        (v.name, v.number) for v in dtype.values
+    ]
 
 
 def test_service_methods_match_triton() -> None:
@@ -70,7 +77,11 @@ def test_service_methods_match_triton() -> None:
     for m in ours.methods:
         r = ref.methods_by_name[m.name]
         assert (m.input_type.full_name, m.output_type.full_name, m.client_streaming, m.server_streaming) == (
-            r.input_type.full_name, r.output_type.full_name, r.client_streaming, r.server_streaming)
+            r.input_type.full_name,
+            r.output_type.full_name,
+            r.client_streaming,
+            r.server_streaming,
+        )
     assert len(ours.methods) == 12
 
 
@@ -124,7 +135,13 @@ print("ok")
 @pytest.mark.parametrize("first", ["ours", "theirs"])
 def test_coexists_with_tritonclient(first: str, impl: str) -> None:
     env = {"PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": impl, "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", _ORDER_PROBE, first], capture_output=True, text=True, env=env,
-                         cwd=str(PROTO_DIR.parents[2]), timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", _ORDER_PROBE, first],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(PROTO_DIR.parents[2]),
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "ok"

@@ -21,11 +21,13 @@ from fwx.serving.proto import health_pb2, health_pb2_grpc
 
 
 @pytest.fixture(scope="module")
-def secured(live_server: Callable[..., Any], make_repo: Callable[..., Any],
-            tmp_path_factory: pytest.TempPathFactory) -> Any:
+def secured(
+    live_server: Callable[..., Any], make_repo: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory
+) -> Any:
     repo = make_repo(tmp_path_factory.mktemp("grpc-secured"), {"linear": "linear"})
-    return live_server(repo, grpc_port=0, http_port=-1, api_token="api-secret",
-                       enable_model_control=True, admin_token="admin-secret")
+    return live_server(
+        repo, grpc_port=0, http_port=-1, api_token="api-secret", enable_model_control=True, admin_token="admin-secret"
+    )
 
 
 def _x() -> list[grpcclient.InferInput]:
@@ -93,7 +95,10 @@ def test_typed_contents_over_the_wire(server: Any) -> None:
         req.inputs.add(name="a", datatype="FP32", shape=[1, 3]).contents.fp32_contents.extend([1.0, 5.0, 2.0])
         req.inputs.add(name="b", datatype="INT64", shape=[1, 3]).contents.int64_contents.extend([1, 2, 3])
         resp = stub.ModelInfer(req, timeout=5)
-    assert [(o.name, o.datatype, list(o.shape)) for o in resp.outputs] == [("sum", "FP32", [1, 3]), ("idx", "INT64", [1])]
+    assert [(o.name, o.datatype, list(o.shape)) for o in resp.outputs] == [
+        ("sum", "FP32", [1, 3]),
+        ("idx", "INT64", [1]),
+    ]
     assert np.frombuffer(resp.raw_output_contents[0], "<f4").tolist() == [2.0, 7.0, 5.0]
     assert np.frombuffer(resp.raw_output_contents[1], "<i8").tolist() == [1]
 
@@ -116,8 +121,9 @@ def test_address_formats() -> None:
     assert _address("[::]", 0) == "[::]:0"
 
 
-def test_stop_drains_inflight_then_refuses(live_server: Callable[..., Any], make_repo: Callable[..., Any],
-                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_stop_drains_inflight_then_refuses(
+    live_server: Callable[..., Any], make_repo: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     repo = make_repo(tmp_path_factory.mktemp("grpc-drain"), {"sleepy": "sleepy"})
     srv = live_server(repo, grpc_port=0, http_port=-1, drain_seconds=20)
     c = grpcclient.InferenceServerClient(srv.grpc_url)

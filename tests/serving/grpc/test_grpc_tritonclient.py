@@ -36,8 +36,10 @@ def test_health_and_metadata(client: Any) -> None:
     model = client.get_model_metadata("multi", as_json=True)
     assert model["platform"] == "onnxruntime_onnx"
     assert model["versions"] == ["1"]
-    assert model["inputs"] == [{"name": "a", "datatype": "FP32", "shape": ["-1", "3"]},
-                               {"name": "b", "datatype": "INT64", "shape": ["-1", "3"]}]
+    assert model["inputs"] == [
+        {"name": "a", "datatype": "FP32", "shape": ["-1", "3"]},
+        {"name": "b", "datatype": "INT64", "shape": ["-1", "3"]},
+    ]
     assert [o["name"] for o in model["outputs"]] == ["sum", "idx"]
 
 
@@ -157,8 +159,9 @@ def test_stream_infer(client: Any) -> None:
     client.start_stream(callback=lambda result, error: results.put((result, error)))
     try:
         for i in range(3):
-            client.async_stream_infer("linear", [_input("x", np.array([[float(i)]], np.float32), "FP32")],
-                                      request_id=f"ok{i}")
+            client.async_stream_infer(
+                "linear", [_input("x", np.array([[float(i)]], np.float32), "FP32")], request_id=f"ok{i}"
+            )
         client.async_stream_infer("nope", [_input("x", np.array([[1.0]], np.float32), "FP32")], request_id="bad")
         got = [results.get(timeout=10) for _ in range(4)]
     finally:

@@ -29,39 +29,60 @@ def onnx_bytes(bias: float, *, slow_ops: int = 0, slow_dim: int = 512, per_row: 
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    inits = [numpy_helper.from_array(np.array([[2.0]], np.float32), "w"),
-             numpy_helper.from_array(np.array([bias], np.float32), "b")]
+    inits = [
+        numpy_helper.from_array(np.array([[2.0]], np.float32), "w"),
+        numpy_helper.from_array(np.array([bias], np.float32), "b"),
+    ]
     nodes = [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y0"])]
     last = "y0"
     if slow_ops:
         zshape = (1, slow_dim) if per_row else (slow_dim, slow_dim)
-        inits += [numpy_helper.from_array(np.eye(slow_dim, dtype=np.float32), "eye"),
-                  numpy_helper.from_array(np.zeros(zshape, np.float32), "z")]
+        inits += [
+            numpy_helper.from_array(np.eye(slow_dim, dtype=np.float32), "eye"),
+            numpy_helper.from_array(np.zeros(zshape, np.float32), "z"),
+        ]
         if per_row:
             nodes.append(helper.make_node("Add", ["xw", "z"], ["h0"]))  # [N,1] + [1,D] -> [N,D]
         else:
-            nodes += [helper.make_node("ReduceSum", ["xw"], ["s"], keepdims=0),
-                      helper.make_node("Add", ["z", "s"], ["h0"])]
+            nodes += [
+                helper.make_node("ReduceSum", ["xw"], ["s"], keepdims=0),
+                helper.make_node("Add", ["z", "s"], ["h0"]),
+            ]
         for i in range(slow_ops):
             nodes.append(helper.make_node("MatMul", [f"h{i}", "eye"], [f"h{i + 1}"]))
-        nodes += [helper.make_node("ReduceMax", [f"h{slow_ops}"], ["m"], axes=[1] if per_row else None,
-                                   keepdims=1 if per_row else 0),
-                  helper.make_node("Sub", ["m", "m"], ["zero"]), helper.make_node("Add", ["y0", "zero"], ["y1"])]
+        nodes += [
+            helper.make_node(
+                "ReduceMax", [f"h{slow_ops}"], ["m"], axes=[1] if per_row else None, keepdims=1 if per_row else 0
+            ),
+            helper.make_node("Sub", ["m", "m"], ["zero"]),
+            helper.make_node("Add", ["y0", "zero"], ["y1"]),
+        ]
         last = "y1"
     nodes.append(helper.make_node("Identity", [last], ["y"]))
     graph = helper.make_graph(
-        nodes, "lin",
+        nodes,
+        "lin",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
-        initializer=inits)
+        initializer=inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model.SerializeToString()
 
 
-def publish(root: Path, name: str, version: int | None = None, *, bias: float | None = None, kind: str = "ok",
-            slow_ops: int = 0, slow_dim: int = 512, per_row: bool = False) -> Path:
+def publish(
+    root: Path,
+    name: str,
+    version: int | None = None,
+    *,
+    bias: float | None = None,
+    kind: str = "ok",
+    slow_ops: int = 0,
+    slow_dim: int = 512,
+    per_row: bool = False,
+) -> Path:
     """Publish one version atomically (``Repository.staging``) and return its folder.
 
     ``kind``: "ok"; "checksum" (fwx.json records a wrong sha256); "truncated" (half an
@@ -81,8 +102,13 @@ def publish(root: Path, name: str, version: int | None = None, *, bias: float | 
         if kind == "checksum":
             sha = "0" * 64
         entry = ArtifactEntry(format=fmt, path=fname, sha256=sha, size_bytes=len(data), signature=SIG.to_json())
-        manifest = Manifest(name=name, version=v, source=SourceInfo("mem", "0" * 64, "onnx", "onnx"),
-                            signature=SIG.to_json(), artifacts={fmt: entry})
+        manifest = Manifest(
+            name=name,
+            version=v,
+            source=SourceInfo("mem", "0" * 64, "onnx", "onnx"),
+            signature=SIG.to_json(),
+            artifacts={fmt: entry},
+        )
         return st.publish(manifest)
 
 
@@ -104,8 +130,18 @@ class ServerProcess:
 
         self.http_port = free_port()
         self.grpc_port = free_port() if grpc else -1
-        cmd = [sys.executable, "-m", "fwx", "serve", str(repo), "--http-port", str(self.http_port),
-               "--grpc-port", str(self.grpc_port), *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "fwx",
+            "serve",
+            str(repo),
+            "--http-port",
+            str(self.http_port),
+            "--grpc-port",
+            str(self.grpc_port),
+            *args,
+        ]
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

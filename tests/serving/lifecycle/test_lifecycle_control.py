@@ -22,8 +22,10 @@ def test_control_is_off_by_default(make_config: Any) -> None:
     assert info.value.grpc_code == "PERMISSION_DENIED"
 
 
-@pytest.mark.parametrize("token", [None, "", "Bearer ", "wrong", "Bearer wrong", "s3cre", "s3cretX", "Basic s3cret",
-                                   "s3cret", "Bearers3cret"])
+@pytest.mark.parametrize(
+    "token",
+    [None, "", "Bearer ", "wrong", "Bearer wrong", "s3cre", "s3cretX", "Basic s3cret", "s3cret", "Bearers3cret"],
+)
 def test_missing_or_wrong_token_is_401(make_config: Any, token: str | None) -> None:
     cfg = make_config(enable_model_control=True, admin_token="s3cret")
     with pytest.raises(UnauthenticatedError) as info:
@@ -49,8 +51,24 @@ def test_bearer_token() -> None:
     assert bearer_token(None) is None
 
 
-@pytest.mark.parametrize("name", ["..", ".", "../etc", "%2e%2e", "%2e%2e%2fetc", "/etc/passwd", "a/b", "a\\b",
-                                  ".hidden", ".fwx-tmp-x", "", "x" * 129, "nul\x00"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "..",
+        ".",
+        "../etc",
+        "%2e%2e",
+        "%2e%2e%2fetc",
+        "/etc/passwd",
+        "a/b",
+        "a\\b",
+        ".hidden",
+        ".fwx-tmp-x",
+        "",
+        "x" * 129,
+        "nul\x00",
+    ],
+)
 def test_bad_request_names_are_400(tmp_path: Path, name: str) -> None:
     with pytest.raises(UsageError) as info:
         resolve_model_dir(tmp_path, name)

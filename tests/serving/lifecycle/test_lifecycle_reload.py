@@ -15,8 +15,9 @@ from lifecycle_helpers import publish
 from fwx.serving.models import LoadedModel, ModelManager
 
 
-async def _steady_load(mm: ModelManager, stop: asyncio.Event, log: list[tuple[float, int, float]],
-                       errors: list[str]) -> None:
+async def _steady_load(
+    mm: ModelManager, stop: asyncio.Event, log: list[tuple[float, int, float]], errors: list[str]
+) -> None:
     """Like the data plane: resolve the newest version, run it in a thread, hold ``use()`` meanwhile."""
     while not stop.is_set():
         try:
@@ -29,8 +30,9 @@ async def _steady_load(mm: ModelManager, stop: asyncio.Event, log: list[tuple[fl
         await asyncio.sleep(0)
 
 
-def test_poll_swaps_after_warmup_and_survives_a_corrupt_version(make_config: Any,
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_poll_swaps_after_warmup_and_survives_a_corrupt_version(
+    make_config: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     cfg = make_config(poll_seconds=0.05)
     cfg.load_probe = False
     publish(cfg.repository, "lin", 1)

@@ -90,13 +90,15 @@ def _slow_infer(port: int, x: float, out: dict[float, Any], done_at: dict[float,
 def test_sigterm_drains_in_flight_requests_and_exits_0(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     publish(repo, "slow", 1, slow_ops=96)  # ~0.1-0.4 s per inference on a 2-core box
-    server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0", "--max-batch-size", "1",
-                           "--drain-seconds", "30")
+    server = ServerProcess(
+        repo, tmp_path / "serve.log", "--poll-seconds", "0", "--max-batch-size", "1", "--drain-seconds", "30"
+    )
     server.wait_ready()
     results: dict[float, Any] = {}
     done_at: dict[float, float] = {}
-    threads = [threading.Thread(target=_slow_infer, args=(server.http_port, float(i), results, done_at))
-               for i in range(8)]
+    threads = [
+        threading.Thread(target=_slow_infer, args=(server.http_port, float(i), results, done_at)) for i in range(8)
+    ]
     for t in threads:
         t.start()
     wait_queued(f"http://127.0.0.1:{server.http_port}", 3)  # several requests still waiting when the signal lands
@@ -118,8 +120,6 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tmp_path: Path) -> None:
     assert elapsed < 30
 
 
-
-
 def _late_request(port: int) -> Any:
     """A request after SIGTERM: 503 from a draining server, or no connection at all."""
     try:
@@ -132,8 +132,9 @@ def _late_request(port: int) -> Any:
 def test_model_control_over_rest(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     publish(repo, "lin", 1)
-    server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0", "--enable-model-control",
-                           "--admin-token", "s3cret")
+    server = ServerProcess(
+        repo, tmp_path / "serve.log", "--poll-seconds", "0", "--enable-model-control", "--admin-token", "s3cret"
+    )
     auth = {"Authorization": "Bearer s3cret"}
     try:
         server.wait_ready()
@@ -159,8 +160,9 @@ def test_model_control_is_off_by_default(tmp_path: Path) -> None:
     server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0")
     try:
         server.wait_ready()
-        status, body = Client(server.http_port).post("/v2/repository/models/lin/unload", {},
-                                                     {"Authorization": "Bearer x"})
+        status, body = Client(server.http_port).post(
+            "/v2/repository/models/lin/unload", {}, {"Authorization": "Bearer x"}
+        )
         assert status == 403, json.dumps(body)
     finally:
         server.stop()

@@ -87,9 +87,11 @@ def test_parse_workers() -> None:
 
 
 def test_merge_adds_counters_keeps_dead_counters_and_drops_dead_gauges() -> None:
-    a = (b'# TYPE fwx_request_success counter\nfwx_request_success_total{model="m"} 3.0\n'
-         b"# TYPE fwx_server_ready gauge\nfwx_server_ready 1.0\n"
-         b'# TYPE fwx_queue_depth gauge\nfwx_queue_depth{model="m"} 2.0\n')
+    a = (
+        b'# TYPE fwx_request_success counter\nfwx_request_success_total{model="m"} 3.0\n'
+        b"# TYPE fwx_server_ready gauge\nfwx_server_ready 1.0\n"
+        b'# TYPE fwx_queue_depth gauge\nfwx_queue_depth{model="m"} 2.0\n'
+    )
     b = a.replace(b"3.0", b"4.0").replace(b"ready 1.0", b"ready 0.0")
     text = merge([(a, True), (b, True), (a, False)]).decode()
     assert 'fwx_request_success_total{model="m"} 10.0' in text
@@ -103,8 +105,19 @@ def test_two_workers_serve_restart_aggregate_and_drain(tmp_path: Path, run_tmp: 
     repo = tmp_path / "repo"
     publish(repo, "lin", 1)
     publish(repo, "slow", 1, slow_ops=40, per_row=True, slow_dim=4096)
-    server = ServerProcess(repo, tmp_path / "serve.log", "--workers", "2", "--poll-seconds", "0",
-                           "--drain-seconds", "20", "--max-batch-size", "1", grpc=True)
+    server = ServerProcess(
+        repo,
+        tmp_path / "serve.log",
+        "--workers",
+        "2",
+        "--poll-seconds",
+        "0",
+        "--drain-seconds",
+        "20",
+        "--max-batch-size",
+        "1",
+        grpc=True,
+    )
     try:
         server.wait_ready(120)
         workers = _children(server.pid)
@@ -116,10 +129,16 @@ def test_two_workers_serve_restart_aggregate_and_drain(tmp_path: Path, run_tmp: 
             assert y_of(body) == 2 * i + 1
         # every worker served some, and any worker's /metrics counts all 41 (snapshots are <= 1 s old)
         metrics = _rundir(run_tmp) / "metrics"
-        _wait(lambda: all((_metric((metrics / f"worker-{i}.prom").read_text(), LIN) or 0) > 0 for i in (0, 1)),
-              10, "both workers to have served")
-        _wait(lambda: all(_metric(Client(server.http_port).get("/metrics")[1].decode(), LIN) == 41
-                          for _ in range(6)), 10, "aggregated metrics")
+        _wait(
+            lambda: all((_metric((metrics / f"worker-{i}.prom").read_text(), LIN) or 0) > 0 for i in (0, 1)),
+            10,
+            "both workers to have served",
+        )
+        _wait(
+            lambda: all(_metric(Client(server.http_port).get("/metrics")[1].decode(), LIN) == 41 for _ in range(6)),
+            10,
+            "aggregated metrics",
+        )
         assert "probe" not in "".join(ln for ln in server.log().splitlines() if "loaded as" in ln)
 
         # a dead worker is restarted; readiness drops meanwhile and comes back; counters do not drop
@@ -161,12 +180,18 @@ def test_a_worker_killed_while_loading_quarantines_that_artifact(tmp_path: Path,
     publish(repo, "lin", 1)
     publish(repo, "lin", 2, slow_ops=60, slow_dim=512)  # a slow warm-up: time to "crash" it mid-load
     # --trust-model-code: checksums are not verified, so no probe verdict can be cached; first loads still skip it
-    server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0", "--version-policy", "all",
-                           "--trust-model-code")
+    server = ServerProcess(
+        repo, tmp_path / "serve.log", "--poll-seconds", "0", "--version-policy", "all", "--trust-model-code"
+    )
     try:
-        _wait(lambda: bool(list(run_tmp.glob("fwx-serve-*/loading-0")))
-              and "lin v2" in next(run_tmp.glob("fwx-serve-*/loading-0")).read_text(errors="replace"),
-              120, "the worker to load v2")
+        _wait(
+            lambda: (
+                bool(list(run_tmp.glob("fwx-serve-*/loading-0")))
+                and "lin v2" in next(run_tmp.glob("fwx-serve-*/loading-0")).read_text(errors="replace")
+            ),
+            120,
+            "the worker to load v2",
+        )
         (victim,) = _children(server.pid)
         os.kill(victim, signal.SIGSEGV)  # what a native parser bug does to the loading process
         server.wait_ready(120)

@@ -21,24 +21,60 @@ from fwx.converters.onnx_torch.ops.registry import OnnxNode, op
 from fwx.converters.onnx_torch.values import INT_DTYPES, Const, Item, SInt, Sym, Value, as_items, dtype_of, torch_dtype
 
 UNARY: dict[str, Callable[..., Any]] = {
-    "Abs": torch.abs, "Neg": torch.neg, "Exp": torch.exp, "Log": torch.log, "Sqrt": torch.sqrt,
-    "Reciprocal": torch.reciprocal, "Floor": torch.floor, "Ceil": torch.ceil, "Round": torch.round,
-    "Sign": torch.sign, "Sin": torch.sin, "Cos": torch.cos, "Tan": torch.tan, "Asin": torch.asin,
-    "Acos": torch.acos, "Atan": torch.atan, "Sinh": torch.sinh, "Cosh": torch.cosh, "Tanh": torch.tanh,
-    "Sigmoid": torch.sigmoid, "Relu": torch.relu, "Erf": torch.erf, "Not": torch.logical_not,
-    "IsNaN": torch.isnan, "Softplus": F.softplus, "Softsign": F.softsign, "HardSwish": F.hardswish,
+    "Abs": torch.abs,
+    "Neg": torch.neg,
+    "Exp": torch.exp,
+    "Log": torch.log,
+    "Sqrt": torch.sqrt,
+    "Reciprocal": torch.reciprocal,
+    "Floor": torch.floor,
+    "Ceil": torch.ceil,
+    "Round": torch.round,
+    "Sign": torch.sign,
+    "Sin": torch.sin,
+    "Cos": torch.cos,
+    "Tan": torch.tan,
+    "Asin": torch.asin,
+    "Acos": torch.acos,
+    "Atan": torch.atan,
+    "Sinh": torch.sinh,
+    "Cosh": torch.cosh,
+    "Tanh": torch.tanh,
+    "Sigmoid": torch.sigmoid,
+    "Relu": torch.relu,
+    "Erf": torch.erf,
+    "Not": torch.logical_not,
+    "IsNaN": torch.isnan,
+    "Softplus": F.softplus,
+    "Softsign": F.softsign,
+    "HardSwish": F.hardswish,
     "Mish": F.mish,
 }
 
 BINARY: dict[str, Callable[..., Any]] = {
-    "Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": gf.div, "Pow": gf.pow_,
-    "Equal": torch.eq, "Less": torch.lt, "LessOrEqual": torch.le, "Greater": torch.gt,
-    "GreaterOrEqual": torch.ge, "And": torch.logical_and, "Or": torch.logical_or, "Xor": torch.logical_xor,
-    "BitwiseAnd": torch.bitwise_and, "BitwiseOr": torch.bitwise_or,
+    "Add": torch.add,
+    "Sub": torch.sub,
+    "Mul": torch.mul,
+    "Div": gf.div,
+    "Pow": gf.pow_,
+    "Equal": torch.eq,
+    "Less": torch.lt,
+    "LessOrEqual": torch.le,
+    "Greater": torch.gt,
+    "GreaterOrEqual": torch.ge,
+    "And": torch.logical_and,
+    "Or": torch.logical_or,
+    "Xor": torch.logical_xor,
+    "BitwiseAnd": torch.bitwise_and,
+    "BitwiseOr": torch.bitwise_or,
 }
 
 _SIZE_OPS: dict[str, Callable[[int, int], int]] = {
-    "Add": operator.add, "Sub": operator.sub, "Mul": operator.mul, "Div": operator.floordiv, "Mod": operator.mod,
+    "Add": operator.add,
+    "Sub": operator.sub,
+    "Mul": operator.mul,
+    "Div": operator.floordiv,
+    "Mod": operator.mod,
 }
 
 
@@ -120,8 +156,12 @@ def _binary(b: GraphBuilder, n: OnnxNode) -> Value:
 
 @op("Max", "Min", "Sum", "Mean")
 def _variadic(b: GraphBuilder, n: OnnxNode) -> Value:
-    fns: dict[str, Callable[..., Any]] = {"Max": torch.maximum, "Min": torch.minimum, "Sum": torch.add,
-                                          "Mean": torch.add}
+    fns: dict[str, Callable[..., Any]] = {
+        "Max": torch.maximum,
+        "Min": torch.minimum,
+        "Sum": torch.add,
+        "Mean": torch.add,
+    }
     fn = fns[n.op_type]
     args = [v for v in n.inputs if v is not None]
     out = reduce(lambda acc, v: b.call(fn, acc, v), args[1:], args[0])
@@ -208,7 +248,9 @@ def _isinf(b: GraphBuilder, n: OnnxNode) -> Value:
 def _clip(b: GraphBuilder, n: OnnxNode) -> Value:
     x = n.need(0)
     if n.opset < 11:
-        return b.call(gf.clip, x, float(n.attr("min", -3.4028234663852886e38)), float(n.attr("max", 3.4028234663852886e38)))
+        return b.call(
+            gf.clip, x, float(n.attr("min", -3.4028234663852886e38)), float(n.attr("max", 3.4028234663852886e38))
+        )
     lo, hi = n.input(1), n.input(2)
     if lo is not None:
         x = b.call(torch.maximum, x, lo)

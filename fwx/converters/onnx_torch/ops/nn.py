@@ -33,7 +33,9 @@ def _torch_pads(begin: list[int], end: list[int]) -> list[Item]:
     return out
 
 
-def _explicit_pads(n: OnnxNode, kernel: list[int], strides: list[int], dil: list[int]) -> tuple[list[int], list[int]] | None:
+def _explicit_pads(
+    n: OnnxNode, kernel: list[int], strides: list[int], dil: list[int]
+) -> tuple[list[int], list[int]] | None:
     """(begin, end) pads known at build time, or None when auto_pad needs the input size."""
     sp = len(kernel)
     auto = str(n.attr("auto_pad", "NOTSET"))
@@ -50,8 +52,16 @@ def _explicit_pads(n: OnnxNode, kernel: list[int], strides: list[int], dil: list
     return pads[:sp], pads[sp:]
 
 
-def _pad_input(b: GraphBuilder, n: OnnxNode, x: Value, kernel: list[int], strides: list[int], dil: list[int],
-               value: float, torch_limit: bool) -> tuple[Value, list[int]]:
+def _pad_input(
+    b: GraphBuilder,
+    n: OnnxNode,
+    x: Value,
+    kernel: list[int],
+    strides: list[int],
+    dil: list[int],
+    value: float,
+    torch_limit: bool,
+) -> tuple[Value, list[int]]:
     """Apply what torch's symmetric ``padding=`` cannot express; return (input, padding for torch)."""
     sp = len(kernel)
     pads = _explicit_pads(n, kernel, strides, dil)
@@ -71,7 +81,7 @@ def _check_conv_transpose(node: onnx.NodeProto, opset: int) -> str | None:
     if str(attr_of(node, "auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
         return "auto_pad=SAME"
     pads = list(attr_of(node, "pads", []) or [])
-    if pads and pads[: len(pads) // 2] != pads[len(pads) // 2:]:
+    if pads and pads[: len(pads) // 2] != pads[len(pads) // 2 :]:
         return "asymmetric pads"
     return None
 

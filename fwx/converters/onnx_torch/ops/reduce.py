@@ -19,9 +19,16 @@ AXES_INPUT_SINCE = {"ReduceSum": 13}
 
 
 REDUCE: dict[str, Callable[..., Any]] = {
-    "ReduceMean": torch.mean, "ReduceSum": torch.sum, "ReduceMax": torch.amax, "ReduceMin": torch.amin,
-    "ReduceProd": gf.reduce_prod, "ReduceLogSumExp": torch.logsumexp, "ReduceSumSquare": gf.reduce_sum_square,
-    "ReduceL1": gf.reduce_l1, "ReduceL2": gf.reduce_l2, "ReduceLogSum": gf.reduce_log_sum,
+    "ReduceMean": torch.mean,
+    "ReduceSum": torch.sum,
+    "ReduceMax": torch.amax,
+    "ReduceMin": torch.amin,
+    "ReduceProd": gf.reduce_prod,
+    "ReduceLogSumExp": torch.logsumexp,
+    "ReduceSumSquare": gf.reduce_sum_square,
+    "ReduceL1": gf.reduce_l1,
+    "ReduceL2": gf.reduce_l2,
+    "ReduceLogSum": gf.reduce_log_sum,
 }
 
 
@@ -47,8 +54,10 @@ def _reduce(b: GraphBuilder, n: OnnxNode) -> Value:
     return b.call(REDUCE[n.op_type], x, dims, keepdim)
 
 
-_SYM_FOLD: dict[str, tuple[Callable[[Any, Any], Any], int]] = {"ReduceProd": (operator.mul, 1),
-                                                               "ReduceSum": (operator.add, 0)}
+_SYM_FOLD: dict[str, tuple[Callable[[Any, Any], Any], int]] = {
+    "ReduceProd": (operator.mul, 1),
+    "ReduceSum": (operator.add, 0),
+}
 
 
 @op("ArgMax", "ArgMin")

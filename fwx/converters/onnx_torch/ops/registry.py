@@ -55,8 +55,10 @@ class OnnxNode:
         if v is None:
             return None
         if not isinstance(v, Const):
-            raise ExportError(f"ONNX node {self.label}: input #{i} must be constant for this translation",
-                              hint="fold it in the ONNX graph first (e.g. onnxsim) or file an issue")
+            raise ExportError(
+                f"ONNX node {self.label}: input #{i} must be constant for this translation",
+                hint="fold it in the ONNX graph first (e.g. onnxsim) or file an issue",
+            )
         return v.value
 
     def const_ints(self, i: int) -> list[int] | None:
@@ -64,8 +66,9 @@ class OnnxNode:
         return None if t is None else [int(x) for x in t.reshape(-1).tolist()]
 
     def unsupported(self, what: str) -> UnsupportedOpsError:
-        return UnsupportedOpsError(TARGET, [f"{self.op_type}({what})"],
-                                   hint="rewrite that part of the model or convert through another path")
+        return UnsupportedOpsError(
+            TARGET, [f"{self.op_type}({what})"], hint="rewrite that part of the model or convert through another path"
+        )
 
 
 Handler = Callable[[GraphBuilder, OnnxNode], "Value | Sequence[Value]"]

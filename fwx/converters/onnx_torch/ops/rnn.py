@@ -25,7 +25,7 @@ DEFAULT_ACTIVATIONS = ("Sigmoid", "Tanh", "Tanh")
 
 
 def _reorder(t: Tensor, hidden: int) -> Tensor:
-    return torch.cat([t[:, k * hidden:(k + 1) * hidden] for k in ONNX_TO_TORCH_GATES], 1).contiguous()
+    return torch.cat([t[:, k * hidden : (k + 1) * hidden] for k in ONNX_TO_TORCH_GATES], 1).contiguous()
 
 
 def _lstm_step(w_hh: Tensor) -> Callable[[tuple[Tensor, Tensor], Tensor], tuple[tuple[Tensor, Tensor], Tensor]]:
@@ -51,8 +51,8 @@ class OnnxLSTM(torch.nn.Module):
         bias = torch.zeros(self.num_dir, 8 * hidden, dtype=w.dtype) if bias is None else bias
         self.register_buffer("w_ih", _reorder(w, hidden))
         self.register_buffer("w_hh", _reorder(r, hidden))
-        self.register_buffer("b_ih", _reorder(bias[:, :4 * hidden], hidden))
-        self.register_buffer("b_hh", _reorder(bias[:, 4 * hidden:], hidden))
+        self.register_buffer("b_ih", _reorder(bias[:, : 4 * hidden], hidden))
+        self.register_buffer("b_hh", _reorder(bias[:, 4 * hidden :], hidden))
 
     def forward(self, x: Tensor, h0: Optional[Tensor], c0: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:  # noqa: UP045
         if self.batch_first:
@@ -90,7 +90,10 @@ class OnnxLSTM(torch.nn.Module):
         ys, hs, cs = [], [], []
         for d in range(self.num_dir):
             xw = torch.matmul(x, self.w_ih[d].t()) + self.b_ih[d] + self.b_hh[d]  # type: ignore[index]
-            init = (h0[d].clone(memory_format=torch.contiguous_format), c0[d].clone(memory_format=torch.contiguous_format))
+            init = (
+                h0[d].clone(memory_format=torch.contiguous_format),
+                c0[d].clone(memory_format=torch.contiguous_format),
+            )
             (h, c), y = scan(_lstm_step(self.w_hh[d]), init, xw, dim=0, reverse=self.reverse or d == 1)  # type: ignore[index]
             ys.append(y)
             hs.append(h)

@@ -39,7 +39,7 @@ def axes_of(b: GraphBuilder, n: OnnxNode, input_index: int, since: int) -> list[
 def _shape(b: GraphBuilder, n: OnnxNode) -> Value:
     items = size_items(b, n.need(0))
     start, end = int(n.attr("start", 0)), n.attr("end")
-    return b.sym(items[start:None if end is None else int(end)])
+    return b.sym(items[start : None if end is None else int(end)])
 
 
 @op("Size")
@@ -116,8 +116,7 @@ def _expand(b: GraphBuilder, n: OnnxNode) -> Value:
     pad: list[Item] = [1] * (width - len(items))
     items = pad + items
     # A 1 in the target keeps x's own size (ONNX broadcasts both ways); -1 says so to torch.
-    target: list[Item] = [-1 if isinstance(s, int) and s == 1 and i >= width - rank else s
-                          for i, s in enumerate(items)]
+    target: list[Item] = [-1 if isinstance(s, int) and s == 1 and i >= width - rank else s for i, s in enumerate(items)]
     return b.method("expand", x, target)
 
 
@@ -149,5 +148,4 @@ def _range(b: GraphBuilder, n: OnnxNode) -> Value:
     if dtype.is_floating_point:
         s, e, d = (float(v.value) for v in (start, limit, delta))  # type: ignore[union-attr]
         return b.call(torch.arange, s, e, d, dtype=dtype)
-    return b.call(torch.arange, b.item_of_tensor(start), b.item_of_tensor(limit), b.item_of_tensor(delta),
-                  dtype=dtype)
+    return b.call(torch.arange, b.item_of_tensor(start), b.item_of_tensor(limit), b.item_of_tensor(delta), dtype=dtype)

@@ -15,8 +15,12 @@ _BIG = 1 << 62
 
 @op("Constant")
 def _constant(b: GraphBuilder, n: OnnxNode) -> Value:
-    for key, dtype in (("value_float", torch.float32), ("value_int", torch.int64),
-                       ("value_floats", torch.float32), ("value_ints", torch.int64)):
+    for key, dtype in (
+        ("value_float", torch.float32),
+        ("value_int", torch.int64),
+        ("value_floats", torch.float32),
+        ("value_ints", torch.int64),
+    ):
         if key in n.attrs:
             return Const(torch.tensor(n.attrs[key], dtype=dtype))
     if "value" not in n.attrs:
@@ -99,7 +103,7 @@ def _slice(b: GraphBuilder, n: OnnxNode) -> Value:
         raise n.unsupported("axes/steps computed at run time")
     if isinstance(x, Sym) and isinstance(starts[0], int) and isinstance(ends[0], int):
         assert isinstance(steps[0], int)
-        return b.sym(list(x.items)[starts[0]:ends[0]:steps[0]], dtype=x.dtype)
+        return b.sym(list(x.items)[starts[0] : ends[0] : steps[0]], dtype=x.dtype)
     rank = b.rank(x)
     for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
         assert isinstance(axis, int)
