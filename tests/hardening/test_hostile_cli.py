@@ -216,7 +216,7 @@ def test_serve_refuses_every_hostile_version(corpus: Corpus) -> None:
             except (httpx.HTTPError, ValueError):
                 index = {}
             if index.get("good", {}).get("state") == "READY" and all(
-                index.get(n, {}).get("state") not in (None, "LOADING", "UNKNOWN") for n in names
+                index.get(n, {}).get("state") == "FAILED" for n in names
             ):
                 break
             time.sleep(0.25)
