@@ -126,3 +126,85 @@ def test_fwx_warnings_fail_tests() -> None:
     """pyproject's filterwarnings turns fwx's own warnings into errors (third-party ones stay warnings)."""
     with pytest.raises(FwxWarning):
         warnings.warn("a warning fwx issued", FwxWarning, stacklevel=1)
+
+
+def _module_graph() -> dict[str, dict[str, list[str]]]:
+    """importer module -> imported module -> where, over every fwx module (generated protobuf code excluded).
+
+    ``from fwx.a import b`` depends on ``fwx.a`` (names are read from it) and, when ``b`` is a
+    submodule, on ``fwx.a.b``; ``import fwx.a.b`` depends on ``fwx.a.b``. So a submodule that reads a
+    sibling through its package ``__init__`` while that ``__init__`` imports it is a circle.
+    """
+    modules = {_module_of(p): p for p in sorted(FWX.rglob("*.py")) if "proto" not in p.relative_to(FWX).parts[:2]}
+    graph: dict[str, dict[str, list[str]]] = {m: {} for m in modules}
+    for here, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                # the package's namespace is read (its ``__init__`` runs first), and a submodule name is loaded too
+                targets = [base, *(f"{base}.{a.name}" for a in node.names)]
+            for target in targets:
+                if target in modules and target != here:
+                    graph[here].setdefault(target, []).append(f"{path.relative_to(FWX.parent)}:{node.lineno}")
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, {}):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_cycle_between_modules() -> None:
+    """Inside a package too, modules import downward only: no two modules reach each other."""
+    graph = _module_graph()
+    report = []
+    for component in _cycles(graph):
+        members = set(component)
+        where = [w for m in component for dst, ws in graph[m].items() if dst in members for w in ws[:1]]
+        report.append(" <-> ".join(component) + "\n    " + "\n    ".join(where))
+    assert not report, "modules that import each other (directly or around a circle):\n" + "\n".join(report)
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    """The finder is not vacuous: a three-module circle is reported, a chain is not."""
+    circle = {"a": {"b": ["x"]}, "b": {"c": ["x"]}, "c": {"a": ["x"]}, "d": {"a": ["x"]}}
+    assert _cycles(circle) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b": ["x"]}, "b": {}}) == []

@@ -20,8 +20,8 @@ from fwx import __version__, ui
 from fwx.converters.base import ConvertOptions
 from fwx.converters.plan import Plan
 from fwx.errors import ExportError, FwxError, ValidationError
-from fwx.exporter import collision
-from fwx.exporter import manifest_build as mb
+from fwx.exporter.collision import check_new_version, check_pinned
+from fwx.exporter.manifest_build import build_manifest, choose
 from fwx.exporter.options import ExportOptions
 from fwx.exporter.pinning import guess_layout, load_example_inputs
 from fwx.exporter.resolve import pin_signature
@@ -148,7 +148,7 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
         sig = pin_signature(src, eo.specs, eo.outputs, examples, user)
     check_names(user, sig)
     ui.info(f"  {sig}")
-    collision.check_pinned(repo, model_name, sig, allow=eo.allow_signature_change)
+    check_pinned(repo, model_name, sig, allow=eo.allow_signature_change)
     layout = guess_layout(sig, src.framework)
     if decided is None or (decided[0].layout and layout is None):  # no 4-D input after all: --layout is dropped
         decided = decide(start, wanted, eo.convert, layout, known=True, copies=copies)
@@ -232,7 +232,7 @@ def _run(
                 raise _validation_error(pick, lines, shown=True)
             raise errors[0]
         skipped = {f.value: skipped[f.value] for f in TARGETS if f.value in skipped}
-        manifest = mb.build_manifest(
+        manifest = build_manifest(
             name,
             src,
             sig,
@@ -246,7 +246,7 @@ def _run(
         )
         manifest.failed = {fmt.value: _failed_entry(fmt, pick, lines) for fmt, (pick, lines) in rejected.items()}
         shutil.rmtree(st.path / WORK, ignore_errors=True)
-        collision.check_new_version(repo, manifest, allow=eo.allow_signature_change)
+        check_new_version(repo, manifest, allow=eo.allow_signature_change)
         with ui.step("publish"):
             final = st.publish(manifest)
     return ExportResult(
@@ -319,7 +319,7 @@ def _context(
 def _target(ctx: RunContext, fmt: Format, plans: list[Plan]) -> tuple[Attempt, list[str]]:
     """The attempt to publish for ``fmt`` and its validation failures; raises when no path made an artifact."""
     attempts = run_target(ctx, fmt, plans)
-    pick, lines = mb.choose(attempts)
+    pick, lines = choose(attempts)
     if pick is None:
         raise attempts[0].error or ExportError(f"{fmt}: no path produced an artifact")
     return pick, lines

@@ -13,7 +13,7 @@ import numpy as np
 
 from fwx.converters import _torch as tc
 from fwx.errors import FwxError, InputError, first_line
-from fwx.exporter import pinning
+from fwx.exporter.pinning import check_against_model, output_specs, resolve_inputs
 from fwx.exporter.probe_outputs import resolve_outputs
 from fwx.formats import Format
 from fwx.frameworks import quiet
@@ -34,10 +34,10 @@ def pin_signature(
     """The pinned signature; ``cfg`` carries ``--input-range``/``--input-values`` for the probing samples."""
     if src.plan_format is Format.PYTORCH:
         return _pin_torch(src, inputs, outputs, examples, cfg)
-    pinned_in = pinning.resolve_inputs(inputs, examples, src.inputs)
+    pinned_in = resolve_inputs(inputs, examples, src.inputs)
     model_in = src.inputs or ()
     if model_in:
-        pinning.check_against_model(pinned_in, model_in, rename_ok=src.format is Format.KERAS)
+        check_against_model(pinned_in, model_in, rename_ok=src.format is Format.KERAS)
     model_out = src.outputs or ()
     if src.format is Format.KERAS:
         _probe_keras(src, pinned_in, examples, cfg)
@@ -68,7 +68,7 @@ def _pin_torch(
 ) -> Signature:
     from fwx.runtimes._torch import flatten_outputs, to_numpy  # imports torch
 
-    specs = pinning.resolve_inputs(inputs, examples, src.inputs, needs_flags=_TORCH_NEEDS)
+    specs = resolve_inputs(inputs, examples, src.inputs, needs_flags=_TORCH_NEEDS)
     arity = tc.forward_arity(src.obj)
     if arity and not arity[0] <= len(specs) <= arity[1]:
         want = arity[0] if arity[0] == arity[1] else f"{arity[0]}..{arity[1]}"
@@ -97,7 +97,7 @@ def _pin_torch(
         tensors, keys = flatten_outputs(raw)
         runs.append([to_numpy(t) for t in tensors])
     names = list(outputs) or keys or names_or_default((), len(runs[0]), "output")
-    return Signature(specs, pinning.output_specs(names, runs, sizes))
+    return Signature(specs, output_specs(names, runs, sizes))
 
 
 def _probe_keras(

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from fwx.errors import InputError
-from fwx.quantize import npyio
+from fwx.quantize.npyio import NpzRows, load_mmap, load_npy, npy_header, npz_array, npz_headers
 from fwx.quantize.preprocess import IMAGE_SUFFIXES, Preprocess, open_image, parse, resolve
 from fwx.signature import Signature, TensorSpec, concrete_shape
 
@@ -137,7 +137,7 @@ class NpzSource(Source):
 
     def __init__(self, path: Path, purpose: str) -> None:
         super().__init__(path, purpose)
-        self.headers = npyio.npz_headers(path)
+        self.headers = npz_headers(path)
         inputs = {k: h for k, h in self.headers.items() if k != LABELS}
         counts = {k: h.shape[0] if h.shape else 0 for k, h in inputs.items()}
         if len(set(counts.values())) > 1:
@@ -153,12 +153,12 @@ class NpzSource(Source):
 
     def rows(self, signature: Signature, indices: Sequence[int]) -> Iterator[dict[str, np.ndarray]]:
         assert self.path is not None
-        with npyio.NpzRows(self.path, signature.input_names) as reader:
+        with NpzRows(self.path, signature.input_names) as reader:
             yield from reader.rows(indices)
 
     def labels(self) -> np.ndarray | None:
         assert self.path is not None
-        return npyio.npz_array(self.path, LABELS) if LABELS in self.headers else None
+        return npz_array(self.path, LABELS) if LABELS in self.headers else None
 
 
 class PerInputNpySource(Source):
@@ -169,7 +169,7 @@ class PerInputNpySource(Source):
     def __init__(self, path: Path, purpose: str, files: dict[str, Path]) -> None:
         super().__init__(path, purpose)
         self.files = files
-        self.maps = {k: npyio.load_mmap(p) for k, p in files.items()}
+        self.maps = {k: load_mmap(p) for k, p in files.items()}
         counts = {k: m.shape[0] if m.ndim else 0 for k, m in self.maps.items() if k != LABELS}
         if len(set(counts.values())) > 1:
             raise InputError(
@@ -202,17 +202,17 @@ class PerSampleSource(Source):
         self.labels_file = next((f for f in files if f.name == f"{LABELS}.npy"), None)
 
     def labels(self) -> np.ndarray | None:
-        return npyio.load_npy(self.labels_file) if self.labels_file else None
+        return load_npy(self.labels_file) if self.labels_file else None
 
     def _read_header(self, f: Path, signature: Signature) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         if f.suffix == ".npz":
-            return {k: (h.dtype, h.shape) for k, h in npyio.npz_headers(f).items()}
+            return {k: (h.dtype, h.shape) for k, h in npz_headers(f).items()}
         if len(signature.inputs) != 1:
             raise InputError(
                 f"{self.describe()}: one .npy per sample only works for single-input models",
                 hint="use one .npz per sample keyed by input name, or one <input>.npy per input",
             )
-        h = npyio.npy_header(f)
+        h = npy_header(f)
         return {signature.input_names[0]: (h.dtype, h.shape)}
 
     def arrays(self, signature: Signature) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
@@ -232,9 +232,9 @@ class PerSampleSource(Source):
         for i in indices:
             f = self.files[i]
             if f.suffix == ".npz":
-                yield {k: npyio.npz_array(f, k) for k in signature.input_names}
+                yield {k: npz_array(f, k) for k in signature.input_names}
             else:
-                yield {signature.input_names[0]: npyio.load_npy(f)}
+                yield {signature.input_names[0]: load_npy(f)}
 
 
 class ImageSource(Source):

@@ -36,7 +36,6 @@ from fwx.serving.version_policy import VersionPolicy, parse_version_policy, poli
 from fwx.signature import Signature
 
 if TYPE_CHECKING:
-    from fwx.serving.batching.hooks import ModelSlot
     from fwx.serving.config import ServerConfig
 
 log = logging.getLogger("fwx.serving")
@@ -58,7 +57,9 @@ class LoadedModel:
     path: Path
     platform: str
     batchable: bool
-    slot: ModelSlot | None = None
+    # A batching.hooks.ModelSlot; Any because batching sits above this module (hooks and the data plane,
+    # which read it, annotate it), so models need not import upward.
+    slot: Any = None
     inflight: int = 0
 
     @contextlib.contextmanager

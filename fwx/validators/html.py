@@ -17,7 +17,7 @@ import numpy as np
 from fwx.validators.render import fmt
 
 if TYPE_CHECKING:
-    from fwx.validators.report import ArtifactResult, OutputResult, ValidationReport
+    from fwx.validators.results import ArtifactResult, OutputResult, ReportData
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}td.l{text-align:left}
@@ -131,7 +131,7 @@ def _artifact(a: ArtifactResult, plots: bool) -> list[str]:
     return parts
 
 
-def render_html(report: ValidationReport, *, plots: bool = True) -> str:
+def render_html(report: ReportData, *, plots: bool = True) -> str:
     ref = report.reference
     body = [
         f"<h1>fwx validation {_verdict(report.passed)}</h1>",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from fwx import ui
 
 if TYPE_CHECKING:
-    from fwx.validators.report import ValidationReport
+    from fwx.validators.results import ReportData
 
 
 def fmt(value: Any, kind: str = "g") -> str:
@@ -28,7 +28,7 @@ def fmt(value: Any, kind: str = "g") -> str:
     return f"{value:.2e}" if isinstance(value, float) else str(value)
 
 
-def render_table(report: ValidationReport) -> str:
+def render_table(report: ReportData) -> str:
     ref = report.reference
     head = (
         f"reference: {ref.get('key')} ({ref.get('format')}, {ref.get('provider')})  "

@@ -9,85 +9,14 @@ non-finite floats are written as the strings ``"inf"``/``"nan"`` in JSON.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fwx.errors import UsageError
-from fwx.validators.policy import Tolerance
+from fwx.validators.results import ArtifactResult, OutputResult, json_safe
 
-
-def _clean(value: Any) -> Any:
-    """JSON-safe copy: non-finite floats become strings, numpy scalars plain numbers."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items() if k != "points"}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and not hasattr(value, "__len__"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
-
-
-@dataclass
-class OutputResult:
-    name: str
-    metrics: dict[str, Any]
-    tolerance: Tolerance | None
-    reasons: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return not self.reasons
-
-    def to_json(self) -> dict[str, Any]:
-        tol = {"atol": self.tolerance.atol, "rtol": self.tolerance.rtol} if self.tolerance else None
-        return _clean(
-            {"name": self.name, "passed": self.passed, "tolerance": tol, "reasons": self.reasons, **self.metrics}
-        )
-
-
-@dataclass
-class ArtifactResult:
-    key: str
-    format: str
-    precision: str = "fp32"
-    layout: str | None = None
-    provider: str = ""
-    runtime_version: str = ""
-    outputs: list[OutputResult] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # artifact-level failures (load, crash, names)
-    notes: list[str] = field(default_factory=list)
-    mean_ms: float | None = None
-
-    @property
-    def passed(self) -> bool:
-        return not self.errors and all(o.passed for o in self.outputs)
-
-    def failures(self) -> list[str]:
-        lines = [f"{self.key}: {e}" for e in self.errors]
-        for o in self.outputs:
-            lines += [f"{self.key}: output {o.name!r}: {r}" for r in o.reasons]
-        return lines
-
-    def to_json(self) -> dict[str, Any]:
-        return _clean(
-            {
-                "key": self.key,
-                "format": self.format,
-                "precision": self.precision,
-                "layout": self.layout,
-                "provider": self.provider,
-                "runtime_version": self.runtime_version,
-                "passed": self.passed,
-                "mean_ms": self.mean_ms,
-                "errors": self.errors,
-                "notes": self.notes,
-                "outputs": [o.to_json() for o in self.outputs],
-            }
-        )
+__all__ = ["ArtifactResult", "OutputResult", "ValidationReport"]
 
 
 @dataclass
@@ -118,7 +47,7 @@ class ValidationReport:
         raise KeyError(key)
 
     def to_json(self) -> dict[str, Any]:
-        return _clean(
+        return json_safe(
             {
                 "passed": self.passed,
                 "reference": self.reference,
@@ -135,7 +64,7 @@ class ValidationReport:
     def for_artifact(self, key: str) -> dict[str, Any]:
         """The compact dict stored in ``ArtifactEntry.validation`` of fwx.json."""
         a = self.artifact(key)
-        return _clean(
+        return json_safe(
             {
                 "passed": a.passed and not self.errors,
                 "reference": self.reference.get("key", ""),

@@ -61,7 +61,7 @@ class BatchingHooks:
             log.warning("%s", drift)
 
     async def on_unload(self, model: LoadedModel) -> None:
-        slot = model.slot
+        slot: ModelSlot | None = model.slot
         if slot is not None:
             batcher = slot.batcher
             if not await batcher.drain(self.config.drain_seconds):
