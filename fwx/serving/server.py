@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -25,36 +24,12 @@ from fwx.errors import UsageError
 from fwx.serving.config import ServerConfig
 from fwx.serving.dataplane import DataPlane, build_dataplane
 from fwx.serving.readiness import check_repository, readiness_blockers
+from fwx.serving.sockets import bind_tcp
 from fwx.serving.usage import print_usage_examples
 
 log = logging.getLogger("fwx.serving")
 
 __all__ = ["Server", "print_usage_examples", "serve"]
-
-
-def _bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
-    """Bind the HTTP socket ourselves so port 0 works and a busy port is a clear error.
-
-    ``proto=IPPROTO_TCP`` matters: asyncio only sets TCP_NODELAY on accepted
-    sockets whose proto says TCP; without it, Nagle + delayed ACK add ~40 ms
-    to every keep-alive request.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:  # a worker of fwx serve --workers N: the kernel spreads connections over the workers
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise UsageError(
-            f"cannot listen for HTTP on {host}:{port}: {exc.strerror}",
-            hint="choose another --http-port (0 = any free port, -1 disables HTTP)",
-        ) from None
-    sock.set_inheritable(True)
-    return sock
 
 
 def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
@@ -107,7 +82,7 @@ class Server:
         if cfg.http_port >= 0:
             from fwx.serving.rest.app import create_app
 
-            sock = _bind(cfg.host, cfg.http_port, reuse_port=cfg.reuse_port)
+            sock = bind_tcp(cfg.host, cfg.http_port, reuse_port=cfg.reuse_port)
             self.http_port = sock.getsockname()[1]
             self.app = create_app(self.dataplane, cfg)
             self._uvicorn = _uvicorn_server(self.app, cfg)

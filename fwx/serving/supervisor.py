@@ -46,6 +46,7 @@ from fwx.errors import UsageError
 from fwx.serving.config import ServerConfig
 from fwx.serving.loader_probe import DEFAULT_TIMEOUT_S
 from fwx.serving.runstate import CONFIG, RunState
+from fwx.serving.sockets import bind_tcp
 
 log = logging.getLogger("fwx.serving")
 
@@ -91,19 +92,7 @@ def worker_env(n: int, environ: dict[str, str] | None = None) -> dict[str, str]:
 
 def _reserve(host: str, port: int, what: str, flag: str) -> socket.socket:
     """Bind (never listen) with SO_REUSEPORT: holds the port number for the workers, refuses a busy port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise UsageError(
-            f"cannot listen for {what} on {host}:{port}: {exc.strerror}",
-            hint=f"choose another {flag} (0 = any free port, -1 disables {what})",
-        ) from None
-    return sock
+    return bind_tcp(host, port, reuse_port=True, what=what, flag=flag)
 
 
 @dataclass
