@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableSet, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +101,7 @@ def _served_signature(manifest: Manifest, runtime: Runtime) -> Signature:
     return actual
 
 
-def load_version(path: Path, settings: LoadSettings, probed: set[str]) -> Loaded:
+def load_version(path: Path, settings: LoadSettings, probed: MutableSet[str]) -> Loaded:
     """Load the version folder ``path``; raise ``FwxError`` with a one-line reason on any failure.
 
     ``probed`` holds the sha256 of artifacts already probed safely (shared with
@@ -129,7 +129,7 @@ def load_version(path: Path, settings: LoadSettings, probed: set[str]) -> Loaded
 
 
 def _load_one(
-    path: Path, manifest: Manifest, fmt: Format, entry: ArtifactEntry, settings: LoadSettings, probed: set[str]
+    path: Path, manifest: Manifest, fmt: Format, entry: ArtifactEntry, settings: LoadSettings, probed: MutableSet[str]
 ) -> Loaded:
     artifact = path / entry.path
     sig = manifest.sig()

@@ -17,7 +17,7 @@ import logging
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,7 +114,11 @@ class ModelManager:
         self._records: dict[str, dict[int, _Record]] = {}
         self._known: set[str] = set()
         self._disabled: set[str] = set()
-        self._probed: set[str] = set()
+        # Artifacts whose probe child already passed (a worker of --workers N shares the set with the others).
+        self.probed: MutableSet[str] = set()
+        # False under the worker supervisor: a first load's crash kills only that worker, which the
+        # supervisor quarantines, so the probe child (a second import and load) is not needed then.
+        self.probe_first_loads = True
         self._locks: dict[str, asyncio.Lock] = {}
         self._scanner = Scanner(self.repository, getattr(config, "model_name", None))
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fwx-load")
@@ -330,7 +334,7 @@ class ModelManager:
         recs[version] = _Record(LOADING, "loading")
         path = self._scanner.model_dir(name) / str(version)
         settings = self._settings(name)
-        fut = asyncio.get_running_loop().run_in_executor(self._pool, load_version, path, settings, self._probed)
+        fut = asyncio.get_running_loop().run_in_executor(self._pool, load_version, path, settings, self.probed)
         try:
             loaded = await asyncio.shield(fut)
         except asyncio.CancelledError:
@@ -392,7 +396,7 @@ class ModelManager:
             device=str(getattr(cfg, "device", "cpu")),
             trust_model_code=bool(getattr(cfg, "trust_model_code", False)),
             warmup=bool(getattr(cfg, "warmup", True)),
-            probe=bool(getattr(cfg, "load_probe", True)),
+            probe=bool(getattr(cfg, "load_probe", True)) and (self._started or self.probe_first_loads),
             probe_limits=limits,
         )
 

@@ -94,17 +94,8 @@ def install(server: Any, state: RunState, slot: int, supervisor_pid: int) -> Non
     """Hook one ``fwx.serving.server.Server`` into the supervisor's run (called before it starts)."""
     dp = server.dataplane
     manager = dp.manager
-    manager._probed = SharedProbes(state)
-    base_settings = manager._settings
-
-    def settings(name: str) -> Any:
-        """No probe child for the first loads: ``LoadGuard`` and the supervisor make them crash-safe."""
-        chosen = base_settings(name)
-        if not getattr(manager, "_started", False):
-            chosen.probe = False
-        return chosen
-
-    manager._settings = settings
+    manager.probed = SharedProbes(state)
+    manager.probe_first_loads = False  # ``LoadGuard`` and the supervisor make first loads crash-safe
     local_ready = dp.ready
     local_render = dp.metrics.render
 
