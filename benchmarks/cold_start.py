@@ -6,8 +6,9 @@ For each format of the sample CNN (exported once with ``fwx export --to all``):
   artifact and runs the warm-up inference, timed from spawn to "done";
 * ``serve``: ``fwx serve REPO --prefer FMT`` (this tree), timed from spawn to
   the first 200 on ``/v2/health/ready``; the goal is <= 1.2 x floor;
-* ``(no model)``: ``fwx serve`` on an empty repository: the server's own start
-  (interpreters, web stack, listeners), which every format pays on top of its floor;
+* ``serve - floor``: the server's own start (interpreters, web stack,
+  listeners), which every format pays on top of its floor (``fwx serve``
+  refuses an empty repository, so it is read off the smallest model);
 * ``before`` (with ``--before-root``): the same command on another checkout,
   e.g. the pre-supervisor tree whose probe child loaded every model twice.
 
@@ -177,13 +178,6 @@ def main() -> int:
 
     version = build_repo(args.repo)
     raw: dict[str, dict[str, list[float]]] = {}
-    empty = args.repo.parent / "cold-start-empty"
-    empty.mkdir(parents=True, exist_ok=True)
-    for _ in range(args.repeats):  # the server's own start: interpreters, web stack, listeners, no model
-        raw.setdefault("(no model)", {"floor": [0.0], "serve": []})["serve"].append(
-            serve("onnx", empty, ROOT, args.serve_arg)
-        )
-    print("(no model)", round(raw["(no model)"]["serve"][-1], 2), flush=True)
     for fmt in args.formats.split(","):
         runs = raw.setdefault(fmt, {"floor": [], "serve": []})
         for _ in range(args.repeats):
