@@ -1,7 +1,7 @@
 """The ``fwx`` command: a click group whose subcommands load on demand.
 
 Every command is a thin wrapper over a library function (``fwx.exporter.export``,
-``fwx.validators.validate``, ``fwx.serving.server.serve``). Command modules
+``fwx.validators.validate``, ``fwx.serving.supervisor.supervise``). Command modules
 import no framework at import time, so ``fwx --help`` stays fast.
 """
 

@@ -1,4 +1,4 @@
-"""``fwx serve``: a thin click wrapper over ``fwx.serving.server.serve``.
+"""``fwx serve``: a thin click wrapper over ``fwx.serving.supervisor.supervise``.
 
 Imports nothing heavy at module import: the server (FastAPI, grpc, runtimes)
 is imported only when the command runs, so ``fwx serve --help`` stays fast.

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,13 +22,13 @@ from typing import Any
 from fwx.errors import UsageError
 from fwx.serving.config import ServerConfig
 from fwx.serving.dataplane import DataPlane, build_dataplane
-from fwx.serving.readiness import check_repository, readiness_blockers
+from fwx.serving.readiness import readiness_blockers
 from fwx.serving.sockets import bind_tcp
 from fwx.serving.usage import print_usage_examples
 
 log = logging.getLogger("fwx.serving")
 
-__all__ = ["Server", "print_usage_examples", "serve"]
+__all__ = ["Server", "print_usage_examples", "run_server"]
 
 
 def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
@@ -42,7 +41,7 @@ def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
         def capture_signals(self) -> Iterator[None]:  # fwx handles signals itself
             yield
 
-    # log_config=None: uvicorn's records go through fwx's handler and format (see _setup_logging)
+    # log_config=None: uvicorn's records go through fwx's handler and format (see fwx.serving.logs)
     ucfg = uvicorn.Config(
         app,
         log_level=_uvicorn_level(config),
@@ -230,27 +229,3 @@ def _uvicorn_level(config: ServerConfig) -> str:
 
     level = config.log_level.lower()
     return "debug" if ui.state.debug or level == "debug" else ("warning" if level == "info" else level)
-
-
-def _setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
-    root = logging.getLogger("fwx")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
-    # uvicorn's own lines ("Started server process") repeat fwx's: one format, and only its warnings unless --debug
-    from fwx import ui
-
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
-        lg = logging.getLogger(name)
-        lg.handlers[:] = [handler]
-        lg.setLevel(logging.DEBUG if ui.state.debug else max(logging.WARNING, root.level))  # uvicorn.Config resets it
-        lg.propagate = False
-
-
-def serve(config: ServerConfig) -> int:
-    """Blocking entry point of ``fwx serve``; returns the process exit code."""
-    _setup_logging(config.log_level)
-    check_repository(config.repository)
-    return asyncio.run(run_server(config))

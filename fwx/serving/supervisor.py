@@ -45,6 +45,7 @@ from types import FrameType
 from fwx.errors import UsageError
 from fwx.serving.config import ServerConfig
 from fwx.serving.loader_probe import DEFAULT_TIMEOUT_S
+from fwx.serving.logs import setup_logging
 from fwx.serving.runstate import CONFIG, RunState
 from fwx.serving.sockets import bind_tcp
 
@@ -257,20 +258,11 @@ def _how(code: int | None) -> str:
     return f"exit {code}"
 
 
-def _setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s[supervisor]: %(message)s", "%H:%M:%S"))
-    root = logging.getLogger("fwx")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
-
-
 def supervise(config: ServerConfig) -> int:
     """Blocking entry point of ``fwx serve``: reserve ports, run the workers, return the exit code."""
     from fwx.serving.readiness import check_repository
 
-    _setup_logging(config.log_level)
+    setup_logging(config.log_level, "supervisor", uvicorn=False)
     check_repository(config.repository)  # a wrong folder is a usage error here, before any worker starts
     if config.worker_processes > 1 and config.enable_model_control:
         raise UsageError(

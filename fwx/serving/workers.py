@@ -37,6 +37,7 @@ from typing import Any
 
 from fwx.errors import InputError
 from fwx.formats import Format
+from fwx.serving.logs import setup_logging
 from fwx.serving.runstate import CONFIG, RunState, artifact_key
 
 log = logging.getLogger("fwx.serving")
@@ -151,23 +152,12 @@ async def _tick(
         await asyncio.sleep(TICK_S)
 
 
-def _setup_logging(level: str, slot: int) -> None:
-    """The lone server's logging (fwx and uvicorn), each line tagged with the worker's slot."""
-    from fwx.serving.server import _setup_logging as server_logging
-
-    server_logging(level)
-    fmt = logging.Formatter(f"%(asctime)s %(levelname)s %(name)s[w{slot}]: %(message)s", "%H:%M:%S")
-    for name in ("fwx", "uvicorn", "uvicorn.error", "uvicorn.access"):
-        for handler in logging.getLogger(name).handlers:
-            handler.setFormatter(fmt)
-
-
 def main(argv: Iterable[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     root, slot, supervisor_pid = Path(args[0]), int(args[1]), int(args[2])
     with (root / CONFIG).open("rb") as fh:
         config = pickle.load(fh)  # written by our own supervisor, in a 0700 run directory
-    _setup_logging(config.log_level, slot)
+    setup_logging(config.log_level, f"w{slot}")
     state = RunState(root, int(config.worker_processes))
     from fwx.serving import loader
     from fwx.serving.server import run_server
