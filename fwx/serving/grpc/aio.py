@@ -24,7 +24,7 @@ import grpc
 
 from fwx.errors import FwxError, NotFoundError, UsageError
 from fwx.serving.grpc import codecs
-from fwx.serving.grpc.safe_decode import INFERENCE_RPCS, BadMessage, _Capture
+from fwx.serving.grpc.safe_decode import _Capture, parse_or_refuse
 from fwx.serving.grpc.servicer import (
     HEALTH_WATCH_PERIOD_S,
     MAX_HEALTH_WATCHERS,
@@ -233,14 +233,10 @@ def _aio_safe(rpc: str, handler: Any) -> Any:
         return handler
 
     async def decode(raw: bytes, context: Any) -> Any:
-        try:
-            return parse(raw)
-        except Exception:  # noqa: BLE001 - any parse failure is the client's bytes
-            bad = BadMessage(rpc)
-            if rpc in INFERENCE_RPCS:
-                return bad
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.message)
-            raise  # not reached: abort raises
+        message, refused = parse_or_refuse(rpc, parse, raw)
+        if refused is not None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, refused)  # raises
+        return message
 
     if handler.unary_unary is not None:
         unary = handler.unary_unary

@@ -34,6 +34,16 @@ class BadMessage:
         return f"the {self.rpc} request is not a valid protobuf message"
 
 
+def parse_or_refuse(rpc: str, parse: Callable[[bytes], Any], raw: bytes) -> tuple[Any, str | None]:
+    """``(message, None)``; for bytes that do not parse, ``(BadMessage, None)`` on an inference RPC
+    (the data plane answers it) or ``(None, reason)`` for the caller to abort with INVALID_ARGUMENT."""
+    try:
+        return parse(raw), None
+    except Exception:  # noqa: BLE001 - any parse failure is the client's bytes
+        bad = BadMessage(rpc)
+        return (bad, None) if rpc in INFERENCE_RPCS else (None, bad.message)
+
+
 class _Capture:
     """Takes the place of a server for a generated ``add_*_to_server`` to see its handlers."""
 
@@ -63,14 +73,10 @@ def _safe(rpc: str, handler: Any) -> Any:
         return handler
 
     def decode(raw: bytes, context: grpc.ServicerContext) -> Any:
-        try:
-            return parse(raw)
-        except Exception:  # noqa: BLE001 - any parse failure is the client's bytes
-            bad = BadMessage(rpc)
-            if rpc in INFERENCE_RPCS:
-                return bad
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.message)
-            raise  # not reached: abort raises
+        message, refused = parse_or_refuse(rpc, parse, raw)
+        if refused is not None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, refused)  # raises
+        return message
 
     if handler.unary_unary is not None:
         unary = handler.unary_unary
