@@ -179,12 +179,19 @@ def build_wheel(dest: Path, *, wheel: Path | None = None) -> Path:
 
 def write_docker_files(plan: DockerizePlan, *, force: bool = False, wheel: Path | None = None) -> list[Path]:
     out = [plan.repository / "Dockerfile", plan.repository / ".dockerignore"]
-    if not force:
-        existing = [p for p in out if p.exists()]
-        if existing:
-            raise InputError(f"{existing[0]} already exists", hint="pass --force to overwrite it")
+    for path in out:
+        # --force replaces a file fwx could have written; never a folder, and never through a link that
+        # points outside the repository
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise InputError(
+                f"{path} exists and is not a regular file", hint="move it away; --force only replaces files"
+            )
+        if path.exists() and not force:
+            raise InputError(f"{path} already exists", hint="pass --force to overwrite it")
     built = build_wheel(plan.repository / WHEEL_DIR, wheel=wheel)
     plan.wheel = built.name
-    out[0].write_text(render_dockerfile(plan), encoding="utf-8")
-    out[1].write_text(DOCKERIGNORE, encoding="utf-8")
+    for path, text in zip(out, (render_dockerfile(plan), DOCKERIGNORE), strict=True):
+        tmp = path.with_name(f".{path.name}.fwx-tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)  # a reader never sees half a Dockerfile
     return [*out, built]

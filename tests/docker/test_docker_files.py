@@ -103,6 +103,27 @@ def test_dockerize_picks_only_needed_extras(tmp_path: Path) -> None:
         write_docker_files(plan)
 
 
+def test_dockerize_force_replaces_files_only(tmp_path: Path) -> None:
+    root = _repo_with(tmp_path, {"cnn": ["onnx"]})
+    plan = plan_image(root)
+    (root / "Dockerfile").mkdir()
+    with pytest.raises(InputError, match="not a regular file"):
+        write_docker_files(plan, force=True)
+    (root / "Dockerfile").rmdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    (root / ".dockerignore").symlink_to(outside)
+    with pytest.raises(InputError, match="not a regular file"):
+        write_docker_files(plan, force=True)
+    assert outside.read_text() == "keep me"
+    assert not (root / "Dockerfile").exists()  # refused before anything was written
+    (root / ".dockerignore").unlink()
+    (root / "Dockerfile").write_text("old")
+    written = write_docker_files(plan, force=True)
+    assert "FROM" in written[0].read_text()
+    assert not list(root.glob(".*.fwx-tmp"))
+
+
 def test_dockerize_gpu_lints_clean(tmp_path: Path) -> None:
     root = _repo_with(tmp_path, {"cnn": ["onnx"]})
     plan = plan_image(root, gpu=True)
