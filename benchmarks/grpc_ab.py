@@ -5,6 +5,12 @@ repository; every repeat measures both back to back in alternating order (REST
 on the aio server), so machine load hurts each alike. Server CPU per request is
 read from the server's own counters over the measured window.
 
+With ``--native`` (the default when benchmarks/peers/native_grpc builds), a
+third row: the C++ front end of benchmarks/peers/native_grpc in ``forward``
+mode terminating gRPC and forwarding each call's raw tensor bytes to the aio
+server's REST port (binary tensor extension, keep-alive loopback connections);
+its server CPU is the front end's plus fwx's.
+
 Prints medians (with every run's CPU/request) and writes bench-results/grpc_ab.json.
 
     .venv/bin/python benchmarks/grpc_ab.py --model small_cnn --repeats 3
@@ -28,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from grpc_floor import build_native, start_native  # noqa: E402
 from serve import start_server  # noqa: E402
 from serve_grpc_client import run_load  # noqa: E402
 from serve_models import MODELS, publish  # noqa: E402
@@ -40,6 +47,7 @@ def main() -> int:
     ap.add_argument("--concurrency", default="1,32")
     ap.add_argument("--duration", type=float, default=4.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--native", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--out", type=Path, default=HERE.parent / "bench-results" / "grpc_ab.json")
     args = ap.parse_args()
     build, shape = MODELS[args.model]
@@ -49,6 +57,13 @@ def main() -> int:
     cs = [int(c) for c in args.concurrency.split(",")]
     servers = {kind: start_server(work / "repo", ["--grpc-server", kind]) for kind in ("aio", "sync")}
     res: dict[str, list[dict[str, float]]] = {}
+    native = build_native() if args.native else None
+    front = None
+    if native is not None:
+        host_port = servers["aio"][1].removeprefix("http://")
+        front = start_native(native, "forward", "--rest", host_port, "--workers", str(max(cs)))
+    elif args.native:
+        print("skipping grpc-native: benchmarks/peers/native_grpc could not be built (see above)")
 
     def record(key: str, r: dict[str, Any]) -> None:
         res.setdefault(key, []).append(
@@ -64,6 +79,18 @@ def main() -> int:
                         f"grpc-{kind}/c{c}",
                         run_load(grpc_url, args.model, x, concurrency=c, duration_s=args.duration, server_pid=proc.pid),
                     )
+                    if kind == "aio" and front is not None:
+                        record(
+                            f"grpc-native/c{c}",
+                            run_load(
+                                front[1],
+                                args.model,
+                                x,
+                                concurrency=c,
+                                duration_s=args.duration,
+                                server_pid=(front[0].pid, proc.pid),
+                            ),
+                        )
                     if kind == "aio":
                         record(
                             f"rest/c{c}",
@@ -73,6 +100,9 @@ def main() -> int:
                         )
             print(f"repeat {rep + 1} done", flush=True)
     finally:
+        if front is not None:
+            front[0].terminate()
+            front[0].wait(30)
         for proc, _, _ in servers.values():
             proc.terminate()
             proc.wait(30)
