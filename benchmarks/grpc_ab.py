@@ -11,6 +11,10 @@ mode terminating gRPC and forwarding each call's raw tensor bytes to the aio
 server's REST port (binary tensor extension, keep-alive loopback connections);
 its server CPU is the front end's plus fwx's.
 
+``--before DIR`` adds an aio server (gRPC and REST rows ``*-before``) run from
+another checkout of fwx (``git archive BASE | tar -x -C DIR``): a same-run A/B
+of a change.
+
 Prints medians (with every run's CPU/request) and writes bench-results/grpc_ab.json.
 
     .venv/bin/python benchmarks/grpc_ab.py --model small_cnn --repeats 3
@@ -28,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -41,12 +46,24 @@ from serve_models import MODELS, publish  # noqa: E402
 from serve_rest_client import run_load_rest  # noqa: E402
 
 
+def _start_from(tree: Path, repo: Path) -> tuple[Any, str, str]:
+    """``serve.start_server`` (aio) with the fwx package imported from another checkout ``tree``."""
+    import serve
+
+    here, serve.HERE = serve.HERE, tree.resolve() / "benchmarks"  # start_server's PYTHONPATH is HERE.parent
+    try:
+        return start_server(repo, ["--grpc-server", "aio"])
+    finally:
+        serve.HERE = here
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="small_cnn", choices=sorted(MODELS))
     ap.add_argument("--concurrency", default="1,32")
     ap.add_argument("--duration", type=float, default=4.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--before", type=Path, default=None, help="another fwx checkout to A/B against (aio server)")
     ap.add_argument("--native", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--out", type=Path, default=HERE.parent / "bench-results" / "grpc_ab.json")
     args = ap.parse_args()
@@ -55,7 +72,10 @@ def main() -> int:
     publish(work / "repo", args.model, build()[0], shape)
     x = {"x": np.random.default_rng(2).standard_normal((1, *shape)).astype(np.float32)}
     cs = [int(c) for c in args.concurrency.split(",")]
+    kinds = ["aio", "sync"] + (["before"] if args.before else [])
     servers = {kind: start_server(work / "repo", ["--grpc-server", kind]) for kind in ("aio", "sync")}
+    if args.before:
+        servers["before"] = _start_from(args.before, work / "repo")
     res: dict[str, list[dict[str, float]]] = {}
     native = build_native() if args.native else None
     front = None
@@ -65,39 +85,34 @@ def main() -> int:
     elif args.native:
         print("skipping grpc-native: benchmarks/peers/native_grpc could not be built (see above)")
 
-    def record(key: str, r: dict[str, Any]) -> None:
+    def batches(http_url: str) -> tuple[int, int]:
+        stats = httpx.get(f"{http_url}/v2/models/{args.model}/stats", timeout=10).json()["model_stats"][0]
+        return int(stats["inference_count"]), int(stats["execution_count"])
+
+    def measure(key: str, load: Any, url: str, pids: Any, http_url: str, c: int) -> None:
+        before = batches(http_url)
+        r = load(url, args.model, x, concurrency=c, duration_s=args.duration, server_pid=pids)
+        after = batches(http_url)  # warm-up requests included: the mean batch size, not an exact count
         res.setdefault(key, []).append(
-            {"req_per_s": r["req_per_s"], "cpu_us": r["server_cpu_us_per_req"], "p50_ms": r["latency_ms"]["p50"]}
+            {
+                "req_per_s": r["req_per_s"],
+                "cpu_us": r["server_cpu_us_per_req"],
+                "p50_ms": r["latency_ms"]["p50"],
+                "mean_batch": (after[0] - before[0]) / max(1, after[1] - before[1]),
+            }
         )
 
     try:
         for rep in range(args.repeats):
-            for kind in ("aio", "sync") if rep % 2 == 0 else ("sync", "aio"):
+            for kind in kinds if rep % 2 == 0 else list(reversed(kinds)):
                 proc, http_url, grpc_url = servers[kind]
                 for c in cs:
-                    record(
-                        f"grpc-{kind}/c{c}",
-                        run_load(grpc_url, args.model, x, concurrency=c, duration_s=args.duration, server_pid=proc.pid),
-                    )
+                    measure(f"grpc-{kind}/c{c}", run_load, grpc_url, proc.pid, http_url, c)
                     if kind == "aio" and front is not None:
-                        record(
-                            f"grpc-native/c{c}",
-                            run_load(
-                                front[1],
-                                args.model,
-                                x,
-                                concurrency=c,
-                                duration_s=args.duration,
-                                server_pid=(front[0].pid, proc.pid),
-                            ),
-                        )
-                    if kind == "aio":
-                        record(
-                            f"rest/c{c}",
-                            run_load_rest(
-                                http_url, args.model, x, concurrency=c, duration_s=args.duration, server_pid=proc.pid
-                            ),
-                        )
+                        measure(f"grpc-native/c{c}", run_load, front[1], (front[0].pid, proc.pid), http_url, c)
+                    if kind in ("aio", "before"):
+                        rest_key = f"rest/c{c}" if kind == "aio" else f"rest-before/c{c}"
+                        measure(rest_key, run_load_rest, http_url, proc.pid, http_url, c)
             print(f"repeat {rep + 1} done", flush=True)
     finally:
         if front is not None:
@@ -112,7 +127,7 @@ def main() -> int:
         summary[key] = {"median": med, "cpu_us_runs": [round(r["cpu_us"]) for r in runs]}
         print(
             f"{key:14s} {med['req_per_s']:7.0f} req/s  server CPU {med['cpu_us']:5.0f} us/req "
-            f"(runs {summary[key]['cpu_us_runs']})  p50 {med['p50_ms']:.2f} ms"
+            f"(runs {summary[key]['cpu_us_runs']})  p50 {med['p50_ms']:.2f} ms  batch {med['mean_batch']:.1f}"
         )
     meta = {
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
