@@ -81,7 +81,7 @@ def main() -> int:
     front = None
     if native is not None:
         host_port = servers["aio"][1].removeprefix("http://")
-        front = start_native(native, "forward", "--rest", host_port, "--workers", str(max(cs)))
+        front = start_native(native, "forward", "--rest", host_port, "--connections", str(max(cs)))
     elif args.native:
         print("skipping grpc-native: benchmarks/peers/native_grpc could not be built (see above)")
 

@@ -9,19 +9,27 @@
 //            its first raw input (the counterpart of aio-decode);
 //   forward  parse the request and forward its raw tensor bytes to fwx's REST
 //            endpoint (binary tensor extension) over keep-alive loopback
-//            connections, one blocking connection per worker thread; turn the
-//            REST answer back into a ModelInferResponse. The "native front end
-//            + fwx REST path" design, minus everything a product would add
-//            (TLS, metadata RPCs, streaming, health): enough to price it.
+//            connections; turn the REST answer back into a ModelInferResponse.
+//            The "native front end + fwx REST path" design, minus everything a
+//            product would add (TLS, metadata RPCs, streaming, health): enough
+//            to price it. --upstream picks how the REST leg runs: epoll (one
+//            event-driven I/O thread, the default), pool (a blocking
+//            connection per thread of our own) or inline (blocking, on gRPC's
+//            callback thread).
 //
-//   native_grpc MODE --port-file PATH [--response FILE] [--rest HOST:PORT] [--workers N]
+//   native_grpc MODE --port-file PATH [--response FILE] [--rest HOST:PORT]
+//               [--upstream epoll|pool|inline] [--connections N]
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -279,9 +287,14 @@ grpc::StatusCode CodeOf(int http) {
   }
 }
 
-// ModelInferRequest -> one REST call -> ModelInferResponse (or an error status).
-grpc::Status Forward(RestConnection* conn, const std::string& raw, const std::string& authorization,
-                     std::string* out) {
+// One ModelInferRequest as a KServe v2 REST call with the binary tensor extension.
+struct RestCall {
+  std::string bytes;  // the whole HTTP/1.1 request
+};
+
+grpc::Status BuildRest(const std::string& raw, const std::string& host, const std::string& authorization,
+                       RestCall* call, std::string* path_out, std::string* head_extra, std::string* body,
+                       size_t* json_len) {
   inference::ModelInferRequest req;
   if (!req.ParseFromString(raw)) return {grpc::StatusCode::INVALID_ARGUMENT, "ModelInfer: request does not parse"};
   if (req.raw_input_contents_size() != req.inputs_size())
@@ -297,16 +310,24 @@ grpc::Status Forward(RestConnection* conn, const std::string& raw, const std::st
     json += "],\"parameters\":{\"binary_data_size\":" + std::to_string(req.raw_input_contents(i).size()) + "}}";
   }
   json += "],\"parameters\":{\"binary_data_output\":true}}";
-  std::string body = json;
-  for (const auto& blob : req.raw_input_contents()) body += blob;
-  std::string path = "/v2/models/" + req.model_name() +
-                     (req.model_version().empty() ? "" : "/versions/" + req.model_version()) + "/infer";
-  std::string extra = authorization.empty() ? "" : "Authorization: " + authorization + "\r\n";
-  int status = 0;
-  std::string answer;
-  if (!conn->Post(path, extra, body, json.size(), &status, &answer))
-    return {grpc::StatusCode::UNAVAILABLE, "the fwx REST endpoint did not answer"};
-  JsonReader reader{answer.data(), answer.data() + conn->last_json_len};
+  *json_len = json.size();
+  *body = json;
+  for (const auto& blob : req.raw_input_contents()) *body += blob;
+  *path_out = "/v2/models/" + req.model_name() +
+              (req.model_version().empty() ? "" : "/versions/" + req.model_version()) + "/infer";
+  *head_extra = authorization.empty() ? "" : "Authorization: " + authorization + "\r\n";
+  if (call != nullptr) {
+    call->bytes = "POST " + *path_out + " HTTP/1.1\r\nHost: " + host +
+                  "\r\nContent-Type: application/octet-stream\r\nInference-Header-Content-Length: " +
+                  std::to_string(*json_len) + "\r\nContent-Length: " + std::to_string(body->size()) + "\r\n" +
+                  *head_extra + "\r\n" + *body;
+  }
+  return grpc::Status::OK;
+}
+
+// fwx's REST answer (status, JSON header of json_len bytes + binary outputs) -> ModelInferResponse bytes.
+grpc::Status ParseRest(int status, const std::string& answer, size_t json_len, std::string* out) {
+  JsonReader reader{answer.data(), answer.data() + json_len};
   Json head = reader.value();
   if (status != 200 || !reader.ok || head.kind != Json::kObj) {
     const Json* err = head.get("error");
@@ -316,7 +337,7 @@ grpc::Status Forward(RestConnection* conn, const std::string& raw, const std::st
   if (const Json* v = head.get("model_name")) resp.set_model_name(v->str);
   if (const Json* v = head.get("model_version")) resp.set_model_version(v->str);
   if (const Json* v = head.get("id")) resp.set_id(v->str);
-  size_t offset = conn->last_json_len;
+  size_t offset = json_len;
   if (const Json* outputs = head.get("outputs")) {
     for (const Json& o : outputs->arr) {
       auto* t = resp.add_outputs();
@@ -336,6 +357,213 @@ grpc::Status Forward(RestConnection* conn, const std::string& raw, const std::st
   resp.SerializeToString(out);
   return grpc::Status::OK;
 }
+
+// ModelInferRequest -> one blocking REST call -> ModelInferResponse (or an error status).
+grpc::Status Forward(RestConnection* conn, const std::string& raw, const std::string& authorization,
+                     std::string* out) {
+  std::string path, extra, body;
+  size_t json_len = 0;
+  grpc::Status built = BuildRest(raw, "", authorization, nullptr, &path, &extra, &body, &json_len);
+  if (!built.ok()) return built;
+  int status = 0;
+  std::string answer;
+  if (!conn->Post(path, extra, body, json_len, &status, &answer))
+    return {grpc::StatusCode::UNAVAILABLE, "the fwx REST endpoint did not answer"};
+  return ParseRest(status, answer, conn->last_json_len, out);
+}
+
+// A complete HTTP/1.1 response at the front of buf: status, body, JSON header length; consumed from buf.
+bool TakeResponse(std::string* buf, int* status, std::string* body, size_t* json_len) {
+  size_t head_end = buf->find("\r\n\r\n");
+  if (head_end == std::string::npos) return false;
+  size_t length = 0, header_len = 0;
+  size_t pos = 0;
+  while (pos < head_end) {
+    size_t eol = buf->find("\r\n", pos);
+    if (eol == std::string::npos || eol > head_end) eol = head_end;
+    if (pos == 0) {
+      *status = std::atoi(buf->c_str() + 9);
+    } else {
+      size_t colon = buf->find(':', pos);
+      if (colon != std::string::npos && colon < eol) {
+        std::string key = buf->substr(pos, colon - pos);
+        for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (key == "content-length") length = std::strtoul(buf->c_str() + colon + 1, nullptr, 10);
+        if (key == "inference-header-content-length") header_len = std::strtoul(buf->c_str() + colon + 1, nullptr, 10);
+      }
+    }
+    pos = eol + 2;
+  }
+  size_t total = head_end + 4 + length;
+  if (buf->size() < total) return false;
+  body->assign(*buf, head_end + 4, length);
+  buf->erase(0, total);
+  *json_len = header_len ? header_len : length;
+  return true;
+}
+
+// ---- forward mode, --upstream epoll: one event-driven I/O thread, non-blocking keep-alive connections ----
+// The shape of a production proxy's upstream side (Envoy's worker): requests queue to the I/O thread
+// (one eventfd wake, amortised when busy), each goes out on an idle connection, answers are read as
+// epoll reports them, and the gRPC answer is finished from this thread.
+class EpollUpstream {
+ public:
+  using Done = std::function<void(int status, const std::string& body, size_t json_len, bool ok)>;
+  EpollUpstream(std::string host, int port, int max_connections)
+      : host_(std::move(host)), port_(port), max_(max_connections) {
+    epfd_ = epoll_create1(0);
+    evfd_ = eventfd(0, EFD_NONBLOCK);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;
+    epoll_ctl(epfd_, EPOLL_CTL_ADD, evfd_, &ev);
+    thread_ = std::thread([this] { Loop(); });
+  }
+  void Submit(std::string request, Done done) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      incoming_.push_back({std::move(request), std::move(done)});
+    }
+    uint64_t one = 1;
+    (void)!write(evfd_, &one, sizeof one);
+  }
+
+ private:
+  struct Job {
+    std::string request;
+    Done done;
+  };
+  struct Conn {
+    int fd = -1;
+    bool busy = false;
+    Job job;
+    size_t sent = 0;
+    std::string in;
+  };
+
+  Conn* Open() {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port_);
+    inet_pton(AF_INET, host_.c_str(), &addr.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno != EINPROGRESS) {
+      close(fd);
+      return nullptr;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    auto* c = new Conn;
+    c->fd = fd;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+    ev.data.ptr = c;
+    epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
+    conns_.push_back(c);
+    return c;
+  }
+  void Fail(Conn* c) {
+    if (c->busy) c->job.done(0, "", 0, false);
+    epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd, nullptr);
+    close(c->fd);
+    conns_.erase(std::find(conns_.begin(), conns_.end(), c));
+    delete c;
+  }
+  void Flush(Conn* c) {
+    while (c->sent < c->job.request.size()) {
+      ssize_t n = send(c->fd, c->job.request.data() + c->sent, c->job.request.size() - c->sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        c->sent += static_cast<size_t>(n);
+      } else if (n < 0 && (errno == EAGAIN || errno == EINPROGRESS || errno == ENOTCONN)) {
+        return;  // EPOLLOUT (edge-triggered) tells us when to go on
+      } else {
+        Fail(c);
+        return;
+      }
+    }
+  }
+  void Assign() {
+    while (!pending_.empty()) {
+      Conn* free = nullptr;
+      for (Conn* c : conns_)
+        if (!c->busy) {
+          free = c;
+          break;
+        }
+      if (free == nullptr && static_cast<int>(conns_.size()) < max_) free = Open();
+      if (free == nullptr) {
+        if (conns_.empty()) {  // cannot connect at all: fail what waits
+          for (auto& j : pending_) j.done(0, "", 0, false);
+          pending_.clear();
+        }
+        return;
+      }
+      free->busy = true;
+      free->job = std::move(pending_.front());
+      pending_.pop_front();
+      free->sent = 0;
+      Flush(free);
+    }
+  }
+  void Read(Conn* c) {
+    char tmp[65536];
+    for (;;) {
+      ssize_t n = recv(c->fd, tmp, sizeof tmp, 0);
+      if (n > 0) {
+        c->in.append(tmp, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EAGAIN) break;
+      Fail(c);  // closed or broken
+      return;
+    }
+    int status = 0;
+    size_t json_len = 0;
+    std::string body;
+    if (c->busy && TakeResponse(&c->in, &status, &body, &json_len)) {
+      Job job = std::move(c->job);
+      c->busy = false;
+      job.done(status, body, json_len, true);
+    }
+  }
+  void Loop() {
+    epoll_event events[64];
+    for (;;) {
+      int n = epoll_wait(epfd_, events, 64, -1);
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.ptr == nullptr) {
+          uint64_t count;
+          (void)!read(evfd_, &count, sizeof count);
+          std::lock_guard<std::mutex> lock(mu_);
+          for (auto& j : incoming_) pending_.push_back(std::move(j));
+          incoming_.clear();
+          continue;
+        }
+        Conn* c = static_cast<Conn*>(events[i].data.ptr);
+        if (std::find(conns_.begin(), conns_.end(), c) == conns_.end()) continue;  // failed earlier in this round
+        if (events[i].events & (EPOLLERR | EPOLLHUP)) {
+          Fail(c);
+          continue;
+        }
+        if ((events[i].events & EPOLLOUT) && c->busy) Flush(c);
+        if (std::find(conns_.begin(), conns_.end(), c) == conns_.end()) continue;
+        if (events[i].events & EPOLLIN) Read(c);
+      }
+      Assign();
+    }
+  }
+
+  std::string host_;
+  int port_;
+  int max_;
+  int epfd_ = -1;
+  int evfd_ = -1;
+  std::mutex mu_;
+  std::deque<Job> incoming_;  // from gRPC threads, under mu_
+  std::deque<Job> pending_;   // I/O thread only
+  std::vector<Conn*> conns_;  // I/O thread only
+  std::thread thread_;
+};
 
 // ---- the worker pool for forward mode: blocking REST calls off gRPC's threads ----
 class Pool {
@@ -374,8 +602,10 @@ class Pool {
 struct Options {
   std::string mode;
   std::string fixed_response;
-  Pool* pool = nullptr;   // forward mode with --workers N > 0: REST calls on N threads of our own
-  std::string rest_host;  // forward mode with --workers 0: REST calls inline on gRPC's callback thread
+  std::string upstream = "epoll";    // forward mode: epoll | pool | inline
+  EpollUpstream* epoll = nullptr;   // --upstream epoll: one I/O thread, --connections keep-alive connections
+  Pool* pool = nullptr;             // --upstream pool: blocking REST calls on --connections threads of our own
+  std::string rest_host;            // --upstream inline: blocking REST calls on gRPC's callback thread
   int rest_port = 0;
 };
 
@@ -418,6 +648,32 @@ class Unary : public grpc::ServerGenericBidiReactor {
       auto it = ctx_->client_metadata().find("authorization");
       if (it != ctx_->client_metadata().end()) auth.assign(it->second.data(), it->second.size());
       std::string raw = Flatten(in_);
+      if (opt_->epoll != nullptr) {
+        RestCall call;
+        std::string path, extra, body;
+        size_t json_len = 0;
+        grpc::Status built = BuildRest(raw, opt_->rest_host, auth, &call, &path, &extra, &body, &json_len);
+        if (!built.ok()) {
+          Finish(built);
+          return;
+        }
+        opt_->epoll->Submit(std::move(call.bytes), [this](int status, const std::string& answer, size_t json_len,
+                                                          bool ok) {
+          if (!ok) {
+            Finish({grpc::StatusCode::UNAVAILABLE, "the fwx REST endpoint did not answer"});
+            return;
+          }
+          std::string bytes;
+          grpc::Status parsed = ParseRest(status, answer, json_len, &bytes);
+          if (!parsed.ok()) {
+            Finish(parsed);
+            return;
+          }
+          out_ = ToBuffer(bytes);
+          StartWriteAndFinish(&out_, grpc::WriteOptions(), grpc::Status::OK);
+        });
+        return;
+      }
       if (opt_->pool == nullptr) {
         thread_local RestConnection conn(opt_->rest_host, opt_->rest_port);
         std::string bytes;
@@ -464,7 +720,7 @@ class Service : public grpc::CallbackGenericService {
 
 int Usage() {
   std::cerr << "usage: native_grpc echo|decode|forward --port-file PATH [--response FILE] [--rest HOST:PORT] "
-               "[--workers N]\n";
+               "[--upstream epoll|pool|inline] [--connections N]\n";
   return 2;
 }
 
@@ -475,13 +731,14 @@ int main(int argc, char** argv) {
   Options opt;
   opt.mode = argv[1];
   std::string port_file, response_file, rest = "127.0.0.1:8000";
-  int workers = 32;
+  int connections = 32;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--port-file") port_file = v;
     else if (k == "--response") response_file = v;
     else if (k == "--rest") rest = v;
-    else if (k == "--workers") workers = std::atoi(v.c_str());
+    else if (k == "--connections") connections = std::atoi(v.c_str());
+    else if (k == "--upstream") opt.upstream = v;
     else return Usage();
   }
   if (port_file.empty() || (opt.mode != "echo" && opt.mode != "decode" && opt.mode != "forward")) return Usage();
@@ -494,13 +751,19 @@ int main(int argc, char** argv) {
     opt.fixed_response.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   std::unique_ptr<Pool> pool;
+  std::unique_ptr<EpollUpstream> epoll;
   if (opt.mode == "forward") {
     auto colon = rest.rfind(':');
     opt.rest_host = rest.substr(0, colon);
     opt.rest_port = std::atoi(rest.c_str() + colon + 1);
-    if (workers > 0) {
-      pool = std::make_unique<Pool>(workers, opt.rest_host, opt.rest_port);
+    if (opt.upstream == "epoll") {
+      epoll = std::make_unique<EpollUpstream>(opt.rest_host, opt.rest_port, connections);
+      opt.epoll = epoll.get();
+    } else if (opt.upstream == "pool") {
+      pool = std::make_unique<Pool>(connections, opt.rest_host, opt.rest_port);
       opt.pool = pool.get();
+    } else if (opt.upstream != "inline") {
+      return Usage();
     }
   }
   Service service(&opt);
