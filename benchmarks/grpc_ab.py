@@ -9,7 +9,9 @@ With ``--native`` (the default when benchmarks/peers/native_grpc builds), a
 third row: the C++ front end of benchmarks/peers/native_grpc in ``forward``
 mode terminating gRPC and forwarding each call's raw tensor bytes to the aio
 server's REST port (binary tensor extension, keep-alive loopback connections);
-its server CPU is the front end's plus fwx's.
+its server CPU is the front end's plus fwx's. And a ``grpc-inproc`` row: the
+in-process prototype (benchmarks/peers/native_grpc/inprocess_server.py,
+libgrpc++ inside the Python process in front of fwx's data plane).
 
 ``--before DIR`` adds an aio server (gRPC and REST rows ``*-before``) run from
 another checkout of fwx (``git archive BASE | tar -x -C DIR``): a same-run A/B
@@ -57,6 +59,30 @@ def _start_from(tree: Path, repo: Path) -> tuple[Any, str, str]:
         serve.HERE = here
 
 
+def _start_inproc(repo: Path) -> tuple[Any, str] | None:
+    """benchmarks/peers/native_grpc/inprocess_server.py on ``repo`` (None if its extension was not built)."""
+    import subprocess
+
+    native_dir = HERE / "peers" / "native_grpc"
+    if not list((native_dir / "build").glob("_fwx_native_grpc*.so")):
+        print("skipping grpc-inproc: the in-process extension was not built (see above)")
+        return None
+    port_file = Path(tempfile.mkdtemp(prefix="fwx-grpc-inproc-")) / "port"
+    proc = subprocess.Popen(
+        [sys.executable, str(native_dir / "inprocess_server.py"), str(repo), "--port-file", str(port_file)],
+        env={**os.environ, "PYTHONPATH": str(HERE.parent)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    end = time.time() + 120
+    while not port_file.exists():
+        if proc.poll() is not None or time.time() > end:
+            proc.kill()
+            raise SystemExit("the in-process native gRPC prototype did not start")
+        time.sleep(0.1)
+    return proc, f"127.0.0.1:{port_file.read_text()}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="small_cnn", choices=sorted(MODELS))
@@ -84,12 +110,18 @@ def main() -> int:
         front = start_native(native, "forward", "--rest", host_port, "--connections", str(max(cs)))
     elif args.native:
         print("skipping grpc-native: benchmarks/peers/native_grpc could not be built (see above)")
+    inproc = _start_inproc(work / "repo") if native is not None else None
+    if inproc is not None:
+        kinds.append("inproc")
+        servers["inproc"] = (inproc[0], "", inproc[1])  # no REST port: no batch statistics either
 
-    def batches(http_url: str) -> tuple[int, int]:
+    def batches(http_url: str | None) -> tuple[int, int]:
+        if http_url is None:  # the in-process prototype has no REST port
+            return 0, 0
         stats = httpx.get(f"{http_url}/v2/models/{args.model}/stats", timeout=10).json()["model_stats"][0]
         return int(stats["inference_count"]), int(stats["execution_count"])
 
-    def measure(key: str, load: Any, url: str, pids: Any, http_url: str, c: int) -> None:
+    def measure(key: str, load: Any, url: str, pids: Any, http_url: str | None, c: int) -> None:
         before = batches(http_url)
         r = load(url, args.model, x, concurrency=c, duration_s=args.duration, server_pid=pids)
         after = batches(http_url)  # warm-up requests included: the mean batch size, not an exact count
@@ -98,7 +130,7 @@ def main() -> int:
                 "req_per_s": r["req_per_s"],
                 "cpu_us": r["server_cpu_us_per_req"],
                 "p50_ms": r["latency_ms"]["p50"],
-                "mean_batch": (after[0] - before[0]) / max(1, after[1] - before[1]),
+                "mean_batch": (after[0] - before[0]) / max(1, after[1] - before[1]) if http_url else float("nan"),
             }
         )
 
@@ -107,7 +139,9 @@ def main() -> int:
             for kind in kinds if rep % 2 == 0 else list(reversed(kinds)):
                 proc, http_url, grpc_url = servers[kind]
                 for c in cs:
-                    measure(f"grpc-{kind}/c{c}", run_load, grpc_url, proc.pid, http_url, c)
+                    measure(
+                        f"grpc-{kind}/c{c}", run_load, grpc_url, proc.pid, None if kind == "inproc" else http_url, c
+                    )
                     if kind == "aio" and front is not None:
                         measure(f"grpc-native/c{c}", run_load, front[1], (front[0].pid, proc.pid), http_url, c)
                     if kind in ("aio", "before"):

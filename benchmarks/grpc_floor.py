@@ -146,7 +146,7 @@ async def _serve(mode: str, port_file: Path) -> None:
 
 def build_native() -> Path | None:
     """benchmarks/peers/native_grpc/build/native_grpc, built if needed; None (and why, on stderr) if it cannot be."""
-    done = subprocess.run([str(NATIVE_DIR / "build.sh")], check=False)
+    done = subprocess.run([str(NATIVE_DIR / "build.sh")], check=False, env={**os.environ, "PYTHON": sys.executable})
     binary = NATIVE_DIR / "build" / "native_grpc"
     return binary if done.returncode == 0 and binary.exists() else None
 
