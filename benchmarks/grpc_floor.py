@@ -14,7 +14,12 @@ server CPU per request is read from the server's own counters:
   asyncio loop thread and back: what fwx's handler-thread -> loop bridge costs;
 * ``fwx``: fwx's real transport (``create_grpc_server``) over an echo data plane;
 * ``aio-fwx``: fwx's codecs and the same echo data plane awaited directly from a
-  ``grpc.aio`` generic handler on the loop (no thread hop).
+  ``grpc.aio`` generic handler on the loop (no thread hop);
+* ``native-echo`` / ``native-decode``: the C++ server of benchmarks/peers/native_grpc
+  (libgrpc++ callback API, generic service) doing what ``aio-bytes`` /
+  ``aio-decode`` do: the floor of a native gRPC front end. Built on first use by
+  benchmarks/peers/native_grpc/build.sh (needs Debian's libgrpc++-dev,
+  protobuf-compiler, protobuf-compiler-grpc); skipped with one line if it cannot be.
 
 Prints a table (median of the repeats, with min-max) and writes
 bench-results/grpc_floor.json.
@@ -44,7 +49,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from serve_grpc_client import METHOD, run_load  # noqa: E402
 
-MODES = ("sync-bytes", "aio-bytes", "aio-decode", "sync-hop", "fwx", "aio-fwx")
+MODES = ("sync-bytes", "aio-bytes", "aio-decode", "sync-hop", "fwx", "aio-fwx", "native-echo", "native-decode")
+NATIVE_DIR = HERE / "peers" / "native_grpc"
 SERVICE, _, RPC = METHOD.strip("/").partition("/")
 
 
@@ -138,12 +144,32 @@ async def _serve(mode: str, port_file: Path) -> None:
     await asyncio.Event().wait()
 
 
+def build_native() -> Path | None:
+    """benchmarks/peers/native_grpc/build/native_grpc, built if needed; None (and why, on stderr) if it cannot be."""
+    done = subprocess.run([str(NATIVE_DIR / "build.sh")], check=False, env={**os.environ, "PYTHON": sys.executable})
+    binary = NATIVE_DIR / "build" / "native_grpc"
+    return binary if done.returncode == 0 and binary.exists() else None
+
+
+def start_native(binary: Path, mode: str, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the C++ server in ``mode`` (echo, decode, forward) on a free port; (process, host:port)."""
+    work = Path(tempfile.mkdtemp(prefix="fwx-grpc-native-"))
+    (work / "response").write_bytes(_response())
+    port_file = work / "port"
+    cmd = [str(binary), mode, "--port-file", str(port_file), "--response", str(work / "response"), *extra]
+    return _wait_port(subprocess.Popen(cmd), port_file)
+
+
 def _start(mode: str) -> tuple[subprocess.Popen[bytes], str]:
     port_file = Path(tempfile.mkdtemp(prefix="fwx-grpc-floor-")) / "port"
     proc = subprocess.Popen(
         [sys.executable, __file__, "--serve", mode, "--port-file", str(port_file)],
         env={**os.environ, "PYTHONPATH": str(HERE.parent)},
     )
+    return _wait_port(proc, port_file)
+
+
+def _wait_port(proc: subprocess.Popen[bytes], port_file: Path) -> tuple[subprocess.Popen[bytes], str]:
     end = time.time() + 60
     while time.time() < end and not (port_file.exists() and port_file.read_text()):
         time.sleep(0.05)
@@ -166,7 +192,14 @@ def main() -> int:
     from fwx import ui
 
     modes = args.modes.split(",")
-    servers = {m: _start(m) for m in modes}
+    native = build_native() if any(m.startswith("native-") for m in modes) else None
+    if native is None and any(m.startswith("native-") for m in modes):
+        print("skipping the native-* modes: benchmarks/peers/native_grpc could not be built (see above)")
+        modes = [m for m in modes if not m.startswith("native-")]
+    servers = {
+        m: start_native(native, m.removeprefix("native-")) if native and m.startswith("native-") else _start(m)
+        for m in modes
+    }
     x = {"x": np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)}
     raw: dict[str, list[dict[str, Any]]] = {}
     try:

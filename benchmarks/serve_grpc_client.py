@@ -94,17 +94,20 @@ def _split(total: int, parts: int) -> list[int]:
     ]
 
 
-def _cpu_seconds(pid: int | None) -> float | None:
+def _cpu_seconds(pid: int | tuple[int, ...] | None) -> float | None:
+    """CPU seconds of a server process and its children; of several (a front end + fwx) when given a tuple."""
     if pid is None:
         return None
     import psutil
 
-    proc = psutil.Process(pid)
-    t = proc.cpu_times()
-    total = t.user + t.system
-    for child in proc.children(recursive=True):
-        ct = child.cpu_times()
-        total += ct.user + ct.system
+    total = 0.0
+    for one in (pid,) if isinstance(pid, int) else pid:
+        proc = psutil.Process(one)
+        t = proc.cpu_times()
+        total += t.user + t.system
+        for child in proc.children(recursive=True):
+            ct = child.cpu_times()
+            total += ct.user + ct.system
     return float(total)
 
 
@@ -118,7 +121,7 @@ def run_load(
     warmup_s: float = 1.0,
     procs: int = 1,
     channels_per_proc: int = 1,
-    server_pid: int | None = None,
+    server_pid: int | tuple[int, ...] | None = None,
     version: str = "",
 ) -> dict[str, Any]:
     """Run closed-loop load and return {req_per_s, latency_ms: {p50,p95,p99,mean}, errors, server_cpu_us_per_req}."""

@@ -97,7 +97,7 @@ def run_load_rest(
     concurrency: int = 1,
     duration_s: float = 5.0,
     warmup_s: float = 1.0,
-    server_pid: int | None = None,
+    server_pid: int | tuple[int, ...] | None = None,
 ) -> dict[str, Any]:
     """Closed-loop load over REST; same result keys as ``serve_grpc_client.run_load``."""
     import threading
