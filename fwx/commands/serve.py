@@ -1,6 +1,6 @@
 """``fwx serve``: a thin click wrapper over ``fwx.serving.supervisor.supervise``.
 
-Imports nothing heavy at module import: the server (FastAPI, grpc, runtimes)
+Imports nothing heavy at module import: the server (Starlette, grpc, runtimes)
 is imported only when the command runs, so ``fwx serve --help`` stays fast.
 """
 
