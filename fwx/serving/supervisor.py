@@ -7,10 +7,13 @@ into a private run directory (``fwx.serving.runstate``) and starts
 ``python -m fwx.serving.workers`` N times. The kernel spreads incoming
 connections over the workers' listeners.
 
-Every ``TICK_S`` it:
+Every ``TICK_S``, and at once when a worker writes to the wake-up pipe (it
+does on every change of its own readiness), it:
 
 * writes board[0] = every worker alive and ready (workers AND this into
-  their own /v2/health/ready, so the probe answers for the whole pod);
+  their own /v2/health/ready, so the probe answers for the whole pod). The
+  pipe makes "worker ready" to "pod ready" a matter of microseconds instead of
+  up to two 20 ms ticks (the worker's and this one's);
 * reaps dead workers: a worker that died while loading an artifact gets that
   artifact quarantined (its restart then marks the version FAILED with
   "loader crashed (SIGSEGV) ..." and tries the next format, exactly like the
@@ -28,9 +31,11 @@ second signal is forwarded too (workers then skip the drain).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
+import select
 import shutil
 import signal
 import socket
@@ -120,13 +125,27 @@ class Supervisor:
         self._announced = False
         self._fatal: int | None = None
         self._env = worker_env(self.n)
+        # Workers write a byte here when their readiness changes: the loop wakes at once instead of next tick.
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
 
     # ---------------------------------------------------------------- processes
     def _spawn(self, w: _Worker) -> None:
-        cmd = [sys.executable, "-m", "fwx.serving.workers", str(self.state.root), str(w.slot), str(os.getpid())]
+        cmd = [
+            sys.executable,
+            "-m",
+            "fwx.serving.workers",
+            str(self.state.root),
+            str(w.slot),
+            str(os.getpid()),
+            str(self._wake_w),
+        ]
         # Own process group: a terminal's Ctrl-C reaches the supervisor only, which passes on one SIGTERM
         # (a worker that also got the SIGINT would count the SIGTERM as a second signal: no drain).
-        w.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=self._env, process_group=0)
+        w.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, env=self._env, process_group=0, pass_fds=(self._wake_w,)
+        )
         w.started = time.monotonic()
         w.was_ready = False
         log.debug("worker %d started (pid %d)", w.slot, w.proc.pid)
@@ -225,10 +244,24 @@ class Supervisor:
             self._spawn(w)
         while self.signals == 0 and self._fatal is None:
             self.tick()
-            time.sleep(TICK_S)
+            self._wait(TICK_S)
         if self._fatal is not None:
             self.on_signal(signal.SIGTERM)
         return self._stop(self._fatal or 0)
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep up to ``seconds``; return early when a worker reports a readiness change."""
+        readable, _, _ = select.select([self._wake_r], [], [], seconds)
+        if readable:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._wake_r, 4096):
+                    pass
+
+    def close(self) -> None:
+        self.state.close()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _stop(self, code: int) -> int:
         cfg = self.config
@@ -286,7 +319,7 @@ def supervise(config: ServerConfig) -> int:
         try:
             return sup.run()
         finally:
-            sup.state.close()
+            sup.close()
     finally:
         for sock in held:
             sock.close()
