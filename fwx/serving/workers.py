@@ -1,8 +1,10 @@
 """One worker process of ``fwx serve --workers N``: a full server that shares its ports.
 
-``python -m fwx.serving.workers RUNDIR SLOT SUPERVISOR_PID [WAKE_FD]`` runs the ordinary
-single-process server (``fwx.serving.server.run_server``) on the ServerConfig
-the supervisor pickled, with SO_REUSEPORT on both ports, plus four hooks:
+``python -m fwx.serving.workers`` imports the server (which needs no
+configuration), then reads its job from stdin (``fwx.serving.spawn.Job``: run
+directory, slot, the supervisor's pid and wake-up fd, the ServerConfig) and
+runs the ordinary single-process server (``fwx.serving.server.run_server``)
+with SO_REUSEPORT on both ports, plus four hooks:
 
 * readiness: ``/v2/health/ready`` (and gRPC ServerReady, the health service and
   the ``fwx_server_ready`` gauge) says ready only when this worker is ready AND
@@ -30,18 +32,17 @@ import asyncio
 import contextlib
 import logging
 import os
-import pickle
 import signal
-import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from fwx.errors import InputError
 from fwx.formats import Format
 from fwx.serving.logs import setup_logging
-from fwx.serving.runstate import CONFIG, RunState, artifact_key
+from fwx.serving.runstate import RunState, artifact_key
+from fwx.serving.spawn import read_job
 
 log = logging.getLogger("fwx.serving")
 
@@ -187,22 +188,24 @@ async def _tick(
         await asyncio.sleep(TICK_S)
 
 
-def main(argv: Iterable[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    root, slot, supervisor_pid = Path(args[0]), int(args[1]), int(args[2])
-    wake_fd = int(args[3]) if len(args) > 3 else None
-    with (root / CONFIG).open("rb") as fh:
-        config = pickle.load(fh)  # written by our own supervisor, in a 0700 run directory
-    setup_logging(config.log_level, f"w{slot}")
-    state = RunState(root, int(config.worker_processes))
+def main() -> int:
+    # Imports first: they need no job, and overlap the supervisor's own start (fwx.serving.spawn).
     from fwx.serving import loader
     from fwx.serving.server import run_server
 
+    job = read_job()
+    if job is None:
+        return 0  # the supervisor gave up before handing out this worker
+    config, slot = job.config, job.slot
+    setup_logging(config.log_level, f"w{slot}")
+    state = RunState(job.root, int(config.worker_processes))
     loader.load_guard = LoadGuard(state, slot)
     try:
         return asyncio.run(
             run_server(
-                config, announce=False, setup=lambda server: install(server, state, slot, supervisor_pid, wake_fd)
+                config,
+                announce=False,
+                setup=lambda server: install(server, state, slot, job.supervisor_pid, job.wake_fd),
             )
         )
     finally:
@@ -211,6 +214,8 @@ def main(argv: Iterable[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    import sys
+
     from fwx.errors import FwxError
 
     try:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +20,7 @@ from fwx.errors import UsageError
 from fwx.serving.config import ServerConfig
 from fwx.serving.metrics_merge import merge
 from fwx.serving.runstate import RunState
+from fwx.serving.spawn import Spawner
 from fwx.serving.supervisor import Supervisor, parse_workers
 from fwx.serving.workers import Publisher
 
@@ -131,14 +135,58 @@ def test_the_supervisor_wakes_on_the_pipe_instead_of_sleeping_a_tick(tmp_path: P
     run.mkdir()
     sup = Supervisor(ServerConfig(repository=repo), run)
     try:
-        os.write(sup._wake_w, b"rr")
+        os.write(sup.spawner.wake_w, b"rr")
         t0 = time.monotonic()
         sup._wait(30.0)
         assert time.monotonic() - t0 < 10  # woke on the byte; a 30 s sleep would fail the test
         with pytest.raises(BlockingIOError):
-            os.read(sup._wake_r, 1)  # drained: the next wait sleeps again
+            os.read(sup.spawner.wake_r, 1)  # drained: the next wait sleeps again
     finally:
         sup.close()
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Live processes whose environment holds ``marker`` (the workers a test's fwx serve started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_worker_that_gets_no_job_exits_0_quietly() -> None:
+    """The supervisor closes an early worker's stdin unused (a check failed): it must not start serving."""
+    spawner = Spawner(dict(os.environ))
+    try:
+        proc = spawner.start()
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(120) == 0
+    finally:
+        spawner.close()
+
+
+@pytest.mark.parametrize("workers", ["1", "3"])
+def test_a_usage_error_after_the_early_workers_started_leaves_no_process_behind(tmp_path: Path, workers: str) -> None:
+    repo = tmp_path / "empty"
+    repo.mkdir()
+    marker = f"FWX_TEST_MARK={uuid.uuid4().hex}"
+    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1]}
+    done = subprocess.run(
+        [sys.executable, "-m", "fwx", "serve", str(repo), "--http-port", "0", "--grpc-port", "0", "--workers", workers],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "holds no model" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert _processes_with(marker) == []
 
 
 @pytest.mark.e2e
