@@ -13,7 +13,10 @@ For each format of the sample CNN (exported once with ``fwx export --to all``):
   e.g. the pre-supervisor tree whose probe child loaded every model twice.
 
 Runs are interleaved (floor, serve, before for one format, then the next) and
-repeated; the table shows the median with min-max. Writes
+repeated; the table shows the median with min-max. Beside wall seconds, each
+run records CPU seconds (every process of the run, until ready), which other
+jobs on the machine disturb much less than wall time: on a shared machine,
+compare those. Readiness is polled every 5 ms. Writes
 bench-results/cold_start.json.
 
     .venv/bin/python benchmarks/cold_start.py                       # builds the repo once (~1 min)
@@ -26,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import socket
 import statistics
 import subprocess
@@ -99,7 +103,30 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def floor(fmt: str, version: Path) -> float:
+def _cpu_s(pid: int) -> float:
+    """utime + stime of ``pid`` and all its descendants so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def _children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def floor(fmt: str, version: Path) -> tuple[float, float]:
+    cpu0 = _children_cpu_s()
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-c", FLOOR, fmt, str(version)],
@@ -115,10 +142,10 @@ def floor(fmt: str, version: Path) -> float:
     proc.wait(120)
     if line.strip() != "done":
         raise SystemExit(f"floor run of {fmt} failed (exit {proc.returncode})")
-    return dt
+    return dt, _children_cpu_s() - cpu0  # CPU includes the exit (small next to the import)
 
 
-def serve(fmt: str, repo: Path, root: Path, extra: list[str]) -> float:
+def serve(fmt: str, repo: Path, root: Path, extra: list[str]) -> tuple[float, float]:
     import http.client
 
     port = _free_port()
@@ -150,10 +177,10 @@ def serve(fmt: str, repo: Path, root: Path, extra: list[str]) -> float:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
                 conn.request("GET", "/v2/health/ready")
                 if conn.getresponse().status == 200:
-                    return time.perf_counter() - t0
+                    return time.perf_counter() - t0, _cpu_s(proc.pid)
             except OSError:
                 pass
-            time.sleep(0.01)
+            time.sleep(0.005)
         raise SystemExit(f"fwx serve --prefer {fmt} not ready after 300 s")
     finally:
         proc.terminate()
@@ -179,12 +206,17 @@ def main() -> int:
     version = build_repo(args.repo)
     raw: dict[str, dict[str, list[float]]] = {}
     for fmt in args.formats.split(","):
-        runs = raw.setdefault(fmt, {"floor": [], "serve": []})
+        runs = raw.setdefault(fmt, {})
+
+        def record(kind: str, wall_cpu: tuple[float, float], runs: dict[str, list[float]] = runs) -> None:
+            runs.setdefault(kind, []).append(wall_cpu[0])
+            runs.setdefault(f"{kind}_cpu", []).append(wall_cpu[1])
+
         for _ in range(args.repeats):
-            runs["floor"].append(floor(fmt, version))
-            runs["serve"].append(serve(fmt, args.repo, ROOT, args.serve_arg))
+            record("floor", floor(fmt, version))
+            record("serve", serve(fmt, args.repo, ROOT, args.serve_arg))
             if args.before_root is not None:
-                runs.setdefault("before", []).append(serve(fmt, args.repo, args.before_root, args.serve_arg))
+                record("before", serve(fmt, args.repo, args.before_root, args.serve_arg))
             print(fmt, {k: round(v[-1], 2) for k, v in runs.items()}, flush=True)
     summary = {fmt: {k: _stats(v) for k, v in runs.items()} for fmt, runs in raw.items()}
     table = []
@@ -193,12 +225,33 @@ def main() -> int:
         def cell(k: str, s: dict[str, Any] = s) -> str:
             return f"{s[k]['median']:.2f} ({s[k]['min']:.2f}-{s[k]['max']:.2f})" if k in s else "-"
 
-        ratio = s["serve"]["median"] / s["floor"]["median"] if s["floor"]["median"] else float("nan")
-        table.append([fmt, cell("floor"), cell("serve"), f"{ratio:.2f}", cell("before")])
+        def ratio(a: str, b: str, s: dict[str, Any] = s) -> str:
+            return f"{s[a]['median'] / s[b]['median']:.2f}" if a in s and b in s and s[b]["median"] else "-"
+
+        table.append(
+            [
+                fmt,
+                cell("floor"),
+                cell("serve"),
+                ratio("serve", "floor"),
+                cell("before"),
+                f"{cell('floor_cpu')} / {cell('serve_cpu')} / {cell('before_cpu')}",
+                ratio("serve_cpu", "floor_cpu"),
+            ]
+        )
     print()
     print(
         ui.table(
-            ["format", "floor s (import+load+warm-up)", "fwx serve to ready s", "serve / floor", "before s"], table
+            [
+                "format",
+                "floor s (import+load+warm-up)",
+                "fwx serve to ready s",
+                "serve / floor",
+                "before s",
+                "CPU s floor / serve / before",
+                "CPU serve / floor",
+            ],
+            table,
         )
     )
     meta = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("torch", "tensorflow", "keras", "onnxruntime", "onnx", "ai_edge_litert", "grpc", "fastapi")
+HEAVY = ("torch", "tensorflow", "keras", "onnxruntime", "onnx", "ai_edge_litert", "grpc", "fastapi", "starlette")
 
 
 def _loaded_after(code: str) -> set[str]:

@@ -1,6 +1,6 @@
 """``fwx serve``: a thin click wrapper over ``fwx.serving.supervisor.supervise``.
 
-Imports nothing heavy at module import: the server (FastAPI, grpc, runtimes)
+Imports nothing heavy at module import: the server (Starlette, grpc, runtimes)
 is imported only when the command runs, so ``fwx serve --help`` stays fast.
 """
 
@@ -148,52 +148,62 @@ def serve(
       fwx serve artifacts
       curl localhost:8000/v2/health/ready
     """
-    from fwx.serving.config import ServerConfig, parse_overrides, parse_prefer, parse_prefer_model
-    from fwx.serving.supervisor import parse_workers
-    from fwx.serving.supervisor import supervise as run
+    from fwx.serving.spawn import Spawner, parse_workers, worker_env
 
-    config = ServerConfig(
-        repository=repository,
-        host=host,
-        http_port=http_port,
-        grpc_port=grpc_port,
-        prefer=parse_prefer(prefer),
-        prefer_per_model=parse_prefer_model(prefer_model),
-        only_formats=parse_prefer(only_formats) if only_formats is not None else None,
-        max_batch_size=max_batch_size,
-        max_queue_delay_ms=max_queue_delay_ms,
-        max_queue_size=max_queue_size,
-        workers=instances,
-        worker_processes=parse_workers(workers),
-        grpc_server=grpc_server,
-        request_timeout_s=request_timeout_s,
-        max_body_bytes=int(max_body_mb * MiB),
-        grpc_max_message_bytes=int(grpc_max_message_mb * MiB),
-        device=device,
-        version_policy=version_policy,
-        version_policy_per_model=parse_overrides(version_policy_model, "--version-policy-model"),
-        poll_seconds=poll_seconds,
-        enable_model_control=enable_model_control,
-        admin_token=admin_token,
-        api_token=api_token,
-        trust_model_code=trust_model_code,
-        drain_seconds=drain_seconds,
-        shutdown_delay_s=shutdown_delay_seconds,
-        model_name=model_name,
-        warmup=not no_warmup,
-        load_probe=not no_load_probe,
-        log_level=log_level,
-    )
-    from fwx.serving.scan import is_model_folder
+    # The workers start first: their interpreter and imports overlap the checks below (one core each);
+    # they wait for their job on stdin, and are stopped unused if a check fails.
+    n = parse_workers(workers)
+    spawner = Spawner(worker_env(n))
+    spawner.start_early(n)
+    try:
+        from fwx.serving.config import ServerConfig, parse_overrides, parse_prefer, parse_prefer_model
+        from fwx.serving.supervisor import supervise as run
 
-    if model_name is None and is_model_folder(repository):
-        raise UsageError(
-            f"{repository} is one model's folder (it holds version folders), not a repository",
-            hint="pass --model-name NAME to serve it as NAME, or serve its parent folder",
+        config = ServerConfig(
+            repository=repository,
+            host=host,
+            http_port=http_port,
+            grpc_port=grpc_port,
+            prefer=parse_prefer(prefer),
+            prefer_per_model=parse_prefer_model(prefer_model),
+            only_formats=parse_prefer(only_formats) if only_formats is not None else None,
+            max_batch_size=max_batch_size,
+            max_queue_delay_ms=max_queue_delay_ms,
+            max_queue_size=max_queue_size,
+            workers=instances,
+            worker_processes=n,
+            grpc_server=grpc_server,
+            request_timeout_s=request_timeout_s,
+            max_body_bytes=int(max_body_mb * MiB),
+            grpc_max_message_bytes=int(grpc_max_message_mb * MiB),
+            device=device,
+            version_policy=version_policy,
+            version_policy_per_model=parse_overrides(version_policy_model, "--version-policy-model"),
+            poll_seconds=poll_seconds,
+            enable_model_control=enable_model_control,
+            admin_token=admin_token,
+            api_token=api_token,
+            trust_model_code=trust_model_code,
+            drain_seconds=drain_seconds,
+            shutdown_delay_s=shutdown_delay_seconds,
+            model_name=model_name,
+            warmup=not no_warmup,
+            load_probe=not no_load_probe,
+            log_level=log_level,
         )
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        ui.warn(
-            f"binding {host}: the server is reachable from other machines"
-            + ("" if api_token else "; consider --api-token")
-        )
-    sys.exit(run(config))
+        from fwx.serving.scan import is_model_folder
+
+        if model_name is None and is_model_folder(repository):
+            raise UsageError(
+                f"{repository} is one model's folder (it holds version folders), not a repository",
+                hint="pass --model-name NAME to serve it as NAME, or serve its parent folder",
+            )
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            ui.warn(
+                f"binding {host}: the server is reachable from other machines"
+                + ("" if api_token else "; consider --api-token")
+            )
+        code = run(config, spawner)
+    finally:
+        spawner.close()
+    sys.exit(code)

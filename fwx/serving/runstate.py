@@ -2,7 +2,6 @@
 
 One run directory per supervisor, created by it and removed when it exits:
 
-``config.pickle``   the ServerConfig every worker serves (concrete ports, ``reuse_port``)
 ``board``           a memory-mapped byte array: [0] = "every worker ready" (written by the
                     supervisor only), [1 + i] = worker i's own readiness (written by worker i)
 ``loading-<i>``     the artifact worker i is loading right now (JSON: key, what, since)
@@ -29,7 +28,6 @@ from typing import Any
 
 from fwx.formats import Format
 
-CONFIG = "config.pickle"
 BOARD = "board"
 QUARANTINE = "quarantine.json"
 

@@ -1,13 +1,18 @@
 """One worker process of ``fwx serve --workers N``: a full server that shares its ports.
 
-``python -m fwx.serving.workers RUNDIR SLOT SUPERVISOR_PID`` runs the ordinary
-single-process server (``fwx.serving.server.run_server``) on the ServerConfig
-the supervisor pickled, with SO_REUSEPORT on both ports, plus four hooks:
+``python -m fwx.serving.workers`` imports the server (which needs no
+configuration), then reads its job from stdin (``fwx.serving.spawn.Job``: run
+directory, slot, the supervisor's pid and wake-up fd, the ServerConfig) and
+runs the ordinary single-process server (``fwx.serving.server.run_server``)
+with SO_REUSEPORT on both ports, plus four hooks:
 
 * readiness: ``/v2/health/ready`` (and gRPC ServerReady, the health service and
   the ``fwx_server_ready`` gauge) says ready only when this worker is ready AND
   the supervisor's board says every worker is. The load balancer's probe lands
-  on any one worker, so each must answer for all of them.
+  on any one worker, so each must answer for all of them. A change of this
+  worker's own readiness is published at once (the moment start-up ends, then
+  on every tick) with a byte on the supervisor's wake-up pipe, so the pod is
+  ready as soon as its last worker is, not one or two ticks later.
 * crash-safe loading without a probe child: the first load of every model runs
   in-process (no second framework import, no second load), inside a guard that
   records the artifact being loaded in ``loading-<slot>``. If the native loader
@@ -27,18 +32,17 @@ import asyncio
 import contextlib
 import logging
 import os
-import pickle
 import signal
-import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from fwx.errors import InputError
 from fwx.formats import Format
 from fwx.serving.logs import setup_logging
-from fwx.serving.runstate import CONFIG, RunState, artifact_key
+from fwx.serving.runstate import RunState, artifact_key
+from fwx.serving.spawn import read_job
 
 log = logging.getLogger("fwx.serving")
 
@@ -91,7 +95,26 @@ class SharedProbes(set[str]):
         self._state.mark_probed(key)
 
 
-def install(server: Any, state: RunState, slot: int, supervisor_pid: int) -> None:
+class Publisher:
+    """Writes this worker's readiness to the board and wakes the supervisor when it changes."""
+
+    def __init__(self, state: RunState, slot: int, wake_fd: int | None) -> None:
+        self.state = state
+        self.slot = slot
+        self.wake_fd = wake_fd
+        self._last: bool | None = None
+
+    def __call__(self, ready: bool) -> None:
+        self.state.set_worker_ready(self.slot, ready)
+        if ready != self._last:
+            self._last = ready
+            if self.wake_fd is not None:
+                # a full pipe already holds a wake-up; a closed one means the supervisor is gone (the tick sees it)
+                with contextlib.suppress(OSError):
+                    os.write(self.wake_fd, b"r")
+
+
+def install(server: Any, state: RunState, slot: int, supervisor_pid: int, wake_fd: int | None = None) -> None:
     """Hook one ``fwx.serving.server.Server`` into the supervisor's run (called before it starts)."""
     dp = server.dataplane
     manager = dp.manager
@@ -125,20 +148,33 @@ def install(server: Any, state: RunState, slot: int, supervisor_pid: int) -> Non
     dp.ready = ready  # type: ignore[method-assign]
     dp.metrics.render = render  # type: ignore[method-assign]
     dp.metrics.negotiate = negotiate  # type: ignore[method-assign]
+    publish = Publisher(state, slot, wake_fd)
+    start = server.start
+
+    async def start_then_publish() -> None:
+        await start()
+        publish(bool(local_ready()))  # now, not at the next tick
+
+    server.start = start_then_publish
     loop = asyncio.get_running_loop()
     server._fwx_worker_task = loop.create_task(
-        _tick(local_ready, local_render, state, slot, supervisor_pid), name="fwx-worker-tick"
+        _tick(local_ready, local_render, publish, slot, supervisor_pid, state), name="fwx-worker-tick"
     )
 
 
 async def _tick(
-    local_ready: Callable[[], bool], render: Callable[[], bytes], state: RunState, slot: int, supervisor_pid: int
+    local_ready: Callable[[], bool],
+    render: Callable[[], bytes],
+    publish: Callable[[bool], None],
+    slot: int,
+    supervisor_pid: int,
+    state: RunState,
 ) -> None:
     """Publish readiness and metrics; stop (SIGTERM to self) if the supervisor is gone."""
     loop = asyncio.get_running_loop()
     next_metrics = 0.0
     while True:
-        state.set_worker_ready(slot, bool(local_ready()))
+        publish(bool(local_ready()))
         if os.getppid() != supervisor_pid:
             log.error("worker %d: supervisor %d is gone; stopping", slot, supervisor_pid)
             os.kill(os.getpid(), signal.SIGTERM)
@@ -152,20 +188,25 @@ async def _tick(
         await asyncio.sleep(TICK_S)
 
 
-def main(argv: Iterable[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    root, slot, supervisor_pid = Path(args[0]), int(args[1]), int(args[2])
-    with (root / CONFIG).open("rb") as fh:
-        config = pickle.load(fh)  # written by our own supervisor, in a 0700 run directory
-    setup_logging(config.log_level, f"w{slot}")
-    state = RunState(root, int(config.worker_processes))
+def main() -> int:
+    # Imports first: they need no job, and overlap the supervisor's own start (fwx.serving.spawn).
     from fwx.serving import loader
     from fwx.serving.server import run_server
 
+    job = read_job()
+    if job is None:
+        return 0  # the supervisor gave up before handing out this worker
+    config, slot = job.config, job.slot
+    setup_logging(config.log_level, f"w{slot}")
+    state = RunState(job.root, int(config.worker_processes))
     loader.load_guard = LoadGuard(state, slot)
     try:
         return asyncio.run(
-            run_server(config, announce=False, setup=lambda server: install(server, state, slot, supervisor_pid))
+            run_server(
+                config,
+                announce=False,
+                setup=lambda server: install(server, state, slot, job.supervisor_pid, job.wake_fd),
+            )
         )
     finally:
         state.set_worker_ready(slot, False)
@@ -173,6 +214,8 @@ def main(argv: Iterable[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    import sys
+
     from fwx.errors import FwxError
 
     try:

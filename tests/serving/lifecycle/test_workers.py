@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,8 +17,12 @@ import pytest
 from lifecycle_helpers import Client, ServerProcess, publish, y_of
 
 from fwx.errors import UsageError
+from fwx.serving.config import ServerConfig
 from fwx.serving.metrics_merge import merge
-from fwx.serving.supervisor import parse_workers
+from fwx.serving.runstate import RunState
+from fwx.serving.spawn import Spawner
+from fwx.serving.supervisor import Supervisor, parse_workers
+from fwx.serving.workers import Publisher
 
 LIN = 'fwx_request_success_total{model="lin",version="1"}'
 
@@ -97,6 +104,89 @@ def test_merge_adds_counters_keeps_dead_counters_and_drops_dead_gauges() -> None
     assert 'fwx_request_success_total{model="m"} 10.0' in text
     assert "fwx_server_ready 0.0" in text  # min: ready only if every worker is
     assert 'fwx_queue_depth{model="m"} 4.0' in text  # the dead worker's gauge is gone
+
+
+def test_a_worker_publishes_its_readiness_and_wakes_the_supervisor_only_on_a_change(tmp_path: Path) -> None:
+    state = RunState.create(tmp_path, 2)
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    try:
+        publish = Publisher(state, 1, w)
+        publish(False)
+        publish(True)
+        publish(True)  # every tick republishes: no wake-up without a change
+        assert state.worker_ready(1)
+        assert not state.worker_ready(0)
+        publish(False)
+        assert not state.worker_ready(1)
+        assert os.read(r, 100) == b"rrr"  # False (first), True, False
+        Publisher(state, 0, None)(True)  # no pipe (a lone test server): the board still gets it
+        assert state.worker_ready(0)
+    finally:
+        state.close()
+        os.close(r)
+        os.close(w)
+
+
+def test_the_supervisor_wakes_on_the_pipe_instead_of_sleeping_a_tick(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    sup = Supervisor(ServerConfig(repository=repo), run)
+    try:
+        os.write(sup.spawner.wake_w, b"rr")
+        t0 = time.monotonic()
+        sup._wait(30.0)
+        assert time.monotonic() - t0 < 10  # woke on the byte; a 30 s sleep would fail the test
+        with pytest.raises(BlockingIOError):
+            os.read(sup.spawner.wake_r, 1)  # drained: the next wait sleeps again
+    finally:
+        sup.close()
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Live processes whose environment holds ``marker`` (the workers a test's fwx serve started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_worker_that_gets_no_job_exits_0_quietly() -> None:
+    """The supervisor closes an early worker's stdin unused (a check failed): it must not start serving."""
+    spawner = Spawner(dict(os.environ))
+    try:
+        proc = spawner.start()
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(120) == 0
+    finally:
+        spawner.close()
+
+
+@pytest.mark.parametrize("workers", ["1", "3"])
+def test_a_usage_error_after_the_early_workers_started_leaves_no_process_behind(tmp_path: Path, workers: str) -> None:
+    repo = tmp_path / "empty"
+    repo.mkdir()
+    marker = f"FWX_TEST_MARK={uuid.uuid4().hex}"
+    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1]}
+    done = subprocess.run(
+        [sys.executable, "-m", "fwx", "serve", str(repo), "--http-port", "0", "--grpc-port", "0", "--workers", workers],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "holds no model" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert _processes_with(marker) == []
 
 
 @pytest.mark.e2e
