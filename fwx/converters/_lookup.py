@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from fwx.sources.lookups import captured_tables as read_tables
+
 #: Integer keys spread over at most this many values get a dense table (8 MiB of int64).
 DENSE_LIMIT = 1 << 20
 #: Otherwise at most this many keys are compared one by one (a [..., keys] bool tensor per call).
@@ -82,35 +84,13 @@ def keras_labels(model: Any) -> dict[int, str]:
 
 
 def captured_tables(fn: Any, labels: dict[int, str] | None = None) -> dict[str, Table]:
-    """Placeholder name -> contents of every hash table ``fn`` captures (resources that export as a table)."""
-    import tensorflow as tf
-
-    concrete = fn.get_concrete_function()
-    pairs = _lookup_dtypes(concrete.graph.as_graph_def())
+    """Placeholder name -> contents of every hash table ``fn`` captures."""
     out: dict[str, Table] = {}
-    if not pairs:
-        return out
-    for external, internal in concrete.graph.captures:
-        if external.dtype != tf.resource:
-            continue
-        for tk, tv in pairs:
-            try:
-                keys, values = tf.raw_ops.LookupTableExportV2(table_handle=external, Tkeys=tk, Tvalues=tv)
-            except Exception:  # noqa: BLE001 - a variable, or a table of other dtypes
-                continue
-            kind = "string" if tk == tf.string else "integer"
-            label = (labels or {}).get(id(external)) or f"{kind} lookup table {internal.name!r}"
-            out[internal.name] = Table(keys.numpy(), values.numpy(), label)
-            break
+    for t in read_tables(fn.get_concrete_function()):
+        kind = "string" if t.keys.dtype.kind in "OSU" else "integer"
+        label = (labels or {}).get(id(t.handle)) or f"{kind} lookup table {t.name!r}"
+        out[t.name] = Table(t.keys, t.values, label)
     return out
-
-
-def _lookup_dtypes(graph_def: Any) -> list[tuple[Any, Any]]:
-    import tensorflow as tf
-
-    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
-    found = {(n.attr["Tin"].type, n.attr["Tout"].type) for n in nodes if n.op == "LookupTableFindV2"}
-    return [(tf.as_dtype(k), tf.as_dtype(v)) for k, v in sorted(found)]
 
 
 def _scope_label(node_name: str, table: Table) -> str:
