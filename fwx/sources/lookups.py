@@ -33,33 +33,63 @@ class CapturedTable:
 
 
 def captured_tables(concrete: Any) -> list[CapturedTable]:
-    """Every hash table a concrete ``tf.function`` captures, with its contents (``LookupTableExportV2``)."""
+    """Every hash table a concrete ``tf.function`` captures, with its contents (``LookupTableExportV2``).
+
+    Each table is exported with the key/value dtypes of the lookup that reads it, found by following the
+    captured handle through the graph and the functions it calls: exporting with other dtypes is not an
+    error but a CHECK failure that aborts the process.
+    """
     import tensorflow as tf
 
-    pairs = lookup_dtypes(concrete.graph.as_graph_def())
+    dtypes = table_dtypes(concrete.graph.as_graph_def(), [i.name for _, i in concrete.graph.captures])
     out: list[CapturedTable] = []
-    if not pairs:
-        return out
     for external, internal in concrete.graph.captures:
-        if external.dtype != tf.resource:
+        pair = dtypes.get(internal.name.split(":")[0])
+        if external.dtype != tf.resource or pair is None:
             continue
-        for tk, tv in pairs:
-            try:
-                keys, values = tf.raw_ops.LookupTableExportV2(table_handle=external, Tkeys=tk, Tvalues=tv)
-            except Exception:  # noqa: BLE001 - a variable, or a table of other dtypes
-                continue
-            out.append(CapturedTable(internal.name, external, keys.numpy(), values.numpy()))
-            break
+        tk, tv = (tf.as_dtype(d) for d in pair)
+        keys, values = tf.raw_ops.LookupTableExportV2(table_handle=external, Tkeys=tk, Tvalues=tv)
+        out.append(CapturedTable(internal.name, external, keys.numpy(), values.numpy()))
     return out
 
 
-def lookup_dtypes(graph_def: Any) -> list[tuple[Any, Any]]:
-    """(key dtype, value dtype) of every ``LookupTableFindV2`` in a graph and its function library."""
-    import tensorflow as tf
+def table_dtypes(graph_def: Any, placeholders: list[str]) -> dict[str, tuple[int, int]]:
+    """Placeholder node name -> (key, value) dtype enums of the ``LookupTableFindV2`` that reads it."""
+    funcs = {f.signature.name: f for f in graph_def.library.function}
+    out: dict[str, tuple[int, int]] = {}
+    names = {p.split(":")[0] for p in placeholders}
+    _walk(list(graph_def.node), {n: n for n in names}, funcs, out, 0)
+    return out
 
-    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
-    found = {(n.attr["Tin"].type, n.attr["Tout"].type) for n in nodes if n.op == "LookupTableFindV2"}
-    return [(tf.as_dtype(k), tf.as_dtype(v)) for k, v in sorted(found)]
+
+def _walk(nodes: list[Any], origin: dict[str, str], funcs: dict[str, Any], out: dict[str, Any], depth: int) -> None:
+    """Follow captured handles (``origin``: local name -> placeholder) into lookups and called functions."""
+    by_name = {n.name: n for n in nodes}
+
+    def source(ref: str) -> str | None:
+        name = ref.split(":")[0]
+        for _ in range(64):  # Identity chains
+            if name in origin:
+                return origin[name]
+            node = by_name.get(name)
+            if node is None or node.op != "Identity" or not node.input:
+                return None
+            name = node.input[0].split(":")[0]
+        return None
+
+    for node in nodes:
+        if node.op == "LookupTableFindV2":
+            found = source(node.input[0])
+            if found is not None:
+                out[found] = (node.attr["Tin"].type, node.attr["Tout"].type)
+            continue
+        fn = funcs.get(node.attr["f"].func.name) if "f" in node.attr else None
+        if fn is None or depth > 16:
+            continue
+        args = [r for r in node.input if not r.startswith("^")]
+        inner = {a.name: src for a, r in zip(fn.signature.input_arg, args, strict=False) if (src := source(r))}
+        if inner:
+            _walk(list(fn.node_def), inner, funcs, out, depth + 1)
 
 
 def lookup_values(src: LoadedSource, sig: Signature) -> dict[str, tuple[Any, ...]]:

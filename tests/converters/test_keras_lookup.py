@@ -40,6 +40,12 @@ def lookup_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = {"int.keras": root / "int.keras", "str.keras": root / "str.keras"}
     ints.save(out["int.keras"])
     strs.save(out["str.keras"])
+    a, b = keras.Input((2,), dtype="int64", name="user"), keras.Input((2,), dtype="string", name="tag")
+    ua = keras.layers.IntegerLookup(vocabulary=[10, 20, 30], name="users")(a)
+    tb = keras.layers.StringLookup(vocabulary=["x", "y"], name="tags")(b)
+    both = keras.layers.Concatenate(axis=1)([ua, tb])  # one embedding reads both index ranges
+    out["mixed.keras"] = root / "mixed.keras"
+    keras.Model([a, b], _head(keras, both, 4)).save(out["mixed.keras"])
     out["int_sm"], out["str_sm"] = root / "int_sm", root / "str_sm"
     ints.export(str(out["int_sm"]), verbose=False)
     strs.export(str(out["str_sm"]), verbose=False)
@@ -152,3 +158,34 @@ def test_lookup_inputs_are_sampled_from_the_vocabulary_and_beyond(lookup_models:
         seen = {v for sample in drawn for v in sample[sig.inputs[0].name].ravel().tolist()}
         assert seen <= want, seen  # keys and out-of-vocabulary values, nothing else
         assert len(seen) >= 4, seen
+
+
+def test_tables_of_different_dtypes_are_each_read_with_their_own(lookup_models: dict[str, Path]) -> None:
+    """An int64 and a string table in one model: exporting a table with the other's dtypes aborts TF."""
+    from fwx.converters._lookup import LookupFreezer
+    from fwx.converters._tf import keras_fn, tf_function
+    from fwx.signature import Signature
+    from fwx.sources.load import load_source
+
+    src = load_source(lookup_models["mixed.keras"])
+    assert src.inputs is not None
+    assert src.outputs is not None
+    sig = Signature(src.inputs, src.outputs)
+    freezer = LookupFreezer(tf_function(keras_fn(src.obj, sig), sig), src.obj)
+    tables = {t.label: sorted(t.keys.tolist()) for t in freezer.tables.values()}
+    assert tables == {"IntegerLookup layer 'users'": [10, 20, 30], "StringLookup layer 'tags'": [b"x", b"y"]}
+
+
+@pytest.mark.slow
+def test_a_model_with_both_lookups_reaches_onnx(lookup_models: dict[str, Path], tmp_path: Path) -> None:
+    import keras
+    import onnxruntime as ort
+
+    result = _export(lookup_models["mixed.keras"], ["onnx", "savedmodel"], tmp_path)
+    assert result.ok, result.failures
+    onnx_path = Path(result.version_dir) / result.manifest.artifacts["onnx"].path
+    users = np.array([[10, 31], [30, 9]], np.int64)
+    tags = np.array([["y", "z"], ["x", "x"]], dtype=object)
+    want = keras.saving.load_model(lookup_models["mixed.keras"])([users, tags]).numpy()
+    got = ort.InferenceSession(str(onnx_path)).run(None, {"user": users, "tag": tags.astype(str)})[0]
+    np.testing.assert_allclose(got, want, atol=1e-5)
