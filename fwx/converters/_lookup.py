@@ -22,7 +22,6 @@ later hop that cannot hold it can say which layer stops it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,24 +84,7 @@ def keras_labels(model: Any) -> dict[int, str]:
 
 def captured_tables(fn: Any, labels: dict[int, str] | None = None) -> dict[str, Table]:
     """Placeholder name -> contents of every hash table ``fn`` captures."""
-    out: dict[str, Table] = {}
-    for t in read_tables(fn.get_concrete_function()):
-        kind = "string" if t.keys.dtype.kind in "OSU" else "integer"
-        label = (labels or {}).get(id(t.handle)) or f"{kind} lookup table {t.name!r}"
-        out[t.name] = Table(t.keys, t.values, label)
-    return out
-
-
-def _scope_label(node_name: str, table: Table) -> str:
-    """A SavedModel's tables have no layer object: name them after the layer scope of the lookup."""
-    if " layer " in table.label:
-        return table.label
-    parts = node_name.split("/")
-    for i, part in enumerate(parts):
-        if part.endswith("_Lookup") and i > 0:
-            kind = "StringLookup" if table.keys.dtype.kind in "OSU" else "IntegerLookup"
-            return f"{kind} layer '{re.sub(r'^StatefulPartitionedCall$', '', parts[i - 1])}'"
-    return table.label
+    return {t.name: Table(t.keys, t.values, t.label(labels)) for t in read_tables(fn.get_concrete_function())}
 
 
 def _handler(ctx: Any, node: Any, name: str, args: list[Any]) -> None:
@@ -117,7 +99,7 @@ def _handler(ctx: Any, node: Any, name: str, args: list[Any]) -> None:
     if table is None:
         freezer.problems.append(f"lookup {node.name!r}: its table was not found among the captured ones")
         raise ValueError(freezer.problems[-1])
-    label = _scope_label(node.name, table)
+    label = table.label
     default = _default(node, freezer.constants)
     if default is None:
         freezer.problems.append(f"{label}: its default (out-of-vocabulary) value is not a constant")

@@ -92,7 +92,10 @@ class SavedModelToTFLite(Converter):
                     ),
                 )
             )
-        flat, notes = _first_good(tries, fn, sig)
+        try:
+            flat, notes = _first_good(tries, fn, sig)
+        except UnsupportedOpsError as exc:
+            raise _lookup_reason(fn, exc) from exc
         out.write_bytes(flat)
         return ConvertResult(out, sig, tool=self.tool, tool_version=tf.__version__, layout=src.layout, notes=notes)
 
@@ -111,6 +114,25 @@ class SavedModelToTFLite(Converter):
             precision=info.precision,
             extra={"quantization": info.to_json(), "warnings": list(info.warnings)},
         )
+
+
+def _lookup_reason(fn: Any, exc: UnsupportedOpsError) -> ExportError:
+    """Name the lookup layer when a hash table stops TFLite: its builtin tables hold string <-> int64 only."""
+    if "LookupTableFindV2" not in exc.ops:
+        return exc
+    from fwx.sources.lookups import captured_tables
+
+    try:
+        tables = [t for t in captured_tables(fn) if not (t.strings and t.values.dtype == np.int64)]
+    except Exception:  # noqa: BLE001 - the ops list still says what stops it
+        return exc
+    if not tables:
+        return exc
+    t = tables[0]
+    return ExportError(
+        f"{t.label()}: TFLite's builtin hash tables map strings to int64 only, not {t.keys.dtype} -> {t.values.dtype}",
+        hint="an IntegerLookup alone reaches TFLite through ONNX; export this model to savedmodel or onnx",
+    )
 
 
 def _concrete(tf: Any, loaded: Any, sig: Signature, key: str, *, static: bool) -> Any:

@@ -30,6 +30,21 @@ class CapturedTable:
     handle: Any  # the captured resource handle (an eager tensor)
     keys: np.ndarray
     values: np.ndarray
+    reader: str = ""  # the name of the lookup op that reads it (its scope names the Keras layer)
+
+    @property
+    def strings(self) -> bool:
+        return self.keys.dtype.kind in "OSU"
+
+    def label(self, names: dict[int, str] | None = None) -> str:
+        """``"StringLookup layer 'words'"``: the Keras layer's own name where known, else its scope's."""
+        known = (names or {}).get(id(self.handle))
+        if known:
+            return known
+        kind = "StringLookup" if self.strings else "IntegerLookup"
+        parts = self.reader.split("/")
+        scope = next((parts[i - 1] for i in range(1, len(parts)) if parts[i].endswith("_Lookup")), None)
+        return f"{kind} layer '{scope}'" if scope else f"{'string' if self.strings else 'integer'} lookup table"
 
 
 def captured_tables(concrete: Any) -> list[CapturedTable]:
@@ -44,19 +59,19 @@ def captured_tables(concrete: Any) -> list[CapturedTable]:
     dtypes = table_dtypes(concrete.graph.as_graph_def(), [i.name for _, i in concrete.graph.captures])
     out: list[CapturedTable] = []
     for external, internal in concrete.graph.captures:
-        pair = dtypes.get(internal.name.split(":")[0])
-        if external.dtype != tf.resource or pair is None:
+        found = dtypes.get(internal.name.split(":")[0])
+        if external.dtype != tf.resource or found is None:
             continue
-        tk, tv = (tf.as_dtype(d) for d in pair)
+        tk, tv, reader = tf.as_dtype(found[0]), tf.as_dtype(found[1]), found[2]
         keys, values = tf.raw_ops.LookupTableExportV2(table_handle=external, Tkeys=tk, Tvalues=tv)
-        out.append(CapturedTable(internal.name, external, keys.numpy(), values.numpy()))
+        out.append(CapturedTable(internal.name, external, keys.numpy(), values.numpy(), reader))
     return out
 
 
-def table_dtypes(graph_def: Any, placeholders: list[str]) -> dict[str, tuple[int, int]]:
-    """Placeholder node name -> (key, value) dtype enums of the ``LookupTableFindV2`` that reads it."""
+def table_dtypes(graph_def: Any, placeholders: list[str]) -> dict[str, tuple[int, int, str]]:
+    """Placeholder node name -> (key, value) dtype enums and name of the ``LookupTableFindV2`` reading it."""
     funcs = {f.signature.name: f for f in graph_def.library.function}
-    out: dict[str, tuple[int, int]] = {}
+    out: dict[str, tuple[int, int, str]] = {}
     names = {p.split(":")[0] for p in placeholders}
     _walk(list(graph_def.node), {n: n for n in names}, funcs, out, 0)
     return out
@@ -81,7 +96,7 @@ def _walk(nodes: list[Any], origin: dict[str, str], funcs: dict[str, Any], out: 
         if node.op == "LookupTableFindV2":
             found = source(node.input[0])
             if found is not None:
-                out[found] = (node.attr["Tin"].type, node.attr["Tout"].type)
+                out[found] = (node.attr["Tin"].type, node.attr["Tout"].type, node.name)
             continue
         fn = funcs.get(node.attr["f"].func.name) if "f" in node.attr else None
         if fn is None or depth > 16:
