@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-ITEMS = [3, 17, 42, 1001, 7]
+ITEMS = [3, 17, 42, 1001, 7]  # within 2**20 consecutive ids: a dense table read with Gather
+SPARSE = [5, 77, 10**9, 3 * 10**10]  # spread too wide for a dense table: compared with every key
 WORDS = ["cat", "dog", "bird", "fish"]
 
 
@@ -44,6 +45,10 @@ def lookup_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ua = keras.layers.IntegerLookup(vocabulary=[10, 20, 30], name="users")(a)
     tb = keras.layers.StringLookup(vocabulary=["x", "y"], name="tags")(b)
     both = keras.layers.Concatenate(axis=1)([ua, tb])  # one embedding reads both index ranges
+    y = keras.Input((3,), dtype="int64", name="product_ids")
+    sparse = keras.Model(y, _head(keras, keras.layers.IntegerLookup(vocabulary=SPARSE, name="products")(y), 5))
+    out["sparse.keras"] = root / "sparse.keras"
+    sparse.save(out["sparse.keras"])
     out["mixed.keras"] = root / "mixed.keras"
     keras.Model([a, b], _head(keras, both, 4)).save(out["mixed.keras"])
     out["int_sm"], out["str_sm"] = root / "int_sm", root / "str_sm"
@@ -123,6 +128,25 @@ def test_a_named_torch_target_fails_with_the_layer_and_an_integer_savedmodel_rea
     result = _export(lookup_models["int_sm"], ["onnx", "tflite"], tmp_path / "b")
     assert result.ok, result.failures
     assert result.manifest.artifacts["tflite"].validation["passed"]
+
+
+@pytest.mark.slow
+def test_sparse_integer_keys_are_compared_one_by_one(lookup_models: dict[str, Path], tmp_path: Path) -> None:
+    import keras
+    import onnx
+    import onnxruntime as ort
+
+    result = _export(lookup_models["sparse.keras"], ["onnx", "torchscript"], tmp_path)
+    assert result.ok, result.failures
+    assert result.manifest.artifacts["torchscript"].validation["passed"]
+    onnx_path = Path(result.version_dir) / result.manifest.artifacts["onnx"].path
+    ops = {n.op_type for n in onnx.load(str(onnx_path)).graph.node}
+    assert "Equal" in ops
+    assert "ReduceSum" in ops
+    ids = np.array([[5, 10**9, 3 * 10**10], [6, 10**9 + 1, -1], [77, 77, 2**62]], np.int64)
+    want = keras.saving.load_model(lookup_models["sparse.keras"])(ids).numpy()
+    got = ort.InferenceSession(str(onnx_path)).run(None, {"product_ids": ids})[0]
+    np.testing.assert_allclose(got, want, atol=1e-5)
 
 
 @pytest.mark.slow
