@@ -94,8 +94,6 @@ def _handler(ctx: Any, node: Any, name: str, args: list[Any]) -> None:
     while handle.type == "Identity":
         handle = handle.inputs[0]
     table = freezer.tables.get(handle.output[0])
-    if table is None and len(freezer.tables) == 1:
-        table = next(iter(freezer.tables.values()))
     if table is None:
         freezer.problems.append(f"lookup {node.name!r}: its table was not found among the captured ones")
         raise ValueError(freezer.problems[-1])
