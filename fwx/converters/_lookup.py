@@ -104,6 +104,10 @@ def _handler(ctx: Any, node: Any, name: str, args: list[Any]) -> None:
         raise ValueError(freezer.problems[-1])
     x, outputs = node.input[1], list(node.output)
     shapes, dtypes = [ctx.get_shape(x)], [ctx.get_dtype(outputs[0])]
+    if table.values.dtype.kind not in "iu":  # e.g. invert=True: indices back to strings
+        kind = "string" if table.values.dtype.kind in "OSU" else str(table.values.dtype)
+        freezer.problems.append(f"{label}: a lookup to {kind} values (invert=True) is not frozen into ONNX ops")
+        raise ValueError(freezer.problems[-1])
     if table.keys.dtype.kind in "OSU":
         ctx.remove_node(node.name)
         ctx.make_node(

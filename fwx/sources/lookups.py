@@ -41,7 +41,7 @@ class CapturedTable:
         known = (names or {}).get(id(self.handle))
         if known:
             return known
-        kind = "StringLookup" if self.strings else "IntegerLookup"
+        kind = "StringLookup" if self.strings or self.values.dtype.kind in "OSU" else "IntegerLookup"  # or invert
         parts = self.reader.split("/")
         scope = next((parts[i - 1] for i in range(1, len(parts)) if parts[i].endswith("_Lookup")), None)
         return f"{kind} layer '{scope}'" if scope else f"{'string' if self.strings else 'integer'} lookup table"

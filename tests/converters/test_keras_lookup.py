@@ -49,6 +49,11 @@ def lookup_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     sparse = keras.Model(y, _head(keras, keras.layers.IntegerLookup(vocabulary=SPARSE, name="products")(y), 5))
     out["sparse.keras"] = root / "sparse.keras"
     sparse.save(out["sparse.keras"])
+    z = keras.Input((3,), dtype="int64", name="idx")
+    out["invert.keras"] = root / "invert.keras"
+    keras.Model(z, keras.layers.StringLookup(vocabulary=WORDS, invert=True, name="to_words")(z)).save(
+        out["invert.keras"]
+    )
     out["mixed.keras"] = root / "mixed.keras"
     keras.Model([a, b], _head(keras, both, 4)).save(out["mixed.keras"])
     out["int_sm"], out["str_sm"] = root / "int_sm", root / "str_sm"
@@ -219,3 +224,17 @@ def test_a_model_with_both_lookups_reaches_onnx_and_says_why_not_tflite(
     want = keras.saving.load_model(lookup_models["mixed.keras"])([users, tags]).numpy()
     got = ort.InferenceSession(str(onnx_path)).run(None, {"user": users, "tag": tags.astype(str)})[0]
     np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_string_outputs_of_an_inverted_lookup_are_compared_and_published(
+    lookup_models: dict[str, Path], tmp_path: Path
+) -> None:
+    """``StringLookup(invert=True)``: Keras calls its output int64, it is strings; SavedModel and TFLite hold it."""
+    result = _export(lookup_models["invert.keras"], ["all"], tmp_path)
+    assert result.ok, result.failures
+    assert result.signature.outputs[0].dtype == "bytes"
+    for target in ("savedmodel", "tflite"):
+        entry = result.manifest.artifacts[target]
+        assert entry.validation["passed"], target
+    assert "StringLookup layer 'to_words': a lookup to string values" in result.manifest.skipped["onnx"]
