@@ -206,7 +206,7 @@ def test_tables_of_different_dtypes_are_each_read_with_their_own(lookup_models: 
 
 
 @pytest.mark.slow
-def test_a_model_with_both_lookups_reaches_onnx_and_says_why_not_tflite(
+def test_a_model_with_both_lookups_reaches_onnx_and_tflite_through_it(
     lookup_models: dict[str, Path], tmp_path: Path
 ) -> None:
     import keras
@@ -214,10 +214,12 @@ def test_a_model_with_both_lookups_reaches_onnx_and_says_why_not_tflite(
 
     result = _export(lookup_models["mixed.keras"], ["all"], tmp_path)
     assert result.ok, result.failures
-    assert sorted(result.manifest.artifacts) == ["onnx", "savedmodel"]
-    # TFLite's builtin tables map strings only; the ONNX path needs LabelEncoder, which ONNX -> TF lacks
-    assert "IntegerLookup layer 'users" in result.manifest.skipped["tflite"]
-    assert "map strings to int64 only" in result.manifest.skipped["tflite"]
+    assert sorted(result.manifest.artifacts) == ["onnx", "savedmodel", "tflite"]
+    # TFLite's builtin tables map strings only: the direct converter refuses the int table, naming it ...
+    tflite = result.manifest.artifacts["tflite"]
+    assert tflite.validation["passed"]
+    # ... and the path through ONNX (int table frozen into ops, LabelEncoder back to a string table) holds both
+    assert [h["target"] for h in tflite.hops] == ["onnx", "savedmodel", "tflite"]
     onnx_path = Path(result.version_dir) / result.manifest.artifacts["onnx"].path
     users = np.array([[10, 31], [30, 9]], np.int64)
     tags = np.array([["y", "z"], ["x", "x"]], dtype=object)
@@ -238,3 +240,42 @@ def test_string_outputs_of_an_inverted_lookup_are_compared_and_published(
         entry = result.manifest.artifacts[target]
         assert entry.validation["passed"], target
     assert "StringLookup layer 'to_words': a lookup to string values" in result.manifest.skipped["onnx"]
+
+
+def test_onnx_label_encoder_becomes_a_tf_hash_table(tmp_path: Path) -> None:
+    """ONNX -> TF translates ``ai.onnx.ml`` ``LabelEncoder`` (string -> int64), saved and reloaded."""
+    import onnx
+    import onnxruntime as ort
+    import tensorflow as tf
+    from onnx import TensorProto, helper
+
+    from fwx.converters.onnx_tf.translate import translate
+
+    enc = helper.make_node(
+        "LabelEncoder",
+        ["w"],
+        ["i"],
+        domain="ai.onnx.ml",
+        keys_strings=["cat", "dog"],
+        values_int64s=[1, 2],
+        default_int64=0,
+    )
+    cast = helper.make_node("Cast", ["i"], ["y"], to=TensorProto.FLOAT)
+    graph = helper.make_graph(
+        [enc, cast],
+        "g",
+        [helper.make_tensor_value_info("w", TensorProto.STRING, ["N", 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 2)], ir_version=8
+    )
+    onnx.checker.check_model(model)
+    words = np.array([["dog", "cow"], ["cat", ""]], dtype=object)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"w": words.astype(str)})[0]
+    np.testing.assert_array_equal(want, [[2, 0], [1, 0]])
+    tr = translate(model)
+    np.testing.assert_array_equal(tr({"w": words.astype(bytes)})["y"], want)
+    tr.save(tmp_path / "sm")
+    fn = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
+    np.testing.assert_array_equal(fn(w=tf.constant(words.astype(bytes)))["y"].numpy(), want)
