@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fwx.converters._lookup import LookupFreezer
 from fwx.converters._tf import tf_specs
 from fwx.converters.base import ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError, first_line
@@ -80,25 +81,41 @@ def _erfc_handler(ctx: Any, node: Any, name: str, args: Any) -> None:
 CUSTOM_HANDLERS: dict[str, tuple[Any, list[Any]]] = {"Erfc": (_erfc_handler, [])}
 
 
-def tf2onnx_convert(fn: Any, sig: Signature, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-    """Convert a named ``tf.function`` taking ``sig`` at ``--opset`` (default 17); refuse ops the opset lacks."""
+def tf2onnx_convert(
+    fn: Any, sig: Signature, src: SourceModel, out: Path, opts: ConvertOptions, lookups: LookupFreezer | None = None
+) -> ConvertResult:
+    """Convert a named ``tf.function`` taking ``sig`` at ``--opset`` (default 17); refuse ops the opset lacks.
+
+    ``lookups`` freezes the function's hash-table lookups (Keras ``IntegerLookup``/``StringLookup``).
+    """
     onnx = require("onnx", "writing ONNX models")
     tf2onnx = require("tf2onnx", "converting TensorFlow models to ONNX")
     opset = opts.opset or DEFAULT_OPSET
-    model, bad = _convert(tf2onnx, fn, sig, opset)
+    model, bad = _convert(tf2onnx, fn, sig, opset, lookups)
+    if bad and lookups is not None and lookups.problems:
+        raise ExportError(lookups.problems[0], hint="the SavedModel export holds the table as it is")
     if bad:
-        raise _lowest_opset(tf2onnx, fn, sig, opset, bad)
+        raise _lowest_opset(tf2onnx, fn, sig, opset, bad, lookups)
     pin_symbols(model, sig)
     onnx.save(model, str(out))
-    return ConvertResult(out, sig, tool="tf2onnx", tool_version=version_of("tf2onnx"), layout=src.layout, opset=opset)
+    result = ConvertResult(out, sig, tool="tf2onnx", tool_version=version_of("tf2onnx"), layout=src.layout, opset=opset)
+    note = lookups.note() if lookups is not None else None
+    if note:
+        result.notes.append(note)
+    return result
 
 
-def _convert(tf2onnx: Any, fn: Any, sig: Signature, opset: int) -> tuple[Any, list[str]]:
-
+def _convert(
+    tf2onnx: Any, fn: Any, sig: Signature, opset: int, lookups: LookupFreezer | None = None
+) -> tuple[Any, list[str]]:
+    handlers = dict(CUSTOM_HANDLERS)
+    if lookups is not None:
+        lookups.reset()
+        handlers.update(lookups.handlers)
     try:
         with quiet():
             model, _ = tf2onnx.convert.from_function(
-                fn, input_signature=tf_specs(sig), opset=opset, custom_op_handlers=CUSTOM_HANDLERS
+                fn, input_signature=tf_specs(sig), opset=opset, custom_op_handlers=handlers
             )
     except Exception as exc:  # noqa: BLE001 - tf2onnx raises anything
         raise ExportError(
@@ -108,10 +125,12 @@ def _convert(tf2onnx: Any, fn: Any, sig: Signature, opset: int) -> tuple[Any, li
     return model, unsupported_nodes(model, opset)
 
 
-def _lowest_opset(tf2onnx: Any, fn: Any, sig: Signature, opset: int, bad: list[str]) -> UnsupportedOpsError:
+def _lowest_opset(
+    tf2onnx: Any, fn: Any, sig: Signature, opset: int, bad: list[str], lookups: LookupFreezer | None
+) -> UnsupportedOpsError:
     for higher in range(opset + 1, MAX_OPSET + 1):
         try:
-            _, still = _convert(tf2onnx, fn, sig, higher)
+            _, still = _convert(tf2onnx, fn, sig, higher, lookups)
         except ExportError:
             continue
         if not still:

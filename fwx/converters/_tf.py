@@ -15,10 +15,16 @@ from fwx.frameworks import require
 from fwx.signature import Signature, is_dynamic
 
 
+def tf_dtype(dtype: str) -> Any:
+    """The TF dtype of a signature dtype; fwx's ``bytes`` (string tensors, e.g. a ``StringLookup``'s input) is ``tf.string``."""
+    tf = require("tensorflow", "exporting TensorFlow models")
+    return tf.string if dtype == "bytes" else tf.as_dtype(dtype)
+
+
 def tf_specs(sig: Signature) -> list[Any]:
     tf = require("tensorflow", "exporting TensorFlow models")
     return [
-        tf.TensorSpec([None if is_dynamic(d) else int(d) for d in s.shape], tf.as_dtype(s.dtype), name=s.name)
+        tf.TensorSpec([None if is_dynamic(d) else int(d) for d in s.shape], tf_dtype(s.dtype), name=s.name)
         for s in sig.inputs
     ]
 

@@ -8,6 +8,7 @@ Keras preprocessing layers with state (``Normalization`` adapted or given
 variables) are captured by the ``tf.function`` as eager tensors. tf2onnx
 freezes variables but turns such captures into extra graph inputs, which no
 caller can feed; they are frozen into initializers (``_freeze.py``).
+``IntegerLookup``/``StringLookup`` tables are frozen into ONNX ops (``_lookup.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fwx.converters._freeze import freeze_into
+from fwx.converters._lookup import LookupFreezer
 from fwx.converters._onnx import tf2onnx_convert
 from fwx.converters._tf import keras_fn, tf_function
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
@@ -33,4 +35,5 @@ class KerasToOnnx(Converter):
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         fn = tf_function(keras_fn(src.obj, sig), sig)
-        return freeze_into(tf2onnx_convert(fn, sig, src, out, opts), fn, sig)
+        lookups = LookupFreezer(fn, src.obj)
+        return freeze_into(tf2onnx_convert(fn, sig, src, out, opts, lookups), fn, sig, set(lookups.tables))

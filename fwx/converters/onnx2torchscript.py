@@ -24,7 +24,7 @@ class OnnxToTorch(Converter):
     def precheck(self, src: SourceModel, opts: ConvertOptions) -> None:
         from fwx.converters.onnx_torch.pipeline import precheck
 
-        precheck(src.path)
+        precheck(src.path, self.target)
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         self.check_available()

@@ -92,7 +92,10 @@ class SavedModelToTFLite(Converter):
                     ),
                 )
             )
-        flat, notes = _first_good(tries, fn, sig)
+        try:
+            flat, notes = _first_good(tries, fn, sig)
+        except UnsupportedOpsError as exc:
+            raise _lookup_reason(fn, exc) from exc
         out.write_bytes(flat)
         return ConvertResult(out, sig, tool=self.tool, tool_version=tf.__version__, layout=src.layout, notes=notes)
 
@@ -111,6 +114,25 @@ class SavedModelToTFLite(Converter):
             precision=info.precision,
             extra={"quantization": info.to_json(), "warnings": list(info.warnings)},
         )
+
+
+def _lookup_reason(fn: Any, exc: UnsupportedOpsError) -> ExportError:
+    """Name the lookup layer when a hash table stops TFLite: its builtin tables hold string <-> int64 only."""
+    if "LookupTableFindV2" not in exc.ops:
+        return exc
+    from fwx.sources.lookups import captured_tables
+
+    try:
+        tables = [t for t in captured_tables(fn) if not (t.strings and t.values.dtype == np.int64)]
+    except Exception:  # noqa: BLE001 - the ops list still says what stops it
+        return exc
+    if not tables:
+        return exc
+    t = tables[0]
+    return ExportError(
+        f"{t.label()}: TFLite's builtin hash tables map strings to int64 only, not {t.keys.dtype} -> {t.values.dtype}",
+        hint="an IntegerLookup alone reaches TFLite through ONNX; export this model to savedmodel or onnx",
+    )
 
 
 def _concrete(tf: Any, loaded: Any, sig: Signature, key: str, *, static: bool) -> Any:
@@ -162,6 +184,10 @@ def self_check(flat: bytes, fn: Any, sig: Signature) -> str | None:
         if name not in got or name not in want:
             return f"has outputs {sorted(got)}, the SavedModel {sorted(want)}"
         a, b = np.asarray(got[name]), np.asarray(want[name])
+        if a.dtype.kind in "OSU" or b.dtype.kind in "OSU":  # strings (a lookup's invert=True): equal or not
+            if a.shape != b.shape or a.astype(bytes).tolist() != b.astype(bytes).tolist():
+                return f"returns other strings for {name!r}"
+            continue
         if a.shape != b.shape or not np.allclose(a, b, rtol=1e-2, atol=1e-3, equal_nan=True):
             return f"returns other numbers for {name!r} ({'NaN' if np.isnan(a).any() else 'max diff'})"
     return None

@@ -34,6 +34,7 @@ from fwx.repository import Repository
 from fwx.signature import Signature, static_signature
 from fwx.sources.id_ranges import id_ranges
 from fwx.sources.load import LoadedSource, is_factory_ref, load_source
+from fwx.sources.lookups import lookup_values
 from fwx.sources.samples import check_names, make_feeds, probe_sizes
 
 
@@ -291,7 +292,9 @@ def _context(
         sizes = [{k: 1 if k in batch else n for k, n in sizes[0].items()}]
     user = eo.sample_config()
     # integer ids within the embedding's vocabulary where fwx can read it; the user's ranges win
-    cfg = replace(user, ranges={**id_ranges(src, sig), **user.ranges})
+    cfg = replace(
+        user, ranges={**id_ranges(src, sig), **user.ranges}, values={**lookup_values(src, sig), **user.values}
+    )
     opts = replace(opts, sample_inputs=make_feeds(sig.inputs, sizes[0], examples, cfg=cfg))
     val_inputs = (
         [make_feeds(sig.inputs, s, examples, seed=i, cfg=cfg) for i, s in enumerate(sizes)] if examples else None

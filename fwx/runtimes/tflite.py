@@ -94,7 +94,9 @@ class TFLiteRuntime(Runtime):
         else:
             self._from_tensors()
         self._expected = {io.name: np.dtype(np.float32) if io.quantized else io.dtype for io in self._inputs}
-        self._shapes = {io.index: tuple(self._interp.get_tensor(io.index).shape) for io in self._inputs}
+        # shapes from the details, not get_tensor: LiteRT segfaults reading a string tensor never set (StringLookup)
+        shapes = {int(d["index"]): tuple(int(n) for n in d["shape"]) for d in self._interp.get_input_details()}
+        self._shapes = {io.index: shapes.get(io.index, ()) for io in self._inputs}
 
     def _from_signature_runner(self, sigs: dict[str, Any]) -> None:
         wanted = self.options.get("signature_name") or (

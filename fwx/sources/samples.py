@@ -44,7 +44,8 @@ class InputConfig:
     dim_sizes: tuple[int, ...] = DIM_SIZES
     sizes: Mapping[str, Sequence[int]] = field(default_factory=dict)  # per-symbol override
     ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # per-input [lo, hi) (``--input-range``)
-    values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # per-input choices (``--input-values``)
+    # per-input choices (``--input-values``; a lookup table's keys, bytes for strings)
+    values: Mapping[str, tuple[float | int | bytes, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.float_dist not in ("normal", "uniform"):

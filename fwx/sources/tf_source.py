@@ -50,10 +50,18 @@ def keras_io(model: Any) -> tuple[tuple[TensorSpec, ...] | None, tuple[TensorSpe
         names = list(getattr(model, "output_names", None) or [])
         outs = model.outputs
         names = names if len(names) == len(outs) else [f"output_{i}" for i in range(len(outs))]
-        outputs = tuple(spec_from_dims(n, t.dtype, list(t.shape)) for n, t in zip(names, outs, strict=True))
+        outputs = tuple(spec_from_dims(n, _dtype(t), list(t.shape)) for n, t in zip(names, outs, strict=True))
     except (AttributeError, ValueError, TypeError):
         return None, None
     return inputs, outputs
+
+
+def _dtype(tensor: Any) -> Any:
+    """A Keras output's dtype; ``StringLookup(invert=True)`` says int64 but returns strings (Keras 3.15)."""
+    layer = getattr(getattr(tensor, "_keras_history", None), "operation", None)
+    if getattr(layer, "invert", False) and getattr(layer, "vocabulary_dtype", None) == "string":
+        return "string"
+    return tensor.dtype
 
 
 def _name(tensor: Any, fallback: str) -> str:

@@ -159,7 +159,7 @@ def _measure(
             accs[rname].add(*hide_padding(np.asarray(ref[rname]), cand, sample), i, lab)
     res.mean_ms = 1000 * float(np.mean(times)) if times else None
     for acc in accs.values():
-        res.outputs.append(_judge(acc, precision, policy, measured=bool(acc.refs or acc.problems)))
+        res.outputs.append(_judge(acc, precision, policy, measured=bool(acc.refs or acc.problems or acc.strings)))
     return res
 
 

@@ -73,6 +73,7 @@ class OutputAccumulator:
     label_rows: int = 0
     dtypes: set[str] = field(default_factory=set)
     ref_dtype: str = ""
+    strings: int = 0  # string elements compared for equality (a lookup's invert=True output)
 
     def add(self, ref: np.ndarray, cand: np.ndarray, sample: int, labels: np.ndarray | None = None) -> None:
         ref, cand = np.asarray(ref), np.asarray(cand)
@@ -82,6 +83,7 @@ class OutputAccumulator:
             self.problems.append(f"sample {sample}: shape {list(cand.shape)}, reference {list(ref.shape)}")
             return
         if ref.dtype.kind in "OSU" or cand.dtype.kind in "OSU":
+            self.strings += int(ref.size)
             if not np.array_equal(ref, cand):
                 self.problems.append(f"sample {sample}: values differ")
             return
@@ -105,7 +107,7 @@ class OutputAccumulator:
         both = finite_r & finite_c
         out: dict[str, Any] = metrics(r[both], c[both], rtol)
         out.update(
-            elements=int(r.size),
+            elements=int(r.size) + self.strings,
             nan=int(np.sum(np.isnan(c))),
             inf=int(np.sum(np.isinf(c))),
             ref_nonfinite=int(np.sum(~finite_r)),

@@ -100,6 +100,7 @@ ZOO: dict[str, ZooModel] = {
         ZooModel("keras_mobilenet_v2", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
         ZooModel("keras_efficientnet_b0", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
         ZooModel("keras_bilstm", "keras", ("x:float32[batch,seq,8]",), ("y",), KERAS_KINDS, sequence=True),
+        ZooModel("keras_recommender", "keras", ("item_ids:int64[batch,seq]",), ("score",), KERAS_KINDS, sequence=True),
     )
 }
 
@@ -312,6 +313,15 @@ def build_keras(name: str) -> Any:
         x = keras.Input((None, 8), name="x")
         h = keras.layers.Bidirectional(keras.layers.LSTM(16, return_sequences=True))(x)
         y = keras.layers.Dense(4, name="y")(h)
+        return keras.Model(x, y, name=name)
+    if name == "keras_recommender":
+        # A user's item history as catalog ids (sparse, as product ids are) -> IntegerLookup -> Embedding -> score.
+        catalog = np.random.default_rng(SEED).choice(100_000, 500, replace=False)
+        x = keras.Input((None,), dtype="int64", name="item_ids")
+        idx = keras.layers.IntegerLookup(vocabulary=catalog.tolist(), name="item_lookup")(x)
+        init = keras.initializers.RandomUniform(-1.0, 1.0, seed=SEED)  # outputs of order 1, not 1e-2
+        e = keras.layers.Embedding(len(catalog) + 1, 16, embeddings_initializer=init)(idx)
+        y = keras.layers.Dense(1, name="score")(keras.layers.GlobalAveragePooling1D()(e))
         return keras.Model(x, y, name=name)
     images = pixels(16)  # pixels, as the preprocessing layers expect; the examples are the first of them
     inp = keras.Input((HW, HW, 3), name="image")

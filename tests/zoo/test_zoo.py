@@ -42,6 +42,7 @@ CI_ROWS: list[tuple[str, str]] = [
     ("keras_efficientnet_b0", "savedmodel"),
     ("keras_bilstm", "keras"),
     ("keras_bilstm", "savedmodel"),
+    ("keras_recommender", "savedmodel"),
 ]
 ROWS = models.ROWS if os.environ.get("FWX_ZOO") == "all" else CI_ROWS
 

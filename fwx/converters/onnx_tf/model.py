@@ -39,6 +39,11 @@ class Node:
     def label(self) -> str:
         return f"{self.op} node {self.name or self.outputs[0]!r}"
 
+    @property
+    def key(self) -> str:
+        """The op table's key: the op type, qualified by its domain outside the default one."""
+        return self.op if self.domain in DEFAULT_DOMAINS else f"{self.domain}::{self.op}"
+
 
 @dataclass
 class Graph:
@@ -162,7 +167,8 @@ def unsupported_ops(model: Any, supported: Iterable[str]) -> list[str]:
     missing: set[str] = set()
     for n in _walk(model.graph.node):
         if n.domain not in DEFAULT_DOMAINS:
-            missing.add(f"{n.domain}::{n.op_type}")
+            if f"{n.domain}::{n.op_type}" not in known:
+                missing.add(f"{n.domain}::{n.op_type}")
         elif n.op_type not in known:
             missing.add(n.op_type)
     return sorted(missing)

@@ -13,7 +13,17 @@ from typing import Any
 Handler = Callable[[Any], Any]
 
 OPS: dict[str, Handler] = {}
-_MODULES = ("ops_elementwise", "ops_math", "ops_nn", "ops_spatial", "ops_shape", "ops_index", "ops_scatter", "ops_rnn")
+_MODULES = (
+    "ops_elementwise",
+    "ops_math",
+    "ops_nn",
+    "ops_spatial",
+    "ops_shape",
+    "ops_index",
+    "ops_scatter",
+    "ops_rnn",
+    "ops_ml",
+)
 
 
 def op(*names: str) -> Callable[[Handler], Handler]:

@@ -63,6 +63,11 @@ def check_supported(proto: Any) -> None:
         )
 
 
+def _tf_dtype(dtype: str) -> tf.DType:
+    """ONNX string tensors (fwx's ``bytes``) are ``tf.string``."""
+    return tf.string if dtype in ("bytes", "object") else tf.as_dtype(dtype)
+
+
 def _scope(node: onnx_model.Node) -> str:
     raw = re.sub(r"[^A-Za-z0-9_.\-]", "_", node.name or node.outputs[0]).lstrip("_.-")
     return raw if raw and raw[0].isalnum() else f"n{raw}"
@@ -134,7 +139,7 @@ def _inputs(
         if nhwc and len(dims) == 4:
             dims = [dims[a] for a in TO_NHWC]
         tf_specs.append(
-            tf.TensorSpec([None if is_dynamic(d) else int(d) for d in dims], tf.as_dtype(s.dtype), name=names[s.name])
+            tf.TensorSpec([None if is_dynamic(d) else int(d) for d in dims], _tf_dtype(s.dtype), name=names[s.name])
         )
         specs.append(TensorSpec(names[s.name], s.dtype, tuple(dims)))
     return tf_specs, specs
@@ -190,7 +195,7 @@ def translate(
         for s, arg in zip(graph.inputs, args, strict=True):
             env.values[s.name] = ChannelsLast(arg) if nhwc and arg.shape.rank == 4 else arg
         for node in graph.nodes:
-            _run_node(node, env, handlers[node.op])
+            _run_node(node, env, handlers[node.key])
         result = {}
         for o in graph.outputs:
             if o.name not in env.values:
@@ -199,7 +204,7 @@ def translate(
                     hint="check the model with onnx.checker.check_model",
                 )
             t = env.tensor(o.name)
-            want = tf.as_dtype(o.dtype)
+            want = _tf_dtype(o.dtype)
             result[o.name] = tf.identity(t if t.dtype == want else tf.cast(t, want))
         outputs_seen.update(result)
         return result

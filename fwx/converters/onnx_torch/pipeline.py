@@ -32,14 +32,15 @@ from fwx.runtimes.files import load_onnx
 from fwx.signature import Signature
 
 TOOL = "fwx-onnx-torch"
+TARGET_NAMES = {Format.TORCHSCRIPT: "TorchScript", Format.PT2: "torch.export (.pt2)"}
 SIGNATURE_FILE = "fwx_signature.json"
 
 
-def precheck(path: Path | None) -> None:
+def precheck(path: Path | None, target: Format | None = None) -> None:
     """List every unsupported op at once, reading only the graph (no weights, no torch work)."""
     if path is None:
         raise InputError("the ONNX -> PyTorch translator needs an ONNX file on disk", hint="pass a .onnx path")
-    check_supported(load_onnx(path))
+    check_supported(load_onnx(path), TARGET_NAMES.get(target, "PyTorch") if target else "PyTorch")
 
 
 def _session(model: onnx.ModelProto) -> ort.InferenceSession:

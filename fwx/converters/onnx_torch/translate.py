@@ -70,7 +70,24 @@ def unsupported_ops(model: onnx.ModelProto) -> list[str]:
     return sorted(bad)
 
 
-def check_supported(model: onnx.ModelProto) -> None:
+def refuse_strings(model: onnx.ModelProto, target: str) -> None:
+    """Torch tensors hold no strings: a string input (a Keras ``StringLookup``'s) stops the torch formats.
+
+    The message names the layer when fwx froze it (its ``LabelEncoder`` node is named after it).
+    """
+    text = onnx.TensorProto.STRING
+    names = [v.name for v in (*graph_inputs(model), *model.graph.output) if v.type.tensor_type.elem_type == text]
+    if not names:
+        return
+    reader = next((n for n in model.graph.node if set(n.input) & set(names)), None)
+    who = reader.name if reader is not None and " layer '" in reader.name else f"string tensor {names[0]!r}"
+    raise ExportError(
+        f"{who}: {target} has no string tensors", hint="export it to savedmodel, tflite or onnx, which hold strings"
+    )
+
+
+def check_supported(model: onnx.ModelProto, target: str = "PyTorch") -> None:
+    refuse_strings(model, target)
     bad = unsupported_ops(model)
     if bad:
         raise UnsupportedOpsError(TARGET, bad, hint="convert through another path, or rewrite those ops")
