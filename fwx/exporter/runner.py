@@ -4,7 +4,8 @@ Each path's hops run in a hidden ``.work`` folder inside the staging version;
 hop outputs are cached by path prefix, so ``--to all`` from Keras converts the
 SavedModel once and feeds it to TFLite. A finished artifact is read back with
 its runtime (signature and opset held to the pin), then validated against the
-source model; the first path that passes is moved to its final name.
+source model; the first path that passes is moved to its final name. A path
+through a file another target found baking a pinned dynamic axis goes last.
 """
 
 from __future__ import annotations
