@@ -25,8 +25,15 @@ def feed_key(inputs: dict[str, np.ndarray]) -> FeedKey:
     out = []
     for name in sorted(inputs):
         arr = np.ascontiguousarray(inputs[name])
-        out.append((name, arr.dtype.str, tuple(arr.shape), hashlib.sha256(arr.tobytes()).hexdigest()))
+        out.append((name, arr.dtype.str, tuple(arr.shape), hashlib.sha256(_content(arr)).hexdigest()))
     return tuple(out)
+
+
+def _content(arr: np.ndarray) -> bytes:
+    """The array's values as bytes; object arrays (strings) by value, since their buffer holds only pointers."""
+    if arr.dtype.kind == "O":
+        return "\x1f".join(repr(x) for x in arr.ravel().tolist()).encode()
+    return arr.tobytes()
 
 
 class RememberingRuntime(Runtime):

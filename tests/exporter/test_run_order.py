@@ -14,7 +14,7 @@ import pytest
 from fwx.converters.plan import best_plans
 from fwx.exporter import ExportOptions, export
 from fwx.exporter.readback import baked_axes
-from fwx.exporter.reference_memo import RememberingRuntime
+from fwx.exporter.reference_memo import RememberingRuntime, feed_key
 from fwx.exporter.targets import run_order
 from fwx.formats import TARGETS, Format
 from fwx.signature import Signature, TensorSpec
@@ -102,3 +102,11 @@ def test_the_source_runs_once_per_distinct_sample() -> None:
     assert ref.format is Format.PYTORCH
     assert ref.provider == ref.inner.provider
     ref.close()
+
+
+def test_string_feeds_are_keyed_by_their_values() -> None:
+    a = np.array([["cat", "dog"]], dtype=object)
+    same = np.array([["cat", "dog"]], dtype=object)
+    assert feed_key({"s": a}) == feed_key({"s": same})
+    a[0, 1] = "emu"  # in place: an object array's buffer (its pointers) may not change, its values do
+    assert feed_key({"s": a}) != feed_key({"s": same})
