@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fwx import __version__, ui
 from fwx.converters.base import ConvertOptions
@@ -26,7 +26,15 @@ from fwx.exporter.options import ExportOptions
 from fwx.exporter.pinning import guess_layout, load_example_inputs
 from fwx.exporter.resolve import pin_signature
 from fwx.exporter.runner import WORK, Attempt, RunContext, place, run_target
-from fwx.exporter.targets import FORMAT_LAYOUT, Selection, copied_formats, decide, parse_targets, start_format
+from fwx.exporter.targets import (
+    FORMAT_LAYOUT,
+    Selection,
+    copied_formats,
+    decide,
+    parse_targets,
+    run_order,
+    start_format,
+)
 from fwx.formats import ARTIFACT_NAMES, TARGETS, Format
 from fwx.manifest import Manifest
 from fwx.quantize.options import check_options, check_target, validation_examples
@@ -200,16 +208,16 @@ def _run(
         chosen: dict[Format, Attempt] = {}
         rejected: dict[Format, tuple[Attempt, list[str]]] = {}
         failures: list[str] = []
-        errors: list[FwxError] = []
-        for fmt, found in sel.plans.items():
+        errors: dict[Format, FwxError] = {}
+        for fmt in run_order(sel.plans):
             try:
                 with ui.step(f"export {fmt}"):
-                    pick, lines = _target(ctx, fmt, found)
+                    pick, lines = _target(ctx, fmt, sel.plans[fmt])
             except FwxError as exc:
                 if fmt not in sel.optional:
                     raise
                 skipped[fmt.value] = exc.message
-                errors.append(exc)
+                errors[fmt] = exc
                 continue
             if lines and not eo.keep_failed:
                 if fmt not in sel.optional:
@@ -224,15 +232,18 @@ def _run(
             failures += lines
             if lines:
                 place(ctx, fmt, pick)
+        chosen, rejected, errors = _in_target_order(chosen), _in_target_order(rejected), _in_target_order(errors)
+        skipped = {f.value: skipped[f.value] for f in TARGETS if f.value in skipped}
+        first = next(iter(errors.values()), None)
         for key, reason in skipped.items():
-            if chosen or not errors or reason != errors[0].message:
+            if chosen or first is None or reason != first.message:
                 ui.warn(f"{key} skipped: {reason}")
         if not chosen:  # nothing to publish: fail with the first target's own error (type and exit code)
             if rejected:
                 pick, lines = next(iter(rejected.values()))
                 raise _validation_error(pick, lines, shown=True)
-            raise errors[0]
-        skipped = {f.value: skipped[f.value] for f in TARGETS if f.value in skipped}
+            assert first is not None
+            raise first
         manifest = build_manifest(
             name,
             src,
@@ -258,6 +269,14 @@ def _run(
         failures,
         {fmt.value: a.report for fmt, a in chosen.items() if a.report is not None},
     )
+
+
+_T = TypeVar("_T")
+
+
+def _in_target_order(by_format: Mapping[Format, _T]) -> dict[Format, _T]:
+    """``by_format`` in ``TARGETS`` order (targets run in ``run_order``; fwx.json and errors follow ``TARGETS``)."""
+    return {f: by_format[f] for f in TARGETS if f in by_format}
 
 
 def _failed_entry(fmt: Format, attempt: Attempt, lines: list[str]) -> dict[str, Any]:

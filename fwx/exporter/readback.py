@@ -89,6 +89,35 @@ def shared_dims(pinned: Signature, got: Signature) -> list[str]:
     return problems
 
 
+def baked_axes(pinned: Signature, got: Signature, layouts: tuple[str | None, str | None] = (None, None)) -> list[str]:
+    """The pinned dynamic axes ``got`` declares fixed, one line each (empty when none, or when names differ).
+
+    Judged as ``check_readback`` judges layouts: an artifact in another layout
+    counts as baking only if it does under both readings of its 4-D outputs.
+    """
+    variants = [in_layout(pinned, *layouts)]
+    if layouts[0] != layouts[1]:
+        variants.append(in_layout(pinned, *layouts, outputs=True))
+    return min((_fixed_axes(v, got) for v in variants), key=len)
+
+
+def _fixed_axes(pinned: Signature, got: Signature) -> list[str]:
+    if got.input_names != pinned.input_names or sorted(got.output_names) != sorted(pinned.output_names):
+        return []
+    pairs = [
+        *(("input", p, g) for p, g in zip(pinned.inputs, got.inputs, strict=True)),
+        *(("output", p, got.output(p.name)) for p in pinned.outputs),
+    ]
+    out: list[str] = []
+    for kind, p, g in pairs:
+        if g.rank != p.rank:
+            continue
+        for axis, (pd, gd) in enumerate(zip(p.shape, g.shape, strict=True)):
+            if is_dynamic(pd) and not is_dynamic(gd):
+                out.append(f"{kind} {p.name!r} axis {axis} is fixed to {gd}, pinned dynamic ({pd})")
+    return out
+
+
 def _dims(spec: TensorSpec) -> str:
     return "[" + ",".join(str(d) for d in spec.shape) + "]"
 

@@ -4,7 +4,8 @@ Each path's hops run in a hidden ``.work`` folder inside the staging version;
 hop outputs are cached by path prefix, so ``--to all`` from Keras converts the
 SavedModel once and feeds it to TFLite. A finished artifact is read back with
 its runtime (signature and opset held to the pin), then validated against the
-source model; the first path that passes is moved to its final name.
+source model; the first path that passes is moved to its final name. A path
+through a file another target found baking a pinned dynamic axis goes last.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from typing import Any
 from fwx import ui
 from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, SourceModel, edge_class
 from fwx.converters.plan import POST_QUANTIZED, Plan
-from fwx.errors import ExportError, FwxError, first_line
-from fwx.exporter.readback import check_readback
+from fwx.errors import ExportError, FwxError, SignatureMismatchError, first_line
+from fwx.exporter.readback import baked_axes, check_readback
+from fwx.exporter.reference_memo import RememberingRuntime
 from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.frameworks import quiet, require, silence_stderr_fd
 from fwx.quantize.onnx import quantize_onnx
@@ -43,6 +45,10 @@ class HopRun:
     seconds: float
 
 
+#: A cached hop: the path prefix that made it and whether its last hop was asked to quantise.
+HopKey = tuple[tuple[EdgeEntry, ...], bool]
+
+
 @dataclass
 class Attempt:
     """One path tried for one target: its hops, read-back signature, validation and verdict."""
@@ -55,6 +61,7 @@ class Attempt:
     error: FwxError | None = None
     runtime_version: str = ""
     notes: list[str] = field(default_factory=list)
+    prefix: HopKey | None = None  # the cached hop whose file is this attempt's artifact (None: a copy or post-step)
 
     @property
     def result(self) -> ConvertResult:
@@ -80,8 +87,9 @@ class RunContext:
     expected: Signature | None = None  # what artifacts must read back as (the pin, fixed with --static-shapes)
     input_config: InputConfig | None = None  # how generated validation samples are drawn (ranges, values)
     reference: Runtime | None = None
-    cache: dict[tuple[tuple[EdgeEntry, ...], bool], HopRun] = field(default_factory=dict)  # (path prefix, quantised)
-    failed: dict[tuple[tuple[EdgeEntry, ...], bool], FwxError] = field(default_factory=dict)
+    cache: dict[HopKey, HopRun] = field(default_factory=dict)
+    failed: dict[HopKey, FwxError] = field(default_factory=dict)
+    suspect: dict[tuple[EdgeEntry, ...], FwxError] = field(default_factory=dict)  # prefixes whose file bakes a size
     counter: int = 0
 
     def work_path(self, fmt: Format) -> Path:
@@ -123,30 +131,55 @@ def hop_errors(label: str) -> Iterator[None]:
 
 
 def run_target(ctx: RunContext, target: Format, plans: list[Plan]) -> list[Attempt]:
-    """Try ``plans`` in order; stop at the first that passes. Returns every attempt made."""
+    """Try ``plans`` in order; stop at the first that passes. Returns every attempt made, in ``plans`` order.
+
+    A path through a suspect prefix (a file another target read back with a
+    pinned dynamic axis fixed, wrong at other sizes) is tried only after every
+    other path failed: if one passes, the suspect path is recorded as passed
+    over without converting it; if none does, it runs as before, so what is
+    published, failed or skipped is what it was without the reordering.
+    """
+    order = sorted(plans, key=lambda p: suspect(ctx, p) is not None)
     attempts: list[Attempt] = []
-    for plan in plans:
-        attempt = Attempt(plan)
+    for plan in order:
+        attempt = _attempt(ctx, target, plan)
         attempts.append(attempt)
-        try:
-            _convert(ctx, target, attempt)
-            _check(ctx, target, attempt)
-        except FwxError as exc:
-            attempt.error = exc
-        except Exception as exc:  # noqa: BLE001 - a read-back bug must not take down the other targets
-            attempt.error = ExportError(
-                f"reading back the {target} artifact of {plan.describe()} failed: {first_line(exc)}",
-                hint="rerun with --debug for the traceback",
-            )
-            if ui.state.debug:
-                raise
         if attempt.passed:
             place(ctx, target, attempt)
             break
         if len(plans) > 1:
             why = attempt.error.message if attempt.error else "; ".join(attempt.report.failures()[:2])
             ui.info(f"  path {plan.describe()} did not work: {why}")
-    return attempts
+    if attempts[-1].passed:
+        tried = {a.plan for a in attempts}
+        attempts += [Attempt(p, error=suspect(ctx, p)) for p in order if p not in tried and suspect(ctx, p)]
+    return sorted(attempts, key=lambda a: plans.index(a.plan))
+
+
+def _attempt(ctx: RunContext, target: Format, plan: Plan) -> Attempt:
+    attempt = Attempt(plan)
+    try:
+        _convert(ctx, target, attempt)
+        _check(ctx, target, attempt)
+    except FwxError as exc:
+        attempt.error = exc
+    except Exception as exc:  # noqa: BLE001 - a read-back bug must not take down the other targets
+        attempt.error = ExportError(
+            f"reading back the {target} artifact of {plan.describe()} failed: {first_line(exc)}",
+            hint="rerun with --debug for the traceback",
+        )
+        if ui.state.debug:
+            raise
+    return attempt
+
+
+def suspect(ctx: RunContext, plan: Plan) -> FwxError | None:
+    """Why ``plan`` is tried last: the verdict on the first file along it known to bake a dynamic axis."""
+    for i in range(1, len(plan.hops)):
+        why = ctx.suspect.get(plan.hops[:i])
+        if why is not None:
+            return why
+    return None
 
 
 def place(ctx: RunContext, target: Format, attempt: Attempt) -> None:
@@ -199,8 +232,10 @@ def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
                 raise
         hop = ctx.cache[key]
         attempt.hops.append(hop)
+        attempt.prefix = key
         prev = hop.result
     if ctx.options.quantize and target in POST_QUANTIZED:
+        attempt.prefix = None
         with hop_errors(f"{target} -> {target} (quantize {ctx.options.quantize})"):
             attempt.hops.append(_post_quantize(ctx, target, attempt.result))
 
@@ -291,20 +326,52 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
     try:
         attempt.readback = rt.signature()
         attempt.runtime_version = rt.runtime_version
-        attempt.opset = check_readback(
-            target,
-            res.path,
-            ctx.expected or ctx.signature,
-            attempt.readback,
-            opset=expect_opset,
-            precision=res.precision,
-            layouts=(ctx.layout, res.layout),
-        )
+        try:
+            attempt.opset = check_readback(
+                target,
+                res.path,
+                ctx.expected or ctx.signature,
+                attempt.readback,
+                opset=expect_opset,
+                precision=res.precision,
+                layouts=(ctx.layout, res.layout),
+            )
+        except SignatureMismatchError:
+            _suspect_baked_prefix(ctx, target, attempt, rt, res)
+            raise
         if ctx.validate:
             with silence_stderr_fd(), ui.step(f"validate {target} against the source", sub=True):
                 attempt.report = _validate(ctx, target, rt, res)
     finally:
         rt.close()
+
+
+def _suspect_baked_prefix(ctx: RunContext, target: Format, attempt: Attempt, rt: Runtime, res: ConvertResult) -> None:
+    """Mark the path prefix whose artifact fixes a pinned dynamic axis and is wrong at other sizes.
+
+    Other targets convert this file further (a ``.pt2`` source's legacy-exported
+    ONNX feeds SavedModel, TFLite and TorchScript); a size fixed in its graph
+    stays fixed through later hops, so their paths through it go last
+    (``run_target``). The declared shape alone is not trusted: the artifact is
+    run at every validation size first, and only one that is wrong there (or
+    crashes) is marked.
+    """
+    if attempt.prefix is None or attempt.prefix[1] or not ctx.validate or attempt.readback is None:
+        return
+    baked = baked_axes(ctx.expected or ctx.signature, attempt.readback, (ctx.layout, res.layout))
+    if not baked:
+        return
+    with silence_stderr_fd():
+        report = _validate(ctx, target, rt, res)
+    if report.passed:
+        return
+    hops = attempt.prefix[0]
+    why = (report.failures() or ["it fails validation"])[0]
+    ctx.suspect[hops] = SignatureMismatchError(
+        f"not tried: the {target} written by {hop_label(hops[-1])} fixes a pinned dynamic axis ({baked[0]}) "
+        f"and is wrong at other sizes ({why})",
+        hint="another path passed; `fwx export --plan` lists them all",
+    )
 
 
 def _validate(ctx: RunContext, target: Format, rt: Runtime, res: ConvertResult) -> Any:
@@ -324,14 +391,15 @@ def _validate(ctx: RunContext, target: Format, rt: Runtime, res: ConvertResult) 
 
 
 def reference(ctx: RunContext) -> Runtime:
-    """The source model as a runtime (built once per export; the pipeline closes it)."""
+    """The source model as a runtime (built once per export, each sample run once; the pipeline closes it)."""
     if ctx.reference is None:
         with quiet():
-            ctx.reference = source_runtime(
+            built = source_runtime(
                 ctx.src,
                 ctx.signature,
                 device=ctx.device,
                 signature_name=ctx.options.saved_model_signature,
                 trust_model_code=ctx.options.trust_model_code,
             )
+        ctx.reference = RememberingRuntime(built)
     return ctx.reference

@@ -11,7 +11,7 @@ source's is dropped, and NCHW is refused for a channels-last source.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -33,6 +33,25 @@ class Selection:
     plans: dict[Format, list[Plan]]
     skipped: dict[Format, str] = field(default_factory=dict)
     optional: frozenset[Format] = frozenset()  # asked for only through ``all``: a failure skips them
+
+
+def run_order(plans: Mapping[Format, list[Plan]]) -> list[Format]:
+    """The order to export targets in: those that other targets' paths pass through first, most used first.
+
+    A target's own artifact is read back and validated before another target
+    converts it further, so a file that bakes a pinned dynamic axis is found
+    once, and the other targets skip their paths through it (the runner closes
+    that prefix). Ties keep the ``TARGETS`` order; summaries and fwx.json list
+    targets in ``TARGETS`` order whatever this is.
+    """
+    used = dict.fromkeys(plans, 0)
+    for fmt, found in plans.items():
+        for plan in found:
+            for hop in plan.hops[:-1]:
+                if hop.target in used and hop.target is not fmt:
+                    used[hop.target] += 1
+    rank = {fmt: i for i, fmt in enumerate(TARGETS)}
+    return sorted(plans, key=lambda f: (-used[f], rank.get(f, len(rank))))
 
 
 def _target(text: str) -> Format:

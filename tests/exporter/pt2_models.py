@@ -47,3 +47,22 @@ def save_two_heads(path: Path) -> Path:
     )
     torch.export.save(ep, path)
     return path
+
+
+class BatchView(torch.nn.Module):
+    """Reshapes by its input's batch size: a trace records that size as a constant, so the legacy ONNX
+    exporter's file declares the batch fixed (the BERT-from-``.pt2`` case in small)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x.view(x.shape[0], 3, 2).sum(1))
+
+
+def save_batch_view(path: Path) -> Path:
+    torch.manual_seed(0)
+    ep = torch.export.export(BatchView().eval(), (torch.randn(2, 6),), dynamic_shapes=({0: torch.export.Dim("n")},))
+    torch.export.save(ep, path)
+    return path
