@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,7 +31,7 @@ from fwx.runtimes.base import Runtime
 from fwx.serving.config import DEFAULT_PREFER
 from fwx.serving.control import resolve_model_dir
 from fwx.serving.loader import PLATFORMS, LoadSettings, is_batchable, load_version
-from fwx.serving.loader_probe import ProbeLimits, kill_active_probes
+from fwx.serving.loader_probe import ProbeLimits, keep_warm, kill_active_probes
 from fwx.serving.scan import Fingerprint, Scanner
 from fwx.serving.version_policy import VersionPolicy, parse_version_policy, policy_for
 from fwx.signature import Signature
@@ -119,6 +120,16 @@ class ModelManager:
         # False under the worker supervisor: a first load's crash kills only that worker, which the
         # supervisor quarantines, so the probe child (a second import and load) is not needed then.
         self.probe_first_loads = True
+        # Hot reloads probe in a child; keep one pre-imported child per served format so that a reload
+        # does not pay the framework's import again (loader_probe.keep_warm). Only when reloads can happen.
+        self.probe_spares = (
+            bool(getattr(config, "load_probe", True))
+            and bool(getattr(config, "probe_spare", True))
+            and (
+                float(getattr(config, "poll_seconds", 2.0) or 0.0) > 0
+                or bool(getattr(config, "enable_model_control", False))
+            )
+        )
         self._locks: dict[str, asyncio.Lock] = {}
         self._scanner = Scanner(self.repository, getattr(config, "model_name", None))
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fwx-load")
@@ -131,6 +142,8 @@ class ModelManager:
         """Load every model per its version policy (warmed), then become ready and start polling."""
         await self._reconcile_all()
         self._started = True
+        # Spares start only now, so their framework imports never slow the cold start down.
+        await self._keep_probes_warm([m for served in self._routes.values() for m in served.values()])
         poll = float(getattr(self.config, "poll_seconds", 2.0) or 0.0)
         if poll > 0:
             self._poll_task = asyncio.create_task(self._poll(poll), name="fwx-model-poll")
@@ -369,11 +382,36 @@ class ModelManager:
             self._failed(name, version, fp, f"on_load hook failed: {exc}")
             return None
         self.loads[name] += 1
+        if self._started:
+            await self._keep_probes_warm([model])
         probe = f", probe {loaded.probe_seconds:.2f}s" if loaded.probe_seconds is not None else ""
         log.info(
             "model %s v%d loaded as %s in %.2fs%s (warmed up)", name, version, loaded.format, loaded.seconds, probe
         )
         return model
+
+    async def _keep_probes_warm(self, models: list[LoadedModel]) -> None:
+        """A spare probe child per format, warmed up on a version that loaded here (so known good)."""
+        if not self.probe_spares or self._stopping:
+            return
+        for model in models:
+            entry = next((e for e in model.manifest.artifacts.values() if e.format == model.format.value), None)
+            if entry is None:
+                continue
+            settings = self._settings(model.name)
+            try:
+                await self._in_thread(
+                    partial(
+                        keep_warm,
+                        model.format,
+                        model.path / entry.path,
+                        signature=model.manifest.sig() if settings.warmup else None,
+                        trust_model_code=settings.trust_model_code,
+                        limits=settings.probe_limits,
+                    )
+                )
+            except Exception:  # noqa: BLE001 - without a spare a reload still probes, in a fresh child
+                log.exception("could not start a spare probe child for %s", model.format)
 
     def _failed(self, name: str, version: int, fp: Fingerprint, reason: str) -> None:
         self._records[name][version] = _Record(FAILED, reason, fp)
