@@ -56,6 +56,9 @@ def test_spare_passes_a_good_artifact_and_refuses_a_truncated_one(tmp_path: Path
 def test_a_spare_that_cannot_warm_up_is_not_blamed_on_the_artifact(tmp_path: Path) -> None:
     """Its own warm-up artifact fails (deleted, corrupt): the new artifact is judged in a fresh child."""
     keep_warm(Format.ONNX, _onnx(tmp_path, "gone.onnx", 1.0, truncated=True), signature=SIG)
+    spare = loader_probe._SPARES[Format.ONNX]
+    spare.wait(60)  # its warm-up failed (had a job been waiting, it would have skipped the warm-up)
+    assert spare.returncode == 4
     assert _ran("fresh", lambda: probe(Format.ONNX, _onnx(tmp_path, "v2.onnx", 2.0), signature=SIG)) > 0
 
 
