@@ -134,6 +134,7 @@ class ModelManager:
         self._scanner = Scanner(self.repository, getattr(config, "model_name", None))
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fwx-load")
         self._poll_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self._started = False
         self._stopping = False
 
@@ -160,6 +161,9 @@ class ModelManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poll_task
             self._poll_task = None
+        if self._background:  # a spare being started now would outlive the kill above
+            await asyncio.gather(*self._background, return_exceptions=True)
+            kill_active_probes()
         for name in list(self._routes):
             async with self._lock(name):
                 await self._unload_all(name, "server shutting down")
@@ -382,8 +386,10 @@ class ModelManager:
             self._failed(name, version, fp, f"on_load hook failed: {exc}")
             return None
         self.loads[name] += 1
-        if self._started:
-            await self._keep_probes_warm([model])
+        if self._started:  # in the background: the swap to this version must not wait for a process spawn
+            task = asyncio.create_task(self._keep_probes_warm([model]), name="fwx-probe-spare")
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         probe = f", probe {loaded.probe_seconds:.2f}s" if loaded.probe_seconds is not None else ""
         log.info(
             "model %s v%d loaded as %s in %.2fs%s (warmed up)", name, version, loaded.format, loaded.seconds, probe
