@@ -30,10 +30,14 @@ The goal (issue 17) is reload <= poll + 1.2 x cold load. "Its cold load" is
 taken as the floor, import included: the crash-safety probe loads the new
 artifact in a child process first, and a child pays its framework's import
 unless one is kept warm. Against ``warm`` (import excluded) the bound is
-stricter; both verdicts are printed. Writes bench-results/reload.json.
+stricter; both verdicts are printed. ``--before-root`` times another checkout
+the same way (e.g. the tree before the spare probe child), and ``--also-arg``
+this tree with an extra flag (e.g. ``--no-probe-spare``), interleaved in each
+repeat. Writes bench-results/reload.json.
 
     .venv/bin/python benchmarks/reload.py --repo bench-results/cold-start-repo      # ~1 min to build v2 once
     .venv/bin/python benchmarks/reload.py --formats onnx,tflite --repeats 5 --poll-seconds 1
+    .venv/bin/python benchmarks/reload.py --before-root /path/to/old/checkout --also-arg=--no-probe-spare
 """
 
 from __future__ import annotations
@@ -148,7 +152,13 @@ def _wait_ready(proc: subprocess.Popen[bytes], port: int, what: str) -> None:
 
 
 def reload_once(
-    fmt: str, v1: Path, v2: Path, args: argparse.Namespace, rng: random.Random, extra: list[str], settle: float
+    fmt: str,
+    v1: Path,
+    v2: Path,
+    args: argparse.Namespace,
+    rng: random.Random,
+    variant: tuple[Path, list[str]],
+    settle: float,
 ) -> dict[str, Any]:
     """One server, one publish of v2; returns the reload latency and its split."""
     with tempfile.TemporaryDirectory(prefix="fwx-reload-") as tmp:
@@ -157,10 +167,10 @@ def reload_once(
         port = cold_start._free_port()
         cmd = [sys.executable, "-m", "fwx", "serve", str(repo), "--prefer", fmt, "--only-formats", fmt]
         cmd += ["--http-port", str(port), "--grpc-port", "-1", "--poll-seconds", str(args.poll_seconds)]
-        cmd += ["--workers", str(args.workers), "--log-level", "info", *extra]
+        cmd += ["--workers", str(args.workers), "--log-level", "info", *variant[1]]
         log_path = Path(tmp) / "serve.log"
         with log_path.open("wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=cold_start._env(ROOT), cwd=ROOT)
+            proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=cold_start._env(variant[0]), cwd=variant[0])
             try:
                 _wait_ready(proc, port, f"fwx serve --prefer {fmt}")
                 time.sleep(settle + rng.uniform(0, args.poll_seconds))  # a random phase of the poll
@@ -227,11 +237,13 @@ def main() -> int:
         help="seconds between ready and the publish window (default: 1 + 1.5 x floor, the spare's warm-up)",
     )
     ap.add_argument("--serve-arg", action="append", default=[], help="extra fwx serve flag (repeatable)")
+    ap.add_argument("--before-root", type=Path, default=None, help="another checkout to time the same way")
+    ap.add_argument("--before-arg", action="append", default=[], help="extra flag for the before server")
     ap.add_argument(
-        "--before-arg",
+        "--also-arg",
         action="append",
         default=[],
-        help="also time a server with this extra flag, interleaved (repeatable; e.g. --no-probe-spare)",
+        help="also time this tree with this extra flag, interleaved (repeatable; e.g. --no-probe-spare)",
     )
     ap.add_argument("--out", type=Path, default=ROOT / "bench-results" / "reload.json")
     args = ap.parse_args()
@@ -247,16 +259,15 @@ def main() -> int:
         for _ in range(args.repeats):
             sample = {"floor": cold_start.floor(fmt, v2), "warm": warm_load(fmt, v1, v2)}
             settle = args.settle if args.settle >= 0 else 1.0 + 1.5 * sample["floor"]
-            sample.update(reload_once(fmt, v1, v2, args, rng, args.serve_arg, settle))
-            if args.before_arg:
-                before = reload_once(fmt, v1, v2, args, rng, args.serve_arg + args.before_arg, settle)
-                sample.update({f"before_{k}": v for k, v in before.items()})
+            for prefix, variant in _variants(args).items():
+                result = reload_once(fmt, v1, v2, args, rng, variant, settle)
+                sample.update({f"{prefix}{k}": v for k, v in result.items()})
             for key, value in sample.items():
                 runs.setdefault(key, []).append(float(value))
             print(fmt, {k: round(v, 2) for k, v in sample.items()}, flush=True)
     summary = {fmt: {k: _stats(v) for k, v in runs.items()} for fmt, runs in raw.items()}
     print()
-    print(ui.table(*_table(summary, raw, args.poll_seconds)))
+    print(ui.table(*_table(summary, raw, args.poll_seconds, args.also_arg)))
     meta = {
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "cpus": os.cpu_count(),
@@ -267,7 +278,9 @@ def main() -> int:
         "workers": args.workers,
         "settle_s": args.settle,
         "serve_args": args.serve_arg,
+        "before_root": str(args.before_root) if args.before_root else None,
         "before_args": args.before_arg,
+        "also_args": args.also_arg,
         "load_avg_at_end": os.getloadavg(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -276,8 +289,21 @@ def main() -> int:
     return 0
 
 
+def _variants(args: argparse.Namespace) -> dict[str, tuple[Path, list[str]]]:
+    """Key prefix -> (tree, fwx serve flags): this tree, this tree with --also-arg, the before tree."""
+    out = {"": (ROOT, list(args.serve_arg))}
+    if args.also_arg:
+        out["also_"] = (ROOT, args.serve_arg + args.also_arg)
+    if args.before_root is not None or args.before_arg:
+        out["before_"] = (args.before_root or ROOT, args.serve_arg + args.before_arg)
+    return out
+
+
 def _table(
-    summary: dict[str, dict[str, dict[str, float]]], raw: dict[str, dict[str, list[float]]], poll: float
+    summary: dict[str, dict[str, dict[str, float]]],
+    raw: dict[str, dict[str, list[float]]],
+    poll: float,
+    also: list[str],
 ) -> tuple[list[str], list[list[str]]]:
     """Goal per run = poll + 1.2 x that run's cold load; "met" counts the runs within it."""
     head = ["format", "variant", "reload s", "probe s", "load s", "wait+swap s", "floor s", "warm s"]
@@ -285,7 +311,7 @@ def _table(
     rows = []
     for fmt, s in summary.items():
         r = raw[fmt]
-        for variant, p in (("now", ""), ("before", "before_")):
+        for variant, p in (("now", ""), ("now " + " ".join(also), "also_"), ("before", "before_")):
             if f"{p}reload" not in r:
                 continue
 
