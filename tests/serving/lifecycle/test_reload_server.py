@@ -120,3 +120,21 @@ def test_reload_while_serving_then_a_broken_version(tmp_path: Path) -> None:
     loaded = [ln for ln in server.log().splitlines() if "model lin v2 loaded as" in ln]
     assert len(loaded) == 2, "each worker loads v2 itself"
     assert any("probe" in ln for ln in loaded), "a hot reload is probed (once: the verdict is shared)"
+
+
+@pytest.mark.slow
+def test_no_probe_spare_keeps_no_spare_and_still_reloads(tmp_path: Path) -> None:
+    """``--no-probe-spare``: no idle child; a reload probes in a fresh child and still swaps in."""
+    repo = tmp_path / "repo"
+    publish(repo, "lin", 1)
+    server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0.2", "--no-probe-spare")
+    try:
+        server.wait_ready(120)
+        time.sleep(1.0)  # a spare would have been started by now
+        assert _spares(server.pid) == []
+        publish(repo, "lin", 2)
+        _wait(lambda: _infer(server.http_port)[1] == "2", what="v2 answers")
+        assert _spares(server.pid) == []
+    finally:
+        server.stop()
+    assert "probe" in next(ln for ln in server.log().splitlines() if "model lin v2 loaded as" in ln)
