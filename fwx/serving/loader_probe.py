@@ -141,6 +141,14 @@ def keep_warm(
         _reap(old)
 
 
+def drop_spares(keep: set[Format]) -> None:
+    """Stop the spares of formats no longer served (a model's new version came in another format)."""
+    with _SPARE_LOCK:
+        gone = [_SPARES.pop(f) for f in list(_SPARES) if f not in keep]
+    for proc in gone:
+        _reap(proc)
+
+
 def spare_formats() -> list[Format]:
     """Formats with a live spare child (for tests and logs)."""
     with _SPARE_LOCK:

@@ -31,7 +31,7 @@ from fwx.runtimes.base import Runtime
 from fwx.serving.config import DEFAULT_PREFER
 from fwx.serving.control import resolve_model_dir
 from fwx.serving.loader import PLATFORMS, LoadSettings, is_batchable, load_version
-from fwx.serving.loader_probe import ProbeLimits, keep_warm, kill_active_probes
+from fwx.serving.loader_probe import ProbeLimits, drop_spares, keep_warm, kill_active_probes
 from fwx.serving.scan import Fingerprint, Scanner
 from fwx.serving.version_policy import VersionPolicy, parse_version_policy, policy_for
 from fwx.signature import Signature
@@ -301,6 +301,9 @@ class ModelManager:
                 raise
             new = {v: current.get(v) or fresh[v] for v in want if v in current or v in fresh}
             await self._swap(name, new, {**current, **fresh}, set(found), policy)
+            if self.probe_spares and self._started and not self._stopping and set(new) != set(current):
+                served = {m.format for routes in self._routes.values() for m in routes.values()}
+                await self._in_thread(drop_spares, served)
 
     def _forget_removed(self, name: str, found: dict[int, Fingerprint]) -> None:
         for v, rec in self._records[name].items():

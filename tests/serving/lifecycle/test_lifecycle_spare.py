@@ -16,7 +16,7 @@ from lifecycle_helpers import SIG, onnx_bytes, publish
 from fwx.errors import InputError
 from fwx.formats import Format
 from fwx.serving import loader_probe
-from fwx.serving.loader_probe import keep_warm, kill_active_probes, probe, spare_formats
+from fwx.serving.loader_probe import drop_spares, keep_warm, kill_active_probes, probe, spare_formats
 from fwx.serving.models import LoadedModel, ModelManager
 
 
@@ -181,3 +181,13 @@ def test_spares_only_where_reloads_probe(make_config: Any, settings: dict[str, A
             await mm.stop()
 
     assert asyncio.run(main()) == ([Format.ONNX] if wanted else [])
+
+
+def test_drop_spares_stops_the_formats_no_longer_served(tmp_path: Path) -> None:
+    keep_warm(Format.ONNX, _onnx(tmp_path, "v1.onnx", 1.0), signature=SIG)
+    spare = loader_probe._SPARES[Format.ONNX]
+    drop_spares({Format.ONNX, Format.TFLITE})
+    assert spare_formats() == [Format.ONNX]
+    drop_spares({Format.TFLITE})  # the model's new version is TFLite only
+    assert spare_formats() == []
+    assert spare.returncode is not None
