@@ -13,12 +13,14 @@ A fresh child pays its framework's import again (TensorFlow ~5 s), which made a
 hot reload cost more than a cold start. So a serving process keeps one *spare*
 child per format it serves (``keep_warm``): started after the server is ready,
 it imports the framework, loads and warms up an artifact the server already
-serves (known good; skipped if a job is already waiting), then blocks on its stdin. A trial load hands it the new
-artifact as one JSON line; the spare is used once and exits (its verdict is the
-same exit-code contract), so one artifact's trial never shares a process with
-another's, and a new spare is started once the new version has loaded. A spare
-that died while idle is never blamed on the artifact: without its "job taken"
-line the trial is rerun in a fresh child.
+serves (known good; skipped if a job is already waiting), then blocks on its
+stdin. A trial load hands it the new artifact as one JSON line; the spare is
+used once and exits (its verdict is the same exit-code contract), so one
+artifact's trial never shares a process with another's, and a new spare is
+started once the new version has loaded. A spare that died or got stuck before
+its job is never blamed on the artifact: without its "job taken" line the trial
+is rerun in a fresh child. Every child exits right after its verdict, without
+the interpreter's teardown (seconds with torch loaded, and no part of the test).
 """
 
 from __future__ import annotations
