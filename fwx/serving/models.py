@@ -257,8 +257,14 @@ class ModelManager:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def _poll(self, seconds: float) -> None:
+        # Fixed cadence (one scan every ``seconds``, not ``seconds`` after the last scan ended), so a new
+        # version waits at most one poll period; after a long load, one scan at once, no catching up.
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
         while True:
-            await asyncio.sleep(seconds)
+            next_at += seconds
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+            next_at = max(next_at, loop.time())
             try:
                 await self._reconcile_all()
             except asyncio.CancelledError:
