@@ -103,6 +103,11 @@ MiB = 2**20
 @click.option("--no-warmup", is_flag=True, help="Skip the warm-up inference (readiness then means loaded).")
 @click.option("--no-load-probe", is_flag=True, help="Skip the crash-safe trial load of each new artifact.")
 @click.option(
+    "--no-probe-spare",
+    is_flag=True,
+    help="Keep no pre-imported trial-load process per served format (saves its memory; reloads then pay an import).",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -139,6 +144,7 @@ def serve(
     shutdown_delay_seconds: float,
     no_warmup: bool,
     no_load_probe: bool,
+    no_probe_spare: bool,
     log_level: str,
 ) -> None:
     """Serve every model of an artifact repository over KServe v2 REST + gRPC and TF Serving REST.
@@ -189,6 +195,7 @@ def serve(
             model_name=model_name,
             warmup=not no_warmup,
             load_probe=not no_load_probe,
+            probe_spare=not no_probe_spare,
             log_level=log_level,
         )
         from fwx.serving.scan import is_model_folder

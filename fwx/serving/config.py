@@ -96,6 +96,7 @@ class ServerConfig:
     shutdown_delay_s: float = 0.0  # after SIGTERM: not ready but still serving, so load balancers catch up
     warmup: bool = True
     load_probe: bool = True  # load each new artifact once in a child process first (crash-safe)
+    probe_spare: bool = True  # keep one pre-imported probe child per served format, so reloads skip the import
     workers: int = 1  # concurrent batches per model version (compute threads; CLI --instances)
     worker_processes: int = 1  # serving processes sharing the ports (CLI --workers; fwx.serving.supervisor)
     reuse_port: bool = False  # SO_REUSEPORT on both listeners (set for supervised workers)

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,7 +31,7 @@ from fwx.runtimes.base import Runtime
 from fwx.serving.config import DEFAULT_PREFER
 from fwx.serving.control import resolve_model_dir
 from fwx.serving.loader import PLATFORMS, LoadSettings, is_batchable, load_version
-from fwx.serving.loader_probe import ProbeLimits, kill_active_probes
+from fwx.serving.loader_probe import ProbeLimits, drop_spares, keep_warm, kill_active_probes
 from fwx.serving.scan import Fingerprint, Scanner
 from fwx.serving.version_policy import VersionPolicy, parse_version_policy, policy_for
 from fwx.signature import Signature
@@ -119,10 +120,21 @@ class ModelManager:
         # False under the worker supervisor: a first load's crash kills only that worker, which the
         # supervisor quarantines, so the probe child (a second import and load) is not needed then.
         self.probe_first_loads = True
+        # Hot reloads probe in a child; keep one pre-imported child per served format so that a reload
+        # does not pay the framework's import again (loader_probe.keep_warm). Only when reloads can happen.
+        self.probe_spares = (
+            bool(getattr(config, "load_probe", True))
+            and bool(getattr(config, "probe_spare", True))
+            and (
+                float(getattr(config, "poll_seconds", 2.0) or 0.0) > 0
+                or bool(getattr(config, "enable_model_control", False))
+            )
+        )
         self._locks: dict[str, asyncio.Lock] = {}
         self._scanner = Scanner(self.repository, getattr(config, "model_name", None))
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fwx-load")
         self._poll_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self._started = False
         self._stopping = False
 
@@ -131,6 +143,8 @@ class ModelManager:
         """Load every model per its version policy (warmed), then become ready and start polling."""
         await self._reconcile_all()
         self._started = True
+        # Spares start only now, so their framework imports never slow the cold start down.
+        await self._keep_probes_warm([m for served in self._routes.values() for m in served.values()])
         poll = float(getattr(self.config, "poll_seconds", 2.0) or 0.0)
         if poll > 0:
             self._poll_task = asyncio.create_task(self._poll(poll), name="fwx-model-poll")
@@ -147,6 +161,9 @@ class ModelManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poll_task
             self._poll_task = None
+        if self._background:  # a spare being started now would outlive the kill above
+            await asyncio.gather(*self._background, return_exceptions=True)
+            kill_active_probes()
         for name in list(self._routes):
             async with self._lock(name):
                 await self._unload_all(name, "server shutting down")
@@ -240,8 +257,14 @@ class ModelManager:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def _poll(self, seconds: float) -> None:
+        # Fixed cadence (one scan every ``seconds``, not ``seconds`` after the last scan ended), so a new
+        # version waits at most one poll period; after a long load, one scan at once, no catching up.
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
         while True:
-            await asyncio.sleep(seconds)
+            next_at += seconds
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+            next_at = max(next_at, loop.time())
             try:
                 await self._reconcile_all()
             except asyncio.CancelledError:
@@ -284,6 +307,9 @@ class ModelManager:
                 raise
             new = {v: current.get(v) or fresh[v] for v in want if v in current or v in fresh}
             await self._swap(name, new, {**current, **fresh}, set(found), policy)
+            if self.probe_spares and self._started and not self._stopping and set(new) != set(current):
+                served = {m.format for routes in self._routes.values() for m in routes.values()}
+                await self._in_thread(drop_spares, served)
 
     def _forget_removed(self, name: str, found: dict[int, Fingerprint]) -> None:
         for v, rec in self._records[name].items():
@@ -369,11 +395,38 @@ class ModelManager:
             self._failed(name, version, fp, f"on_load hook failed: {exc}")
             return None
         self.loads[name] += 1
+        if self._started:  # in the background: the swap to this version must not wait for a process spawn
+            task = asyncio.create_task(self._keep_probes_warm([model]), name="fwx-probe-spare")
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         probe = f", probe {loaded.probe_seconds:.2f}s" if loaded.probe_seconds is not None else ""
         log.info(
             "model %s v%d loaded as %s in %.2fs%s (warmed up)", name, version, loaded.format, loaded.seconds, probe
         )
         return model
+
+    async def _keep_probes_warm(self, models: list[LoadedModel]) -> None:
+        """A spare probe child per format, warmed up on a version that loaded here (so known good)."""
+        if not self.probe_spares or self._stopping:
+            return
+        for model in models:
+            entry = next((e for e in model.manifest.artifacts.values() if e.format == model.format.value), None)
+            if entry is None:
+                continue
+            settings = self._settings(model.name)
+            try:
+                await self._in_thread(
+                    partial(
+                        keep_warm,
+                        model.format,
+                        model.path / entry.path,
+                        signature=model.manifest.sig() if settings.warmup else None,
+                        trust_model_code=settings.trust_model_code,
+                        limits=settings.probe_limits,
+                    )
+                )
+            except Exception:  # noqa: BLE001 - without a spare a reload still probes, in a fresh child
+                log.exception("could not start a spare probe child for %s", model.format)
 
     def _failed(self, name: str, version: int, fp: Fingerprint, reason: str) -> None:
         self._records[name][version] = _Record(FAILED, reason, fp)
