@@ -257,7 +257,7 @@ def main() -> int:
     for fmt in args.formats.split(","):
         runs = raw.setdefault(fmt, {})
         for _ in range(args.repeats):
-            sample = {"floor": cold_start.floor(fmt, v2), "warm": warm_load(fmt, v1, v2)}
+            sample = {"floor": cold_start.floor(fmt, v2)[0], "warm": warm_load(fmt, v1, v2)}
             settle = args.settle if args.settle >= 0 else 1.0 + 1.5 * sample["floor"]
             for prefix, variant in _variants(args).items():
                 result = reload_once(fmt, v1, v2, args, rng, variant, settle)
