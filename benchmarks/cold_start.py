@@ -145,9 +145,26 @@ def floor(fmt: str, version: Path) -> tuple[float, float]:
     return dt, _children_cpu_s() - cpu0  # CPU includes the exit (small next to the import)
 
 
-def serve(fmt: str, repo: Path, root: Path, extra: list[str]) -> tuple[float, float]:
+def wait_ready(proc: subprocess.Popen[bytes], port: int, what: str, poll: float = 0.005) -> None:
+    """Return once ``/v2/health/ready`` answers 200; exit if the server dies or is not ready in 300 s."""
     import http.client
 
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 300:
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            conn.request("GET", "/v2/health/ready")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(poll)
+    raise SystemExit(f"{what} not ready after 300 s")
+
+
+def serve(fmt: str, repo: Path, root: Path, extra: list[str]) -> tuple[float, float]:
     port = _free_port()
     cmd = [
         sys.executable,
@@ -170,18 +187,8 @@ def serve(fmt: str, repo: Path, root: Path, extra: list[str]) -> tuple[float, fl
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(root), cwd=root)
     try:
-        while time.perf_counter() - t0 < 300:
-            if proc.poll() is not None:
-                raise SystemExit(f"fwx serve --prefer {fmt} exited with {proc.returncode}")
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-                conn.request("GET", "/v2/health/ready")
-                if conn.getresponse().status == 200:
-                    return time.perf_counter() - t0, _cpu_s(proc.pid)
-            except OSError:
-                pass
-            time.sleep(0.005)
-        raise SystemExit(f"fwx serve --prefer {fmt} not ready after 300 s")
+        wait_ready(proc, port, f"fwx serve --prefer {fmt}")
+        return time.perf_counter() - t0, _cpu_s(proc.pid)
     finally:
         proc.terminate()
         proc.wait(60)

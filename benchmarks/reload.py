@@ -135,22 +135,6 @@ def _infer(port: int) -> tuple[int, str]:
         conn.close()
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], port: int, what: str) -> None:
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 300:
-        if proc.poll() is not None:
-            raise SystemExit(f"{what} exited with {proc.returncode}")
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            conn.request("GET", "/v2/health/ready")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.02)
-    raise SystemExit(f"{what} not ready after 300 s")
-
-
 def reload_once(
     fmt: str,
     v1: Path,
@@ -172,7 +156,7 @@ def reload_once(
         with log_path.open("wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=cold_start._env(variant[0]), cwd=variant[0])
             try:
-                _wait_ready(proc, port, f"fwx serve --prefer {fmt}")
+                cold_start.wait_ready(proc, port, f"fwx serve --prefer {fmt}", poll=0.02)
                 time.sleep(settle + rng.uniform(0, args.poll_seconds))  # a random phase of the poll
                 staging = repo / "cnn" / f".fwx-tmp-bench-{os.getpid()}"
                 shutil.copytree(v2, staging)
