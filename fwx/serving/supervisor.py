@@ -54,9 +54,7 @@ from fwx.serving.loader_probe import DEFAULT_TIMEOUT_S
 from fwx.serving.logs import setup_logging
 from fwx.serving.runstate import RunState
 from fwx.serving.sockets import bind_tcp
-from fwx.serving.spawn import Job, Spawner, parse_workers, worker_env
-
-__all__ = ["Supervisor", "parse_workers", "supervise", "worker_env"]
+from fwx.serving.spawn import Job, Spawner, worker_env
 
 log = logging.getLogger("fwx.serving")
 

@@ -20,8 +20,8 @@ from fwx.errors import UsageError
 from fwx.serving.config import ServerConfig
 from fwx.serving.metrics_merge import merge
 from fwx.serving.runstate import RunState
-from fwx.serving.spawn import Spawner
-from fwx.serving.supervisor import Supervisor, parse_workers
+from fwx.serving.spawn import Spawner, parse_workers
+from fwx.serving.supervisor import Supervisor
 from fwx.serving.workers import Publisher
 
 LIN = 'fwx_request_success_total{model="lin",version="1"}'
