@@ -61,18 +61,16 @@ def bench_help(repeats: int) -> dict[str, Any]:
 
 
 def bench_export(fmt: str, source: Path, out: Path) -> dict[str, Any]:
+    sys.path.insert(0, str(ROOT))
+    from samples import CNN_EXPORT_ARGS
+
     cmd = [
         sys.executable,
         "-m",
         "fwx",
         "export",
         str(source),
-        "--model-class",
-        "samples.models:SmallCNN",
-        "--input",
-        "image:float32[N,3,32,32]",
-        "--output",
-        "logits",
+        *CNN_EXPORT_ARGS,
         "--to",
         fmt,
         "--out",

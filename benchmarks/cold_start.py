@@ -63,6 +63,7 @@ def build_repo(repo: Path) -> Path:
         return version
     src = repo.parent / "cold-start-src"
     sys.path.insert(0, str(ROOT))
+    from samples import CNN_EXPORT_ARGS
     from samples.models import save_all
 
     paths = save_all(src)
@@ -73,12 +74,7 @@ def build_repo(repo: Path) -> Path:
             "fwx",
             "export",
             str(paths["cnn"]),
-            "--model-class",
-            "samples.models:SmallCNN",
-            "--input",
-            "image:float32[N,3,32,32]",
-            "--output",
-            "logits",
+            *CNN_EXPORT_ARGS,
             "--to",
             "all",
             "--out",

@@ -95,13 +95,13 @@ def build_v2(v1_repo: Path, out: Path) -> Path:
     sys.path.insert(0, str(ROOT))
     import torch
 
+    from samples import CNN_EXPORT_ARGS
     from samples.models import SEED, build_torch_cnn
 
     src = out.parent / "reload-src" / "cnn_v2.pt"
     src.parent.mkdir(parents=True, exist_ok=True)
     torch.save(build_torch_cnn(seed=SEED + 1).state_dict(), src)
-    cmd = [sys.executable, "-m", "fwx", "export", str(src), "--model-class", "samples.models:SmallCNN"]
-    cmd += ["--input", "image:float32[N,3,32,32]", "--output", "logits", "--to", "all"]
+    cmd = [sys.executable, "-m", "fwx", "export", str(src), *CNN_EXPORT_ARGS, "--to", "all"]
     cmd += ["--out", str(out), "--name", "cnn", "--version", "2"]
     subprocess.run(cmd, check=True, cwd=ROOT, env=cold_start._env(ROOT))
     return version

@@ -20,6 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "samples" / "build"
 ARTIFACTS = ROOT / "artifacts"
+sys.path.insert(0, str(ROOT))  # run as a script: the samples package (and fwx) from this checkout
+
+from samples import CNN_CLASS, CNN_EXPORT_ARGS  # noqa: E402 - needs the path above
 
 
 def fwx(*args: str) -> str:
@@ -39,7 +42,6 @@ def fwx(*args: str) -> str:
 
 def build(folder: Path = BUILD) -> dict[str, Path]:
     """Write the sample sources: cnn.pt (state_dict), cnn_keras.keras, tfmodule.savedmodel/."""
-    sys.path.insert(0, str(ROOT))
     from fwx import ui
     from samples.models import save_all
 
@@ -55,12 +57,7 @@ def export_all(sources: dict[str, Path], out: Path = ARTIFACTS) -> Path:
     text = fwx(
         "export",
         str(sources["cnn"].relative_to(ROOT)),
-        "--model-class",
-        "samples.models:SmallCNN",
-        "--input",
-        "image:float32[N,3,32,32]",
-        "--output",
-        "logits",
+        *CNN_EXPORT_ARGS,
         "--to",
         "all",
         "--out",
@@ -81,7 +78,7 @@ def validate(version_dir: Path) -> None:
         "validate",
         str(rel),
         "--model-class",
-        "samples.models:SmallCNN",
+        CNN_CLASS,
         "--report",
         str((BUILD / "validation.html").relative_to(ROOT)),
     )
