@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fwx.converters._freeze import freeze_into
 from fwx.converters._lookup import LookupFreezer
 from fwx.converters._tf import tf_specs
 from fwx.converters.base import ConvertOptions, ConvertResult, SourceModel
@@ -82,36 +83,35 @@ CUSTOM_HANDLERS: dict[str, tuple[Any, list[Any]]] = {"Erfc": (_erfc_handler, [])
 
 
 def tf2onnx_convert(
-    fn: Any, sig: Signature, src: SourceModel, out: Path, opts: ConvertOptions, lookups: LookupFreezer | None = None
+    fn: Any, sig: Signature, src: SourceModel, out: Path, opts: ConvertOptions, keras_model: Any = None
 ) -> ConvertResult:
     """Convert a named ``tf.function`` taking ``sig`` at ``--opset`` (default 17); refuse ops the opset lacks.
 
-    ``lookups`` freezes the function's hash-table lookups (Keras ``IntegerLookup``/``StringLookup``).
+    The function's preprocessing state goes into the graph: hash-table lookups (Keras
+    ``IntegerLookup``/``StringLookup``, named after ``keras_model``'s layers) become ONNX ops
+    (``_lookup``), and captured constants (``Normalization``) initializers (``_freeze``).
     """
     onnx = require("onnx", "writing ONNX models")
     tf2onnx = require("tf2onnx", "converting TensorFlow models to ONNX")
     opset = opts.opset or DEFAULT_OPSET
+    lookups = LookupFreezer(fn, keras_model)
     model, bad = _convert(tf2onnx, fn, sig, opset, lookups)
-    if bad and lookups is not None and lookups.problems:
+    if bad and lookups.problems:
         raise ExportError(lookups.problems[0], hint="the SavedModel export holds the table as it is")
     if bad:
         raise _lowest_opset(tf2onnx, fn, sig, opset, bad, lookups)
     pin_symbols(model, sig)
     onnx.save(model, str(out))
     result = ConvertResult(out, sig, tool="tf2onnx", tool_version=version_of("tf2onnx"), layout=src.layout, opset=opset)
-    note = lookups.note() if lookups is not None else None
+    note = lookups.note()
     if note:
         result.notes.append(note)
-    return result
+    return freeze_into(result, fn, sig, set(lookups.tables))
 
 
-def _convert(
-    tf2onnx: Any, fn: Any, sig: Signature, opset: int, lookups: LookupFreezer | None = None
-) -> tuple[Any, list[str]]:
-    handlers = dict(CUSTOM_HANDLERS)
-    if lookups is not None:
-        lookups.reset()
-        handlers.update(lookups.handlers)
+def _convert(tf2onnx: Any, fn: Any, sig: Signature, opset: int, lookups: LookupFreezer) -> tuple[Any, list[str]]:
+    lookups.reset()
+    handlers = {**CUSTOM_HANDLERS, **lookups.handlers}
     try:
         with quiet():
             model, _ = tf2onnx.convert.from_function(
@@ -126,7 +126,7 @@ def _convert(
 
 
 def _lowest_opset(
-    tf2onnx: Any, fn: Any, sig: Signature, opset: int, bad: list[str], lookups: LookupFreezer | None
+    tf2onnx: Any, fn: Any, sig: Signature, opset: int, bad: list[str], lookups: LookupFreezer
 ) -> UnsupportedOpsError:
     for higher in range(opset + 1, MAX_OPSET + 1):
         try:

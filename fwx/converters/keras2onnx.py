@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fwx.converters._freeze import freeze_into
-from fwx.converters._lookup import LookupFreezer
 from fwx.converters._onnx import tf2onnx_convert
 from fwx.converters._tf import keras_fn, tf_function
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
@@ -35,5 +33,4 @@ class KerasToOnnx(Converter):
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         fn = tf_function(keras_fn(src.obj, sig), sig)
-        lookups = LookupFreezer(fn, src.obj)
-        return freeze_into(tf2onnx_convert(fn, sig, src, out, opts, lookups), fn, sig, set(lookups.tables))
+        return tf2onnx_convert(fn, sig, src, out, opts, keras_model=src.obj)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fwx.converters._freeze import freeze_into
-from fwx.converters._lookup import LookupFreezer
 from fwx.converters._onnx import tf2onnx_convert
 from fwx.converters._tf import signature_fn, tf_function
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
@@ -35,6 +33,4 @@ class SavedModelToOnnx(Converter):
             loaded = tf.saved_model.load(str(src.path))
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
         fn = tf_function(signature_fn(loaded, sig, opts.saved_model_signature), sig)
-        lookups = LookupFreezer(fn)  # IntegerLookup/StringLookup tables become ONNX ops
-        result = tf2onnx_convert(fn, sig, src, out, opts, lookups)
-        return freeze_into(result, fn, sig, set(lookups.tables))  # Normalization's constants
+        return tf2onnx_convert(fn, sig, src, out, opts)  # lookup tables and Normalization constants frozen in
