@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fwx.digits import is_digits
 from fwx.errors import ChecksumError, FwxError, InputError
 from fwx.formats import Format, normalize_layout
 from fwx.signature import Signature
@@ -212,7 +213,7 @@ def _check_location(data: dict[str, Any], folder: Path, path: Path) -> None:
     pattern. A version number that disagrees with its folder is a hand copy
     that bypassed ``fwx export``'s atomic publish.
     """
-    if not (folder.name.isdigit() and folder.name[0] != "0"):
+    if not (is_digits(folder.name) and folder.name[0] != "0"):
         return  # a loose copy of a version folder: nothing to compare with
     if data["version"] != int(folder.name):
         raise InputError(

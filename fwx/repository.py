@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from fwx.digits import is_digits
 from fwx.errors import ExportError, InputError, UsageError
 from fwx.manifest import MANIFEST_NAME, Manifest
 
@@ -129,7 +130,7 @@ class Repository:
 
     def next_version(self, name: str) -> int:
         d = self.model_dir(name)
-        taken = [int(p.name) for p in d.iterdir() if p.is_dir() and p.name.isdigit()] if d.is_dir() else []
+        taken = [int(p.name) for p in d.iterdir() if p.is_dir() and is_digits(p.name)] if d.is_dir() else []
         return max(taken, default=0) + 1
 
     def sweep_stale(self, name: str, older_than: float = STALE_TMP_SECONDS) -> list[Path]:

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fwx import __version__
+from fwx.digits import is_digits
 from fwx.errors import (
     DeadlineExceededError,
     FwxError,
@@ -236,7 +237,7 @@ class DataPlane:
             for s in self.metrics.models()
             if (not name or s.model == name) and (not version or s.version == str(version))
         ]
-        stats.sort(key=lambda s: (s.model, int(s.version) if s.version.isdigit() else 0))
+        stats.sort(key=lambda s: (s.model, int(s.version) if is_digits(s.version) else 0))
         return {"model_stats": [s.triton_json() for s in stats]}
 
     def repository_index(self, *, ready_only: bool = False, auth: str | None = None) -> list[dict[str, Any]]:
@@ -248,7 +249,7 @@ class DataPlane:
     def model_status(self, name: str, version: str | None, *, auth: str | None = None) -> list[dict[str, Any]]:
         """The index entries of one model (or one version of it); 404 naming what is missing."""
         self.authorize("model_status", auth)
-        if version is not None and version.isdigit():
+        if version is not None and is_digits(version):
             version = str(int(version))  # "02" is version 2, as for every other route
         entries = [
             e for e in self.manager.index() if e["name"] == name and (version is None or str(e["version"]) == version)

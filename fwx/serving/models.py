@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from fwx.digits import is_digits
 from fwx.errors import ForbiddenError, FwxError, InputError, NotFoundError, UnavailableError
 from fwx.formats import Format, parse_format
 from fwx.manifest import Manifest
@@ -511,7 +512,7 @@ def _failed_same(rec: _Record | None, fp: Fingerprint) -> bool:
 
 def _parse_version(name: str, version: str | int) -> int:
     text = str(version).strip()
-    if not text.isdigit() or int(text) < 1:
+    if not is_digits(text) or int(text) < 1:
         raise NotFoundError(f"model {name!r} has no version {version!r}", hint="versions are positive integers")
     return int(text)
 

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fwx.digits import is_digits
 from fwx.errors import UsageError
 from fwx.manifest import MANIFEST_NAME
 from fwx.repository import TMP_PREFIX
@@ -37,7 +38,7 @@ def readiness_blockers(manager: ModelManager) -> list[str]:
 
 
 def _is_version_dir(path: Path) -> bool:
-    return path.is_dir() and path.name.isdigit() and (path / MANIFEST_NAME).is_file()
+    return path.is_dir() and is_digits(path.name) and (path / MANIFEST_NAME).is_file()
 
 
 def _versions(model_dir: Path) -> list[Path]:

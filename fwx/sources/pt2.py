@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fwx.digits import is_digits
 from fwx.signature import BATCH, Dim, TensorSpec, normalize_dtype
 
 _SYMBOL = re.compile(r"^[a-z]+\d+$")
@@ -34,7 +35,7 @@ def pt2_inputs(ep: Any) -> tuple[TensorSpec, ...] | None:
         dims: list[Dim] = []
         for axis, d in enumerate(val.shape):
             text = str(d)
-            if text.lstrip("-").isdigit():
+            if is_digits(text.lstrip("-")):
                 dims.append(int(text))
             elif _SYMBOL.match(text):
                 dims.append(

@@ -164,6 +164,17 @@ def test_unknown_model_and_version_are_404(srv: Any) -> None:
     assert srv.request("POST", "/v2/models/linear/versions/abc/infer", content=body).status_code == 404
 
 
+def test_non_ascii_digits_are_refused_not_500(srv: Any) -> None:
+    """'¹' passes str.isdigit() but not int(): a version or length holding one is a 4xx, never a 500."""
+    body = json.dumps({"inputs": [_x()]})
+    assert srv.request("POST", "/v2/models/linear/versions/%C2%B9/infer", content=body).status_code == 404
+    assert srv.request("GET", "/v2/models/linear/versions/%C2%B9/ready").status_code == 400
+    r = srv.request(
+        "POST", "/v2/models/linear/infer", content=body.encode(), headers={"Inference-Header-Content-Length": b"\xb9"}
+    )
+    assert r.status_code == 400
+
+
 def test_server_still_serves_after_abuse(srv: Any) -> None:
     r = srv.request("POST", "/v2/models/linear/infer", content=json.dumps({"inputs": [_x()]}))
     assert r.status_code == 200

@@ -12,6 +12,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+from fwx.digits import is_digits
 from fwx.errors import InputError, PayloadTooLargeError
 
 
@@ -26,7 +27,7 @@ async def read_body(request: Any, limit: int) -> bytes:
     """The (decompressed) body of a Starlette request, at most ``limit`` bytes."""
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
+        if not is_digits(declared):
             raise InputError(f"invalid Content-Length {declared[:40]!r}")
         if int(declared) > limit:
             raise _too_large(limit)

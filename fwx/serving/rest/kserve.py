@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from fwx.digits import is_digits
 from fwx.errors import InputError
 from fwx.serving.codecs import decode_json_data, decode_raw, encode_raw, json_data
 from fwx.serving.rest.schema import check_infer_request
@@ -66,7 +67,7 @@ def parse_infer(
     if header_len is None:
         json_part, binary = memoryview(body), memoryview(b"")
     else:
-        if not header_len.strip().isdigit() or int(header_len) > len(body):
+        if not is_digits(header_len.strip()) or int(header_len) > len(body):
             raise InputError(
                 f"Inference-Header-Content-Length {header_len[:20]!r} does not fit a {len(body)}-byte body"
             )

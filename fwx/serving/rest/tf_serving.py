@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from fwx.digits import is_digits
 from fwx.errors import InputError, first_line
 from fwx.serving.codecs import MAX_ELEMENTS
 from fwx.serving.json_values import numeric_array
@@ -192,7 +193,7 @@ def _scalar(value: Any) -> Any:
 def model_status(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """GET /v1/models/{m}: one status per known version, newest first (TF Serving's order)."""
     status = []
-    for e in sorted(entries, key=lambda e: int(e["version"]) if str(e["version"]).isdigit() else 0, reverse=True):
+    for e in sorted(entries, key=lambda e: int(e["version"]) if is_digits(str(e["version"])) else 0, reverse=True):
         failed = e["state"] == "FAILED"
         status.append(
             {
