@@ -88,6 +88,8 @@ class Manifest:
     skipped: dict[str, str] = field(default_factory=dict)  # --to all: format -> why it was not exported
     #: --to all: format -> {"error", "plan", "validation"} for an artifact made but not published (wrong numbers)
     failed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # how the export drew validation inputs (token-id ranges, lookup keys), for ``fwx validate`` to draw the same
+    samples: dict[str, Any] = field(default_factory=dict)
 
     def sig(self) -> Signature:
         return Signature.from_json(self.signature)
@@ -98,7 +100,7 @@ class Manifest:
         for entry in data["artifacts"].values():  # fields added later are written only when used,
             if not entry["files"]:  # so fwx versions that predate them still read the file
                 del entry["files"]
-        for key in ("skipped", "failed"):
+        for key in ("skipped", "failed", "samples"):
             if not data[key]:
                 del data[key]
         return data
@@ -124,6 +126,7 @@ class Manifest:
             schema_version=sv,
             skipped=dict(data.get("skipped") or {}),
             failed=dict(data.get("failed") or {}),
+            samples=dict(data.get("samples") or {}),
         )
 
     def write(self, folder: Path) -> Path:

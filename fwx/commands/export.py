@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from fwx import ui
+from fwx.commands.sampling import parse_samples, sample_options
 from fwx.converters.base import ConvertOptions
 
 QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
@@ -40,20 +41,7 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
     metavar="FILE.npz",
     help="Arrays keyed by input name; give dtype/shape (first axis dynamic) and feed tracing/validation.",
 )
-@click.option(
-    "--input-range",
-    "input_ranges",
-    multiple=True,
-    metavar="NAME:LO,HI",
-    help="Draw integer input NAME from [LO, HI) in samples (token ids: the vocabulary). Repeatable.",
-)
-@click.option(
-    "--input-values",
-    "input_values",
-    multiple=True,
-    metavar="NAME:V1,V2,...",
-    help="Draw every element of input NAME from these values (e.g. token_type_ids:0,1). Repeatable.",
-)
+@sample_options
 @click.option("--model-class", metavar="PKG.MOD:NAME", help="Class or factory that rebuilds a state_dict's model.")
 @click.option("--model-kwargs", metavar="JSON", help="Keyword arguments for --model-class (or a factory source).")
 @click.option(
@@ -141,13 +129,13 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
     """
     from fwx.exporter import ExportOptions, plan_only
     from fwx.exporter import export as run_export
-    from fwx.sources.samples import parse_input_range, parse_input_values
 
     opts = _options(kw)
     if plan:
         plans = plan_only(source, targets, opts)
         ui.emit({"plans": plans}, lambda: _plan_text(plans))
         return
+    ranges, values = parse_samples(kw["input_ranges"], kw["input_values"])
     eo = ExportOptions(
         out=kw["out"],
         name=kw["name"],
@@ -163,8 +151,8 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
         keep_intermediate=kw["keep_intermediate"],
         device=kw["device"],
         command=_command_line(),
-        input_ranges=dict(parse_input_range(t) for t in kw["input_ranges"]),
-        input_values=dict(parse_input_values(t) for t in kw["input_values"]),
+        input_ranges=ranges,
+        input_values=values,
         allow_signature_change=kw["allow_signature_change"],
     )
     result = run_export(source, targets, eo)

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from fwx import ui
+from fwx.commands.sampling import parse_samples, sample_options
 from fwx.errors import UsageError
 
 
@@ -45,7 +46,12 @@ def _int_range(text: str | None) -> tuple[int, int] | None:
 )
 @click.option("--samples", type=click.IntRange(min=1), help="Generated samples (default 4), or rows of --data used.")
 @click.option("--seed", default=0, show_default=True, help="Seed for generated inputs.")
-@click.option("--int-range", metavar="LO,HI", help="Range [LO, HI) of generated integer inputs (token ids).")
+@click.option(
+    "--int-range",
+    metavar="LO,HI",
+    help="Range [LO, HI) of every generated integer input (default: as the export drew them, see fwx.json samples).",
+)
+@sample_options
 @click.option(
     "--float-dist",
     type=click.Choice(["normal", "uniform"]),
@@ -85,6 +91,8 @@ def validate(
     samples: int | None,
     seed: int,
     int_range: str | None,
+    input_ranges: tuple[str, ...],
+    input_values: tuple[str, ...],
     float_dist: str,
     atol: float | None,
     rtol: float | None,
@@ -98,7 +106,9 @@ def validate(
 
     \b
     PATHS is a model version folder (every artifact in its fwx.json, checksums
-    verified first) or artifact files.
+    verified first) or artifact files. Generated inputs are drawn as the export
+    drew them (fwx.json "samples": token ids within the embedding, a lookup
+    table's keys); for loose files, ids within the tables an ONNX file gathers.
       fwx validate artifacts/cnn/1
       fwx validate model.onnx model.tflite --report out.html
       fwx validate artifacts/cnn/1 --tolerance logits=1e-3 --device cuda
@@ -117,6 +127,7 @@ def validate(
         raise UsageError(
             f"--model-kwargs is not valid JSON: {exc}", hint="e.g. --model-kwargs '{\"width\": 16}'"
         ) from None
+    ranges, values = parse_samples(input_ranges, input_values)
     opts = ValidateOptions(
         reference=reference,
         device=device,
@@ -124,6 +135,8 @@ def validate(
         samples=samples,
         seed=seed,
         int_range=_int_range(int_range),
+        ranges=ranges,
+        values=values,
         float_dist=float_dist,
         policy=Policy(atol=atol, rtol=rtol, per_output=per_output),
         model_class=model_class,

@@ -19,6 +19,7 @@ from fwx.frameworks import EXTRAS, version_of
 from fwx.manifest import ArtifactEntry, Hop, Manifest, SourceInfo, sha256_path, size_of
 from fwx.signature import Signature
 from fwx.sources.load import LoadedSource
+from fwx.sources.samples import hints_to_json
 
 INTERMEDIATE = "intermediate"
 
@@ -76,6 +77,7 @@ def build_manifest(
         created=created,
         fwx_version=fwx_version,
         skipped=dict(skipped or {}),
+        samples=hints_to_json(ctx.input_config) if ctx.input_config else {},
     )
 
 

@@ -26,14 +26,15 @@ def id_ranges(src: LoadedSource, sig: Signature) -> dict[str, tuple[int, int]]:
         return {}
     try:
         if src.format is Format.ONNX and src.path is not None:
-            return _onnx(src.path, ids)
+            return onnx_id_ranges(src.path, ids)
         sizes = _torch_vocabs(src.obj) if src.plan_format is Format.PYTORCH else _keras_vocabs(src.obj)
     except Exception:  # noqa: BLE001 - a model fwx cannot inspect keeps the default ranges
         return {}
     return {name: (0, min(sizes)) for name in ids} if sizes else {}
 
 
-def _onnx(path: Any, ids: list[str]) -> dict[str, tuple[int, int]]:
+def onnx_id_ranges(path: Any, ids: list[str]) -> dict[str, tuple[int, int]]:
+    """``ids`` (input names) -> [0, rows) of the smallest initializer table a ``Gather`` reads them from."""
     graph = load_onnx(path).graph
     tables = {t.name: int(t.dims[0]) for t in graph.initializer if len(t.dims) >= 1}
     out: dict[str, tuple[int, int]] = {}

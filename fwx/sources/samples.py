@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,48 @@ class InputConfig:
         for lo, hi in [*([self.int_range] if self.int_range else []), *self.ranges.values()]:
             if hi <= lo:
                 raise UsageError(f"integer range {lo},{hi} is empty", hint="give LO,HI with HI > LO ([LO, HI))")
+
+
+#: At most this many choices per input are recorded in fwx.json (a lookup's are capped at 258 already).
+MAX_RECORDED_VALUES = 1024
+
+
+def hints_to_json(cfg: InputConfig) -> dict[str, Any]:
+    """The per-input sampling hints of an export (``fwx.json`` ``samples``), so ``fwx validate`` draws
+    what the export drew: ids within the embedding, a lookup table's keys. Empty when there are none.
+
+    Bytes choices are written as UTF-8 text; an input with a key that is not UTF-8 is left out
+    (validation then draws generic strings for it, as it would without a manifest).
+    """
+    out: dict[str, Any] = {}
+    if cfg.ranges:
+        out["input_ranges"] = {name: [int(lo), int(hi)] for name, (lo, hi) in cfg.ranges.items()}
+    values: dict[str, list[Any]] = {}
+    for name, choices in cfg.values.items():
+        try:
+            values[name] = [c.decode() if isinstance(c, bytes) else c for c in list(choices)[:MAX_RECORDED_VALUES]]
+        except UnicodeDecodeError:
+            continue
+    if values:
+        out["input_values"] = values
+    return out
+
+
+def hints_from_json(data: Mapping[str, Any], sig: Signature) -> InputConfig:
+    """``hints_to_json``'s output back as an ``InputConfig`` (ranges, values) for ``sig``'s inputs;
+    names the signature does not have are dropped (a manifest is data, not a command line)."""
+    specs = {s.name: s for s in sig.inputs}
+    ranges = {
+        n: (int(r[0]), int(r[1]))
+        for n, r in (data.get("input_ranges") or {}).items()
+        if n in specs and int(r[1]) > int(r[0])
+    }
+    values: dict[str, tuple[Any, ...]] = {}
+    for n, choices in (data.get("input_values") or {}).items():
+        if n in specs and choices:
+            strings = specs[n].dtype == "bytes"
+            values[n] = tuple(c.encode() if strings and isinstance(c, str) else c for c in choices)
+    return InputConfig(ranges=ranges, values=values)
 
 
 def is_mask(name: str) -> bool:

@@ -21,9 +21,10 @@ from fwx.formats import NCHW, NHWC, Format, parse_format
 from fwx.manifest import Manifest, sha256_path
 from fwx.runtimes.base import Runtime
 from fwx.signature import Signature, TensorSpec, is_dynamic
+from fwx.sources.id_ranges import onnx_id_ranges
 from fwx.sources.load import load_source
 from fwx.sources.reference import file_source, source_runtime
-from fwx.sources.samples import InputConfig, generate_inputs
+from fwx.sources.samples import InputConfig, check_names, generate_inputs, hints_from_json, is_mask
 from fwx.validators.api import validate_runtimes
 from fwx.validators.artifacts import Artifact, Collection, by_precision, close_all, collect, gpu_visible, load_all
 from fwx.validators.inputs import load_data, load_labels
@@ -40,6 +41,8 @@ class ValidateOptions:
     samples: int | None = None
     seed: int = 0
     int_range: tuple[int, int] | None = None
+    ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # --input-range, over fwx.json's
+    values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # --input-values, over fwx.json's
     float_dist: str = "normal"
     policy: Policy = field(default_factory=Policy)
     model_class: str | None = None
@@ -170,12 +173,38 @@ def choose_reference(
     return best.runtime, best.key, best
 
 
-def build_inputs(sig: Signature, opts: ValidateOptions) -> tuple[list[dict[str, np.ndarray]], list[Any] | None]:
-    """User data (plus its first row alone, so a dynamic batch is tried at two sizes), or generated samples."""
+def sample_hints(col: Collection, sig: Signature) -> InputConfig:
+    """Where generated inputs may lie, as the export drew them: ``fwx.json``'s ``samples`` (token ids within
+    the embedding, a lookup table's keys); for loose files, the id ranges an ONNX artifact's ``Gather``s
+    say. Without them ids are drawn from [0, 10), which overflows a 2-row ``token_type_ids`` table."""
+    if col.manifest is not None and col.manifest.samples:
+        return hints_from_json(col.manifest.samples, sig)
+    ids = [s.name for s in sig.inputs if s.dtype.startswith(("int", "uint")) and not is_mask(s.name)]
+    for art in col.artifacts if ids else []:
+        if art.format is Format.ONNX:
+            try:
+                return InputConfig(ranges=onnx_id_ranges(art.path, ids))
+            except Exception:  # noqa: BLE001 - an unreadable graph keeps the default ranges; loading reports it
+                break
+    return InputConfig()
+
+
+def build_inputs(
+    sig: Signature, opts: ValidateOptions, hints: InputConfig | None = None
+) -> tuple[list[dict[str, np.ndarray]], list[Any] | None]:
+    """User data (plus its first row alone, so a dynamic batch is tried at two sizes), or generated samples
+    (drawn by ``hints``, with ``--input-range`` / ``--input-values`` over them)."""
     if opts.data is None:
+        hints = hints or InputConfig()
         cfg = InputConfig(
-            seed=opts.seed, samples=opts.samples or 4, int_range=opts.int_range, float_dist=opts.float_dist
+            seed=opts.seed,
+            samples=opts.samples or 4,
+            int_range=opts.int_range,
+            float_dist=opts.float_dist,
+            ranges={**({} if opts.int_range else hints.ranges), **opts.ranges},  # the user's flags win
+            values={**hints.values, **opts.values},
         )
+        check_names(InputConfig(ranges=opts.ranges, values=opts.values), sig)
         return generate_inputs(sig, cfg), None
     samples = load_data(opts.data, sig, samples=opts.samples)
     labels = load_labels(opts.data, opts.samples)
@@ -207,7 +236,7 @@ def validate(paths: Sequence[str | Path], options: ValidateOptions | None = None
                 "nothing to compare: only the reference was given",
                 hint="pass two or more artifacts, or a version folder whose source is available",
             )
-        samples, labels = build_inputs(sig, opts)
+        samples, labels = build_inputs(sig, opts, sample_hints(col, sig))
         report = validate_runtimes(
             ref_rt,
             cands,

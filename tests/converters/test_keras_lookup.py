@@ -119,6 +119,11 @@ def test_string_lookup_savedmodel_tflite_onnx_and_torch_skipped_by_name(
     want = next(iter(serving(words=tf.constant(words)).values())).numpy()
     got = ort.InferenceSession(str(onnx_path)).run(None, {"words": words.astype(str)})[0]
     np.testing.assert_allclose(got, want, atol=1e-5)
+    # fwx validate draws from the same vocabulary the export did (fwx.json "samples"), not "sample 0".."sample N"
+    from fwx.validators.run import ValidateOptions, validate
+
+    assert set(WORDS) < set(result.manifest.samples["input_values"]["words"])
+    assert validate([result.version_dir], ValidateOptions(device="cpu")).passed
 
 
 @pytest.mark.slow

@@ -1,0 +1,139 @@
+"""``fwx validate`` draws inputs as the export drew them (fwx.json ``samples``).
+
+A BERT-style model has a 2-row ``token_type_ids`` table: ids drawn from the
+default [0, 10) make ONNX Runtime's ``Gather`` refuse the input and torch's
+embedding raise, so a model that ``fwx export`` validated failed ``fwx
+validate``. The export now records the ranges (and a lookup table's keys) it
+sampled by, and validate reads them back; loose files get the ranges an ONNX
+artifact's ``Gather``s say.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fwx import ui
+from fwx.cli import main
+from fwx.signature import Signature, TensorSpec
+from fwx.sources.samples import InputConfig, generate_inputs, hints_from_json, hints_to_json
+
+pytestmark = pytest.mark.e2e
+
+
+VOCAB, TYPES = 50, 2  # input ids and token types: the type table has 2 rows
+
+
+@pytest.fixture(autouse=True)
+def _reset_ui() -> Iterator[None]:
+    yield
+    ui.state.json = False
+    ui.state.quiet = False
+
+
+def _cli(args: list[object], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A token classifier with a 50-id vocabulary and 2 token types, exported to ONNX and TorchScript."""
+    import torch
+
+    class Tagger(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.words = torch.nn.Embedding(VOCAB, 8)
+            self.types = torch.nn.Embedding(TYPES, 8)
+            self.head = torch.nn.Linear(8, 3)
+
+        def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+            return self.head(self.words(input_ids) + self.types(token_type_ids))
+
+    torch.manual_seed(0)
+    root = tmp_path_factory.mktemp("hints")
+    src = root / "tagger.pt2"
+    seq = torch.export.Dim("seq", min=2, max=64)
+    batch = torch.export.Dim("batch", min=1, max=64)
+    ids = torch.zeros(2, 5, dtype=torch.int64)
+    dims = {"input_ids": {0: batch, 1: seq}, "token_type_ids": {0: batch, 1: seq}}
+    torch.export.save(torch.export.export(Tagger().eval(), (ids, ids), dynamic_shapes=dims), src)
+    from fwx.exporter import ExportOptions, export
+
+    ui.state.quiet = True
+    result = export(src, ["onnx", "torchscript"], ExportOptions(out=root / "repo", name="tagger"))
+    ui.state.quiet = False
+    assert result.ok, result.failures
+    return Path(result.version_dir)
+
+
+def test_the_export_records_its_id_ranges_and_validate_passes_with_them(
+    exported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    samples = json.loads((exported / "fwx.json").read_text())["samples"]
+    # torch sources bound every id input by the smallest embedding (conservative, see fwx.sources.id_ranges)
+    assert samples["input_ranges"] == {"input_ids": [0, 2], "token_type_ids": [0, 2]}
+    code, out = _cli(["validate", "--device", "cpu", exported], capsys)
+    assert code == 0, out
+    assert "verdict: PASS" in out
+
+
+def test_without_the_hints_ids_overflow_the_type_table(exported: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The failure the hints prevent, so the test above cannot pass by accident."""
+    code, out = _cli(["validate", "--device", "cpu", exported, "--int-range", "0,10"], capsys)
+    assert code == 1
+    assert "out of" in out or "index" in out.lower(), out
+
+
+def test_loose_files_take_the_ranges_the_onnx_graph_gathers_from(
+    exported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = _cli(
+        [
+            "validate",
+            "--device",
+            "cpu",
+            exported / "model.onnx",
+            exported / "model.torchscript.pt",
+            "--trust-model-code",
+        ],
+        capsys,
+    )
+    assert code == 0, out
+
+
+def test_input_range_overrides_and_unknown_names_are_refused(
+    exported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = _cli(["validate", "--device", "cpu", exported, "--input-range", "token_type_ids:0,1"], capsys)
+    assert code == 0, out
+    code, out = _cli(["validate", "--device", "cpu", exported, "--input-range", "segment_ids:0,2"], capsys)
+    assert code == 2
+    assert "--input-range names segment_ids, not an input of the model" in out
+
+
+def test_hints_round_trip_through_json_with_strings_as_text() -> None:
+    sig = Signature(
+        (TensorSpec("words", "bytes", ("N", 3)), TensorSpec("ids", "int64", ("N", 3))),
+        (TensorSpec("y", "float32", ("N", 2)),),
+    )
+    cfg = InputConfig(ranges={"ids": (0, 7)}, values={"words": (b"cat", b"dog", b"\xff")})
+    data = hints_to_json(cfg)
+    assert "words" not in data.get("input_values", {})  # a key that is not UTF-8 is left out, not mangled
+    cfg = InputConfig(ranges={"ids": (0, 7)}, values={"words": (b"cat", b"dog")})
+    back = hints_from_json(json.loads(json.dumps(hints_to_json(cfg))), sig)
+    assert back.ranges == {"ids": (0, 7)}
+    assert back.values == {"words": (b"cat", b"dog")}
+    drawn = generate_inputs(sig, InputConfig(ranges=back.ranges, values=back.values))
+    assert {w for s in drawn for w in s["words"].ravel()} <= {b"cat", b"dog"}
+    assert max(int(s["ids"].max()) for s in drawn) < 7
+    assert hints_from_json({"input_ranges": {"other": [0, 3]}}, sig).ranges == {}  # data, not a command line
