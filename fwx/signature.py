@@ -124,18 +124,21 @@ def is_dynamic(d: Dim) -> bool:
 _GENERATED = re.compile(r"s\d+|unk__\d+|-1")
 
 
-def dim_text(d: Dim, axis: int, name: str) -> str:
+def dim_text(d: Dim, axis: int, name: str, shared: Mapping[str, str] | None = None) -> str:
     """The one spelling of a dim in user output: N for a dynamic first axis, NAME_dI for another
-    dynamic axis unless the user named it (seq), the number otherwise; never -1 or s40."""
+    dynamic axis unless the user named it (seq), the number otherwise; never -1 or s40. ``shared``
+    spells a made-up symbol that several tensors share by its first tensor's name."""
     if not is_dynamic(d):
         return str(d)
     if axis == 0:
         return "N"
+    if shared and str(d) in shared:
+        return shared[str(d)]
     return f"{name}_d{axis}" if _GENERATED.fullmatch(str(d)) else str(d)
 
 
-def shape_text(shape: Sequence[Dim], name: str) -> str:
-    return "[" + ",".join(dim_text(d, i, name) for i, d in enumerate(shape)) + "]"
+def shape_text(shape: Sequence[Dim], name: str, shared: Mapping[str, str] | None = None) -> str:
+    return "[" + ",".join(dim_text(d, i, name, shared) for i, d in enumerate(shape)) + "]"
 
 
 @dataclass(frozen=True)
@@ -185,9 +188,18 @@ class Signature:
         )
 
     def __str__(self) -> str:
-        ins = ", ".join(str(s) for s in self.inputs)
-        outs = ", ".join(str(s) for s in self.outputs)
-        return f"({ins}) -> ({outs})"
+        # a made-up symbol (s53) shared by input_ids and attention_mask reads input_ids_d1 in both:
+        # spelled per tensor, a .pt2 that shares its sequence axis would look as if it did not
+        shared: dict[str, str] = {}
+        for spec in (*self.inputs, *self.outputs):
+            for i, d in enumerate(spec.shape):
+                if i and isinstance(d, str) and _GENERATED.fullmatch(d) and d != "-1":
+                    shared.setdefault(d, f"{spec.name}_d{i}")
+
+        def text(specs: tuple[TensorSpec, ...]) -> str:
+            return ", ".join(f"{s.name}:{s.dtype}{shape_text(s.shape, s.name, shared)}" for s in specs)
+
+        return f"({text(self.inputs)}) -> ({text(self.outputs)})"
 
 
 _SPEC_RE = re.compile(r"^\s*([A-Za-z_][\w.:/-]*?)\s*:\s*([A-Za-z0-9_]+)\s*\[([^\]]*)\]\s*$")

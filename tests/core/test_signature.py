@@ -66,3 +66,25 @@ def test_one_spelling_for_dynamic_dims_in_user_output() -> None:
     assert str(TensorSpec("ids", "int64", ("batch", "seq"))) == "ids:int64[N,seq]"
     assert str(TensorSpec("ids", "int64", ("N", "unk__7", -1))) == "ids:int64[N,ids_d1,ids_d2]"
     assert shape_text([-1, 10], "logits") == "[N,10]"
+
+
+def test_a_made_up_symbol_shared_between_tensors_is_spelled_once() -> None:
+    """A .pt2's s53 shared by input_ids and attention_mask reads input_ids_d1 in both (and in the output);
+    -1 and distinct made-up symbols stay per tensor, so a format that cannot share shows that it does not."""
+    from fwx.signature import Signature, TensorSpec
+
+    shared = Signature(
+        (TensorSpec("input_ids", "int64", ("s43", "s53")), TensorSpec("attention_mask", "int64", ("s43", "s53"))),
+        (TensorSpec("out", "float32", ("s43", "s53", 32)),),
+    )
+    assert str(shared) == (
+        "(input_ids:int64[N,input_ids_d1], attention_mask:int64[N,input_ids_d1]) -> (out:float32[N,input_ids_d1,32])"
+    )
+    apart = Signature(
+        (TensorSpec("input_ids", "int64", (-1, -1)), TensorSpec("attention_mask", "int64", (-1, "unk__3"))),
+        (TensorSpec("out", "float32", (-1, "seq")),),
+    )
+    assert (
+        str(apart)
+        == "(input_ids:int64[N,input_ids_d1], attention_mask:int64[N,attention_mask_d1]) -> (out:float32[N,seq])"
+    )
