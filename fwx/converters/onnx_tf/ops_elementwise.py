@@ -85,8 +85,14 @@ def _hard_sigmoid(c: NodeCtx) -> Any:
     return elementwise(c, lambda x: tf.clip_by_value(x * alpha + beta, 0.0, 1.0))
 
 
+def _abs(x: tf.Tensor) -> tf.Tensor:
+    # TFLite's ABS has no int64 kernel (T5's relative position buckets take |i - j| of int64 positions);
+    # MAXIMUM and NEG have one, and max(x, -x) is |x| for every int64 but the minimum, as tf.abs is
+    return tf.maximum(x, -x) if x.dtype == tf.int64 else tf.abs(x)
+
+
 _UNARY: dict[str, Fn] = {
-    "Abs": tf.abs,
+    "Abs": _abs,
     "Neg": tf.negative,
     "Exp": tf.exp,
     "Log": tf.math.log,

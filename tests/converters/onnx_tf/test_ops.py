@@ -72,6 +72,8 @@ def _cases() -> list[Case]:
         Case("IsNaN", [rt("x", np.array([[1.0, np.nan], [np.inf, 0.0]], np.float32))]),
         Case("IsInf", [rt("x", np.array([[1.0, -np.inf], [np.inf, 0.0]], np.float32))], {"detect_negative": 0}),
         Case("Not", [BOOL_A]),
+        # T5's relative position buckets: |i - j| of int64 positions (TFLite's ABS has no int64 kernel)
+        Case("Abs", [rt("x", i64(-7, 0, 12, -(2**40)))], id="Abs-int64"),
         Case("LeakyRelu", [X], {"alpha": 0.3}, id="LeakyRelu-alpha"),
         # Broadcasting binary ops, including a constant and a lower-rank operand.
         Case("Add", [X, rt("y", f(5))]),
