@@ -172,7 +172,7 @@ def _judge(acc: OutputAccumulator, precision: str, policy: Policy, *, measured: 
         reasons += policy.judge(m, precision, acc.name)
         if _kind(m["ref_dtype"]) != _kind(m["dtype"].split(",")[0]):
             reasons.append(f"dtype {m['dtype']}, reference {m['ref_dtype']}")
-    return OutputResult(acc.name, m, policy.tolerance(precision, acc.name), reasons)
+    return OutputResult(acc.name, m, policy.applied(precision, acc.name, m), reasons)
 
 
 def validate_runtimes(

@@ -34,7 +34,15 @@ def min_required_atol(ref: np.ndarray, cand: np.ndarray, rtol: float) -> float:
 def metrics(ref: np.ndarray, cand: np.ndarray, rtol: float) -> dict[str, float]:
     """Error metrics over two flat float64 arrays of equal length (finite elements only)."""
     if ref.size == 0:
-        return {"max_abs": 0.0, "mean_abs": 0.0, "max_rel": 0.0, "cosine": 1.0, "snr_db": math.inf, "min_atol": 0.0}
+        return {
+            "max_abs": 0.0,
+            "mean_abs": 0.0,
+            "max_rel": 0.0,
+            "cosine": 1.0,
+            "snr_db": math.inf,
+            "min_atol": 0.0,
+            "scale": 0.0,
+        }
     diff = np.abs(cand - ref)
     scale = float(np.max(np.abs(ref)))
     floor = max(1e-6 * scale, float(np.finfo(np.float32).tiny))
@@ -55,6 +63,7 @@ def metrics(ref: np.ndarray, cand: np.ndarray, rtol: float) -> dict[str, float]:
         "cosine": cosine,
         "snr_db": snr,
         "min_atol": min_required_atol(ref, cand, rtol),
+        "scale": scale,  # the largest |reference|: a default atol is per unit of it (fwx.validators.policy)
     }
 
 

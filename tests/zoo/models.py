@@ -34,6 +34,9 @@ import numpy as np
 
 SEED = 0
 HW = 32  # image side for the zoo's CNNs and ViT: small enough for CI, large enough for 5 strided stages
+# EfficientNet-B0 at 32x32 ends in 1x1 maps and random-weight logits of ~2000, where correct runtimes differ
+# by ~1 (4e-4 of the range: ill-conditioned, not a wrong export); at 64x64 its logits are ~30, as trained ones are
+EFF_HW = 64
 VOCAB = 1000
 TORCH_KINDS = ("pt2", "torchscript", "onnx")
 KERAS_KINDS = ("keras", "savedmodel")
@@ -96,6 +99,23 @@ ZOO: dict[str, ZooModel] = {
             ("logits",),
             TORCH_KINDS,
             dims=({0: "batch"},),
+        ),
+        ZooModel(  # SiLU, squeeze-excitation, 16 depthwise stages: float rounding grows with the logits' size
+            "efficientnet_b0",
+            "torch",
+            (f"image:float32[batch,3,{EFF_HW},{EFF_HW}]",),
+            ("logits",),
+            TORCH_KINDS,
+            dims=({0: "batch"},),
+        ),
+        ZooModel(  # relative position buckets: |i - j| of int64 positions, log, min (no position table)
+            "t5_encoder",
+            "torch",
+            (_ids(), "attention_mask:int64[batch,seq]"),
+            ("last_hidden_state",),
+            TORCH_KINDS,
+            sequence=True,
+            dims=({0: "batch", 1: "seq"},) * 2,
         ),
         ZooModel("keras_mobilenet_v2", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
         ZooModel("keras_efficientnet_b0", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
@@ -216,6 +236,20 @@ def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
         return _hf_module(ViTForImageClassification(cfg), ("pixel_values",), "logits"), (
             torch.randn(b, 3, HW, HW, generator=gen),
         )
+    if name == "t5_encoder":
+        from transformers import T5Config, T5EncoderModel
+
+        cfg = T5Config(vocab_size=VOCAB, d_model=64, d_kv=32, d_ff=128, num_layers=2, num_heads=2)
+        ids = torch.randint(0, VOCAB, (b, s), generator=gen)
+        return _hf_module(T5EncoderModel(cfg), ("input_ids", "attention_mask"), "last_hidden_state"), (
+            ids,
+            torch.ones(b, s, dtype=torch.int64),
+        )
+    if name == "efficientnet_b0":
+        model = import_torchvision().models.efficientnet_b0(weights=None, num_classes=10)
+        x = torch.randn(8, 3, EFF_HW, EFF_HW, generator=gen)
+        _calibrate_bn_torch(model, x)
+        return model.eval(), (x[:b],)
     if name in ("resnet18", "mobilenet_v3"):
         tv = import_torchvision()
         model = (

@@ -38,6 +38,8 @@ CI_ROWS: list[tuple[str, str]] = [
     ("vit", "torchscript"),
     ("resnet18", "onnx"),
     ("mobilenet_v3", "pt2"),
+    ("efficientnet_b0", "pt2"),
+    ("t5_encoder", "pt2"),
     ("keras_mobilenet_v2", "keras"),
     ("keras_efficientnet_b0", "savedmodel"),
     ("keras_bilstm", "keras"),
