@@ -29,6 +29,30 @@ def tensor_to_int(t: Tensor) -> int:
     return int(t.reshape(-1)[0].item())
 
 
+# ONNX Max/Min over shape values (tf2onnx's broadcast of two shapes, Keras MultiHeadAttention): under
+# torch.export ``max(a, b)`` of two sizes would guard on ``a >= b``; torch.sym_max keeps it symbolic.
+def size_max(a: int, b: int) -> int:
+    if torch.jit.is_scripting():
+        return max(a, b)
+    return _sym_max(a, b)
+
+
+def size_min(a: int, b: int) -> int:
+    if torch.jit.is_scripting():
+        return min(a, b)
+    return _sym_min(a, b)
+
+
+@torch.jit.unused
+def _sym_max(a: int, b: int) -> int:
+    return torch.sym_max(a, b)  # type: ignore[return-value]
+
+
+@torch.jit.unused
+def _sym_min(a: int, b: int) -> int:
+    return torch.sym_min(a, b)  # type: ignore[return-value]
+
+
 def tensor_to_ints(t: Tensor) -> List[int]:  # noqa: UP006
     out: List[int] = t.reshape(-1).tolist()  # noqa: UP006
     return out

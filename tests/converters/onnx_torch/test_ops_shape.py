@@ -249,3 +249,30 @@ def test_topk(largest: int, axis: int) -> None:
         node_model("TopK", {"x": X}, consts={"k": _c(2)}, outputs=["v", "i"], opset=11, largest=largest, axis=axis),
         {"x": X},
     )
+
+
+@pytest.mark.parametrize(("op_type", "bound"), [("Max", 1), ("Min", 64)])
+def test_max_min_of_shapes_stays_symbolic_under_torch_export(op_type: str, bound: int) -> None:
+    """tf2onnx broadcasts two shapes with Max (Keras MultiHeadAttention): Reshape(x, [Max(Shape(x)[:2], c), -1]).
+
+    As tensors, the sizes came back through ``.item()`` and ``torch.export`` failed with "Could not guard on
+    data-dependent expression Eq(u0, 0)", so a Keras Transformer reached every format but ``.pt2``."""
+    import torch
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Slice", ["s", "zero", "two", "zero"], ["lead"]),
+        helper.make_node(op_type, ["lead", "floor"], ["sizes"]),
+        helper.make_node("Concat", ["sizes", "minus1"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    consts = {"zero": _c(0), "two": _c(2), "floor": _c(bound, 3), "minus1": _c(-1)}  # leaves [n, 3] as it is
+    model = graph_model(nodes, {"x": X}, consts=consts, dims=DYN, opset=17)
+    gm = check_model(model, {"x": X}, others=[{"x": X_OTHER}])
+    assert "ints_to_tensor" not in gm.code and "maximum" not in gm.code  # sizes, not tensors
+    if op_type == "Min":
+        return  # torch.export cannot prove min(64, n) == n within n's range: a guard it refuses, not ours
+    n, w = torch.export.Dim("n", min=2, max=64), torch.export.Dim("w", min=2, max=64)
+    ep = torch.export.export(gm, (torch.from_numpy(X),), dynamic_shapes=({0: n, 2: w},))
+    got = ep.module()(torch.from_numpy(X_OTHER)).numpy()
+    assert got.shape == (5, 3, 6) and np.allclose(got, X_OTHER)

@@ -154,6 +154,20 @@ def _binary(b: GraphBuilder, n: OnnxNode) -> Value:
     return b.call(BINARY[n.op_type], x, y)
 
 
+def _sym_extreme(b: GraphBuilder, op_type: str, args: list[Value]) -> Value | None:
+    """Max/Min of shape values as size arithmetic, so a reshape target built from them stays symbolic."""
+    fn = gf.size_max if op_type == "Max" else gf.size_min
+    acc = args[0]
+    for v in args[1:]:
+        pair = _sym_pair(acc, v)
+        if pair is None:
+            return None
+        xs, ys, scalar = pair
+        dtype = acc.dtype if isinstance(acc, Sym) else dtype_of(v)
+        acc = b.sym([b.int_op(fn, a, c) for a, c in zip(xs, ys, strict=True)], scalar, dtype)
+    return acc
+
+
 @op("Max", "Min", "Sum", "Mean")
 def _variadic(b: GraphBuilder, n: OnnxNode) -> Value:
     fns: dict[str, Callable[..., Any]] = {
@@ -164,6 +178,10 @@ def _variadic(b: GraphBuilder, n: OnnxNode) -> Value:
     }
     fn = fns[n.op_type]
     args = [v for v in n.inputs if v is not None]
+    if n.op_type in ("Max", "Min") and any(isinstance(v, Sym) for v in args):
+        sym = _sym_extreme(b, n.op_type, args)
+        if sym is not None:
+            return sym
     out = reduce(lambda acc, v: b.call(fn, acc, v), args[1:], args[0])
     return b.call(torch.div, out, float(len(args))) if n.op_type == "Mean" and len(args) > 1 else out
 
