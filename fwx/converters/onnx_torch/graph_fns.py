@@ -32,13 +32,13 @@ def tensor_to_int(t: Tensor) -> int:
 # ONNX Max/Min over shape values (tf2onnx's broadcast of two shapes, Keras MultiHeadAttention): under
 # torch.export ``max(a, b)`` of two sizes would guard on ``a >= b``; torch.sym_max keeps it symbolic.
 def size_max(a: int, b: int) -> int:
-    if torch.jit.is_scripting():
+    if torch.jit.is_scripting():  # type: ignore[attr-defined]
         return max(a, b)
     return _sym_max(a, b)
 
 
 def size_min(a: int, b: int) -> int:
-    if torch.jit.is_scripting():
+    if torch.jit.is_scripting():  # type: ignore[attr-defined]
         return min(a, b)
     return _sym_min(a, b)
 
