@@ -120,6 +120,7 @@ ZOO: dict[str, ZooModel] = {
         ZooModel("keras_mobilenet_v2", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
         ZooModel("keras_efficientnet_b0", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
         ZooModel("keras_bilstm", "keras", ("x:float32[batch,seq,8]",), ("y",), KERAS_KINDS, sequence=True),
+        ZooModel("keras_transformer", "keras", ("tokens:int64[batch,seq]",), ("y",), KERAS_KINDS, sequence=True),
         ZooModel("keras_recommender", "keras", ("item_ids:int64[batch,seq]",), ("score",), KERAS_KINDS, sequence=True),
     )
 }
@@ -357,6 +358,15 @@ def build_keras(name: str) -> Any:
         e = keras.layers.Embedding(len(catalog) + 1, 16, embeddings_initializer=init)(idx)
         y = keras.layers.Dense(1, name="score")(keras.layers.GlobalAveragePooling1D()(e))
         return keras.Model(x, y, name=name)
+    if name == "keras_transformer":
+        # One encoder block as the Keras guides build it: token embedding, MultiHeadAttention, residual
+        # LayerNormalization, a GELU feed-forward, pooled to class scores.
+        x = keras.Input((None,), dtype="int64", name="tokens")
+        e = keras.layers.Embedding(VOCAB, 32)(x)
+        h = keras.layers.LayerNormalization()(e + keras.layers.MultiHeadAttention(2, 16)(e, e))
+        f = keras.layers.Dense(32)(keras.layers.Dense(64, activation="gelu")(h))
+        pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.LayerNormalization()(h + f))
+        return keras.Model(x, keras.layers.Dense(3, name="y")(pooled), name=name)
     images = pixels(16)  # pixels, as the preprocessing layers expect; the examples are the first of them
     inp = keras.Input((HW, HW, 3), name="image")
     if name == "keras_mobilenet_v2":

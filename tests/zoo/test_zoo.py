@@ -45,6 +45,7 @@ CI_ROWS: list[tuple[str, str]] = [
     ("keras_bilstm", "keras"),
     ("keras_bilstm", "savedmodel"),
     ("keras_recommender", "savedmodel"),
+    ("keras_transformer", "keras"),
 ]
 ROWS = models.ROWS if os.environ.get("FWX_ZOO") == "all" else CI_ROWS
 
