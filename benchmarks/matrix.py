@@ -9,9 +9,10 @@ records per cell: pass/fail, max abs error, dynamic dims kept, seconds, path.
 Prints a table and writes bench-results/matrix.json and bench-results/matrix.md.
     python benchmarks/matrix.py [--kinds pytorch,onnx] [--archs resnet,lstm] [--out bench-results]
 
-``--zoo`` runs the test zoo instead (tests/zoo: Hugging Face BERT/GPT-2/ViT,
-torchvision ResNet-18/MobileNetV3, keras.applications MobileNetV2/EfficientNetB0,
-a Keras BiLSTM, each saved as its users save it): per row the whole
+``--zoo`` runs the test zoo instead (tests/zoo: Hugging Face BERT/GPT-2/ViT/T5
+encoder, torchvision ResNet-18/MobileNetV3/EfficientNet-B0, keras.applications
+MobileNetV2/EfficientNetB0, a Keras BiLSTM, recommender and Transformer block,
+each saved as its users save it): per row the whole
 ``--to all`` export's wall time, its slowest single hop and their ratio (goal:
 no row slower than 2x its slowest hop), plus each cell's verdict. Writes
 bench-results/zoo.json and zoo.md.
