@@ -10,7 +10,7 @@ Prints a table and writes bench-results/matrix.json and bench-results/matrix.md.
     python benchmarks/matrix.py [--kinds pytorch,onnx] [--archs resnet,lstm] [--out bench-results]
 
 ``--zoo`` runs the test zoo instead (tests/zoo: Hugging Face BERT/GPT-2/ViT/T5
-encoder, torchvision ResNet-18/MobileNetV3/EfficientNet-B0, keras.applications
+encoder/DeBERTa-v2, torchvision ResNet-18/MobileNetV3/EfficientNet-B0, keras.applications
 MobileNetV2/EfficientNetB0, a Keras BiLSTM, recommender and Transformer block,
 each saved as its users save it): per row the whole
 ``--to all`` export's wall time, its slowest single hop and their ratio (goal:

@@ -100,6 +100,15 @@ ZOO: dict[str, ZooModel] = {
             TORCH_KINDS,
             dims=({0: "batch"},),
         ),
+        ZooModel(  # disentangled attention: log-bucketed relative positions (sign, abs, log of int64)
+            "deberta_v2",
+            "torch",
+            (_ids(), "attention_mask:int64[batch,seq]"),
+            ("last_hidden_state",),
+            TORCH_KINDS,
+            sequence=True,
+            dims=({0: "batch", 1: "seq"},) * 2,
+        ),
         ZooModel(  # SiLU, squeeze-excitation, 16 depthwise stages: float rounding grows with the logits' size
             "efficientnet_b0",
             "torch",
@@ -236,6 +245,25 @@ def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
         )
         return _hf_module(ViTForImageClassification(cfg), ("pixel_values",), "logits"), (
             torch.randn(b, 3, HW, HW, generator=gen),
+        )
+    if name == "deberta_v2":
+        from transformers import DebertaV2Config, DebertaV2Model
+
+        cfg = DebertaV2Config(
+            vocab_size=VOCAB,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+            max_position_embeddings=64,
+            relative_attention=True,
+            position_buckets=16,
+            pos_att_type=["p2c", "c2p"],
+        )
+        ids = torch.randint(0, VOCAB, (b, s), generator=gen)
+        return _hf_module(DebertaV2Model(cfg), ("input_ids", "attention_mask"), "last_hidden_state"), (
+            ids,
+            torch.ones(b, s, dtype=torch.int64),
         )
     if name == "t5_encoder":
         from transformers import T5Config, T5EncoderModel

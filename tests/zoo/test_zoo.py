@@ -40,6 +40,7 @@ CI_ROWS: list[tuple[str, str]] = [
     ("mobilenet_v3", "pt2"),
     ("efficientnet_b0", "pt2"),
     ("t5_encoder", "pt2"),
+    ("deberta_v2", "pt2"),
     ("keras_mobilenet_v2", "keras"),
     ("keras_efficientnet_b0", "savedmodel"),
     ("keras_bilstm", "keras"),

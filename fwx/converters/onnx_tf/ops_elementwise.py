@@ -91,6 +91,13 @@ def _abs(x: tf.Tensor) -> tf.Tensor:
     return tf.maximum(x, -x) if x.dtype == tf.int64 else tf.abs(x)
 
 
+def _sign(x: tf.Tensor) -> tf.Tensor:
+    # TFLite's SIGN has no int64 kernel either (DeBERTa's log-bucketed relative positions take sign(i - j))
+    if x.dtype == tf.int64:
+        return tf.cast(x > 0, tf.int64) - tf.cast(x < 0, tf.int64)
+    return tf.sign(x)
+
+
 _UNARY: dict[str, Fn] = {
     "Abs": _abs,
     "Neg": tf.negative,
@@ -101,7 +108,7 @@ _UNARY: dict[str, Fn] = {
     "Floor": tf.floor,
     "Ceil": tf.math.ceil,
     "Round": tf.round,
-    "Sign": tf.sign,
+    "Sign": _sign,
     "Sin": tf.sin,
     "Cos": tf.cos,
     "Tan": lambda x: tf.sin(x) / tf.cos(x),

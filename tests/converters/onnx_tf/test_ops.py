@@ -74,6 +74,7 @@ def _cases() -> list[Case]:
         Case("Not", [BOOL_A]),
         # T5's relative position buckets: |i - j| of int64 positions (TFLite's ABS has no int64 kernel)
         Case("Abs", [rt("x", i64(-7, 0, 12, -(2**40)))], id="Abs-int64"),
+        Case("Sign", [rt("x", i64(-7, 0, 12, -(2**40)))], id="Sign-int64"),  # DeBERTa's log buckets
         Case("LeakyRelu", [X], {"alpha": 0.3}, id="LeakyRelu-alpha"),
         # Broadcasting binary ops, including a constant and a lower-rank operand.
         Case("Add", [X, rt("y", f(5))]),
