@@ -30,6 +30,7 @@ def k(name: str, v: np.ndarray) -> tuple[str, np.ndarray, bool]:
 
 
 X = rt("x", f(3, 4, 5))
+IDS = _rng.integers(-9, 9, (3, 4)).astype(np.int64)  # positions and ids: the int64 forms of the ops
 IMG = rt("x", f(2, 4, 9, 9))
 BOOL_A = rt("a", _rng.random((3, 4)) > 0.5)
 BOOL_B = rt("b", _rng.random((4,)) > 0.5)
@@ -143,6 +144,14 @@ def _linalg_cases() -> list[Case]:
             id="ReduceSum-noop",
         ),
         Case("ReduceMax", [X], {"axes": [0, 2]}, opset=13),
+        Case("ReduceMax", [rt("x", IDS)], {"axes": [1]}, opset=13, id="ReduceMax-int64"),
+        Case("ReduceMin", [rt("x", IDS)], {"axes": [1]}, opset=13, id="ReduceMin-int64"),
+        Case("ReduceSum", [rt("x", IDS), k("axes", i64(1))], opset=13, id="ReduceSum-int64"),
+        Case("ReduceProd", [rt("x", IDS)], {"axes": [1]}, opset=13, id="ReduceProd-int64"),
+        Case("CumSum", [rt("x", IDS), k("axis", np.array(1, np.int64))], id="CumSum-int64"),
+        Case("Clip", [rt("x", IDS), k("lo", np.array(0, np.int64)), k("hi", np.array(5, np.int64))], id="Clip-int64"),
+        Case("Mul", [rt("x", IDS), k("y", i64(3))], id="Mul-int64"),
+        Case("Max", [rt("x", IDS), k("y", i64(2))], id="Max-int64"),
         Case("ReduceMin", [X], {"axes": [1]}, opset=13),
         Case("ReduceProd", [X], {"axes": [2]}, opset=13),
         Case("ReduceL2", [X], {"axes": [2]}, opset=13),
