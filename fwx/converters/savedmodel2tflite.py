@@ -44,6 +44,34 @@ def unsupported_ops(text: str) -> list[str]:
     return sorted(ops)
 
 
+def mlir_error(exc: BaseException) -> str:
+    """The message of the converter's first MLIR diagnostic without its location prefix.
+
+    ``error: loc(callsite(fused["TensorListReserve:", "functional_1/gru_1/..."] at ...)): 'tf.TensorListReserve'
+    op requires element_shape to be static ...``: the location alone fills a terminal line, so a one-line
+    error cut to 300 characters said nothing. The exception's first line when it holds no diagnostic.
+    """
+    text = str(exc)
+    start = text.find("error: ")
+    if start < 0:
+        return first_line(exc)
+    rest = text[start + len("error: ") :]
+    if rest.startswith("loc("):
+        depth = 0
+        for i, ch in enumerate(rest):
+            depth += (ch == "(") - (ch == ")")
+            if depth == 0 and ch == ")":
+                rest = rest[i + 1 :].lstrip(": ")
+                break
+    return rest.strip().splitlines()[0][:300] if rest.strip() else first_line(exc)
+
+
+def _failure_hint(message: str) -> str:
+    if "TensorList" in message:  # Keras RNNs with a mask or a loop TFLite cannot fold into its fused ops
+        return "TFLite needs this loop's sizes fixed: retry with --static-shapes (batch 1), or serve the SavedModel"
+    return "rerun with --debug for the converter's log"
+
+
 def convert_flat(make: Callable[[], Any]) -> bytes:
     """Run one ``TFLiteConverter``; unsupported ops become ``UnsupportedOpsError`` listing all of them."""
     try:
@@ -58,9 +86,8 @@ def convert_flat(make: Callable[[], Any]) -> bytes:
                 ops,
                 hint="TFLite has no kernel for them; rewrite those ops, or export to savedmodel/onnx instead",
             ) from exc
-        raise ExportError(
-            f"TFLite conversion failed: {first_line(exc)}", hint="rerun with --debug for the converter's log"
-        ) from exc
+        message = mlir_error(exc)
+        raise ExportError(f"TFLite conversion failed: {message}", hint=_failure_hint(message)) from exc
 
 
 class SavedModelToTFLite(Converter):
