@@ -28,6 +28,7 @@ from fwx.converters.onnx_torch.verify import Check, fixed_symbols, references, s
 from fwx.converters.onnx_torch.writers import write_pt2, write_torchscript
 from fwx.errors import ExportError, InputError, first_line
 from fwx.formats import Format
+from fwx.frameworks import quiet
 from fwx.runtimes.files import load_onnx
 from fwx.signature import Signature
 
@@ -176,7 +177,10 @@ def _write(
             if target is Format.TORCHSCRIPT:
                 info["torchscript_mode"] = write_torchscript(gm, args, out, opts, extra, notes)
             else:
-                exported = write_pt2(gm, args, sig, out, opts, extra, notes, fixed)
+                # a failing torch.export print()s the whole graph (hundreds of lines) to stderr; the
+                # error itself comes back as one line, the graph with --debug
+                with quiet():
+                    exported = write_pt2(gm, args, sig, out, opts, extra, notes, fixed)
                 result_sig = smp.pinned(exported, sizes) if opts.static_shapes else exported
         except ExportError:
             raise
