@@ -119,8 +119,8 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
 @click.option(
     "--prefetch",
     type=click.Choice(["auto", "on", "off"], case_sensitive=False),
-    help="Convert the last target's slow hop (e.g. SavedModel -> TFLite) in a second process meanwhile; "
-    "auto: with 2+ cores and an input of 1 MiB or more. Default: $FWX_PREFETCH, else auto.",
+    help="Convert the last target's file->file hops (e.g. SavedModel -> TFLite) in a second process "
+    "meanwhile; auto: only for inputs of 2 MiB or more with an idle core. Default: $FWX_PREFETCH, else off.",
 )
 @click.option("--quantize", type=click.Choice(QUANT_KINDS), help="Quantise ONNX/TFLite targets.")
 @click.option("--calibration-data", metavar="PATH", help="Calibration samples for --quantize int8 (or 'random').")

@@ -40,7 +40,7 @@ class ExportOptions:
     input_ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # --input-range NAME:LO,HI
     input_values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # --input-values NAME:V1,V2
     allow_signature_change: bool = False  # publish a version whose interface differs from the previous one
-    prefetch: str | None = None  # auto | on | off (--prefetch); None: $FWX_PREFETCH, else auto
+    prefetch: str | None = None  # auto | on | off (--prefetch); None: $FWX_PREFETCH, else DEFAULT_PREFETCH
 
     def __post_init__(self) -> None:
         specs = tuple(s if isinstance(s, TensorSpec) else parse_tensor_spec(s) for s in self.inputs)
@@ -60,11 +60,13 @@ class ExportOptions:
 
 
 PREFETCH_MODES = ("auto", "on", "off")
+#: Off until a quiet-machine A/B shows a gain: on the shared 2-core VM it cost time (docs/export.md).
+DEFAULT_PREFETCH = "off"
 
 
 def prefetch_mode(value: str | None) -> str:
-    """``--prefetch``'s value, or ``$FWX_PREFETCH`` when not given, else ``auto``; anything else is refused."""
-    text = (value if value is not None else os.environ.get("FWX_PREFETCH", "")).strip().lower() or "auto"
+    """``--prefetch``'s value, or ``$FWX_PREFETCH`` when not given, else ``DEFAULT_PREFETCH``; others are refused."""
+    text = (value if value is not None else os.environ.get("FWX_PREFETCH", "")).strip().lower() or DEFAULT_PREFETCH
     if text not in PREFETCH_MODES:
         where = "--prefetch" if value is not None else "FWX_PREFETCH"
         raise UsageError(f"{where} {text!r} is not one of auto, on, off", hint="use --prefetch auto|on|off")

@@ -14,10 +14,11 @@ file (hard-linked into the runner's own work folder, so neither side moves the
 other's files), the tool version and the seconds the child spent. Everything
 after that (read-back, validation, publishing, ``fwx.json``) is unchanged.
 
-``--prefetch auto`` starts the child only where it pays: two or more cores and
-an input of at least ``MIN_BYTES``. Starting it costs about 4.5 s of CPU
-(Python + TensorFlow imports), more than a small model's whole conversion, so
-the test suite's tiny models never start one. A converter error in the child
+``--prefetch auto`` starts the child only where it may pay: an input of at
+least ``MIN_BYTES`` and an idle core (``spare_core``). Starting it costs about
+4.5 s of CPU (Python + TensorFlow imports), more than a small model's whole
+conversion, so the test suite's tiny models never start one. The default is
+``off`` (``options.DEFAULT_PREFETCH``): on the shared 2-core VM it did not pay. A converter error in the child
 comes back as the same ``FwxError`` (or one line); a crash (the TFLite converter
 can abort) becomes "converter crashed (SIGABRT)" for that hop alone. The child
 is killed when the export ends, fails or is interrupted, and exits by itself if
@@ -47,8 +48,9 @@ from fwx.exporter.hopjob import error_from_json, hop_options, next_source, optio
 from fwx.exporter.runner import WORK, HopKey, HopRun, RunContext, suspect
 from fwx.formats import ARTIFACT_NAMES, Format
 
-#: ``auto`` prefetches a hop only when the file it reads is at least this big (see ``docs/export.md``).
-MIN_BYTES = 1 << 20
+#: ``auto`` prefetches a hop only when the file it reads is at least this big: measured, a 0.66 MB SavedModel
+#: (the zoo's BERT) converts to TFLite in 0.7 s, less than the helper's start, a 5 MB one (MobileNetV2) in 6 s.
+MIN_BYTES = 2 << 20
 #: Source formats the child may read directly: loading them runs no code from the file.
 FILE_SOURCES = frozenset({Format.SAVEDMODEL, Format.ONNX})
 #: The environment the child inherits, by prefix; anything that looks like a secret is dropped anyway.
@@ -68,11 +70,28 @@ def cores() -> int:
 
 
 def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What the child inherits: locale, paths and framework knobs; no credentials."""
+    """What the child inherits: locale, paths and framework knobs; no credentials.
+
+    Its thread pools get half the cores (unless the user sized them): two processes each
+    spinning a pool as wide as the machine slow each other down more than the overlap gains.
+    """
     env = os.environ if environ is None else environ
-    return {
+    kept = {
         k: v for k, v in env.items() if k.startswith(_ENV_PREFIXES) and not any(w in k.upper() for w in _SECRET_WORDS)
     }
+    threads = str(max(1, cores() // 2))
+    for name in ("FWX_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+        kept.setdefault(name, threads)
+    return kept
+
+
+def spare_core() -> bool:
+    """Whether a core is idle beside this export: the 1-minute load average, less this process's own 1.0."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return False
+    return load - 1.0 <= cores() - 1.5
 
 
 def hop_key(ctx: RunContext, hops: tuple[EdgeEntry, ...], i: int) -> HopKey:
@@ -216,8 +235,7 @@ class Prefetcher:
     def _chain(self, ctx: RunContext, target: Format) -> tuple[Plan, int, int] | str | None:
         """``(plan, first, end)``: hops ``first:end`` of ``target``'s first path to hand over now; or
         ``"wait"`` when they could be handed over once an earlier hop is done; or None."""
-        found = self.plans.get(target) or []
-        plan = next((p for p in found if suspect(ctx, p) is None), found[0] if found else None)
+        plan = self._live_plan(ctx, target)
         if plan is None or not plan.hops:
             return None
         hops = plan.hops
@@ -225,15 +243,14 @@ class Prefetcher:
         end = first
         while end < len(hops) and self._may_take(ctx, hops, end):
             end += 1
-        if end > first and self._needed_at(hops[: first + 1]) > self.position + 1:
+        if end > first and self._needed_at(ctx, hops[: first + 1]) > self.position + 1:
             size = self._input_size(ctx, hops, first)
-            if size is None or (self.mode == "auto" and size < self.min_bytes):
+            if size is None or (self.mode == "auto" and (size < self.min_bytes or not spare_core())):
                 return None
             return plan, first, end
         # not now (not the child's hop, or the runner needs it next): keep the child for a later hop of this path
         later = any(self._may_take(ctx, hops, i) for i in range(first + 1, len(hops)))
-        failed = any(hop_key(ctx, hops, i) in ctx.failed for i in range(len(hops)))
-        return "wait" if later and not failed else None
+        return "wait" if later else None
 
     def _may_take(self, ctx: RunContext, hops: tuple[EdgeEntry, ...], i: int) -> bool:
         key = hop_key(ctx, hops, i)
@@ -245,10 +262,19 @@ class Prefetcher:
             and getattr(edge_class(hops[i]), "prefetchable", False)
         )
 
-    def _needed_at(self, prefix: tuple[EdgeEntry, ...]) -> int:
-        """The first target (index in ``order``) whose first path starts with ``prefix``."""
+    def _live_plan(self, ctx: RunContext, target: Format) -> Plan | None:
+        """The path the runner will try first for ``target``: suspect paths last, none through a failed hop."""
+        found = sorted(self.plans.get(target) or [], key=lambda p: suspect(ctx, p) is not None)
+        for plan in found:
+            if not any(hop_key(ctx, plan.hops, i) in ctx.failed for i in range(len(plan.hops))):
+                return plan
+        return None
+
+    def _needed_at(self, ctx: RunContext, prefix: tuple[EdgeEntry, ...]) -> int:
+        """The first target (index in ``order``) whose live path starts with ``prefix``."""
         for i, fmt in enumerate(self.order):
-            if any(p.hops[: len(prefix)] == prefix for p in (self.plans.get(fmt) or [])[:1]):
+            plan = self._live_plan(ctx, fmt)
+            if plan is not None and plan.hops[: len(prefix)] == prefix:
                 return i
         return len(self.order)
 

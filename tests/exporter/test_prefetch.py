@@ -20,7 +20,7 @@ import pytest
 from fwx.converters.base import EdgeEntry
 from fwx.errors import ExportError, UsageError
 from fwx.exporter import ExportOptions, export
-from fwx.exporter.prefetch import MIN_BYTES, child_env
+from fwx.exporter.prefetch import MIN_BYTES, child_env, cores
 from fwx.formats import Format
 
 from . import prefetch_edges
@@ -79,15 +79,37 @@ def test_prefetch_on_publishes_what_in_process_publishes(
 ) -> None:
     on = _export(keras_files["savedmodel"], tmp_path / "on", ["all"], "on")
     assert "prefetch: savedmodel -> tflite in a second process" in capsys.readouterr().err
-    auto = _export(keras_files["savedmodel"], tmp_path / "auto", ["all"], "auto")
-    assert "prefetch:" not in capsys.readouterr().err  # a 14 KiB model: auto starts no process
+    off = _export(keras_files["savedmodel"], tmp_path / "off", ["all"], "off")
+    assert "prefetch:" not in capsys.readouterr().err
     assert on.ok
-    assert auto.ok
+    assert off.ok
     assert sorted(on.manifest.artifacts) == ["onnx", "pt2", "savedmodel", "tflite", "torchscript"]
-    assert _shape(on.manifest) == _shape(auto.manifest)
+    assert _shape(on.manifest) == _shape(off.manifest)
     assert on.manifest.artifacts["tflite"].hops[0]["seconds"] > 0
-    assert not list((on.version_dir).rglob(".work"))
+    assert not list(on.version_dir.rglob(".work"))
     assert _children() == []
+
+
+@pytest.mark.parametrize(
+    ("min_bytes", "spare", "started"), [(None, True, False), ("0", True, True), ("0", False, False)]
+)
+def test_auto_starts_a_process_only_for_big_inputs_with_a_core_to_spare(
+    keras_files: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    min_bytes: str | None,
+    spare: bool,
+    started: bool,
+) -> None:
+    from fwx.exporter import prefetch
+
+    monkeypatch.setattr(prefetch, "spare_core", lambda: spare)
+    if min_bytes is not None:  # the 14 KiB model counts as big
+        monkeypatch.setenv("FWX_PREFETCH_MIN_BYTES", min_bytes)
+    res = _export(keras_files["savedmodel"], tmp_path, CHEAP, "auto")
+    assert res.ok
+    assert ("prefetch: savedmodel -> tflite" in capsys.readouterr().err) is started
 
 
 def test_a_converter_error_in_the_child_is_the_in_process_error(
@@ -157,5 +179,11 @@ def test_prefetch_mode_is_checked_before_loading(cli: Any, tmp_path: Path, monke
 def test_the_child_inherits_no_secrets() -> None:
     env = {"PATH": "/bin", "HOME": "/h", "TF_CPP_MIN_LOG_LEVEL": "3", "FWX_API_KEY": "k", "FWX_TOKEN": "t"}
     env |= {"AWS_SECRET_ACCESS_KEY": "s", "GITHUB_TOKEN": "g", "SOMETHING": "x"}
-    assert child_env(env) == {"PATH": "/bin", "HOME": "/h", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    kept = child_env(env)
+    assert {k: v for k, v in kept.items() if not k.endswith("THREADS")} == {
+        "PATH": "/bin",
+        "HOME": "/h",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+    }
+    assert kept["OMP_NUM_THREADS"] == kept["TF_NUM_INTRAOP_THREADS"] == str(max(1, cores() // 2))
     assert MIN_BYTES >= 1 << 20
