@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fwx import ui
 from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, SourceModel, edge_class
@@ -36,9 +36,6 @@ from fwx.sources.reference import source_runtime
 from fwx.sources.samples import InputConfig
 from fwx.validators import validate_runtimes
 
-if TYPE_CHECKING:
-    from fwx.exporter.prefetch import Prefetcher
-
 WORK = ".work"
 
 
@@ -51,6 +48,15 @@ class HopRun:
 
 #: A cached hop: the path prefix that made it and whether its last hop was asked to quantise.
 HopKey = tuple[tuple[EdgeEntry, ...], bool]
+
+
+class Prefetch(Protocol):
+    """The helper that converts a later hop in another process (``fwx.exporter.prefetch.Prefetcher``)."""
+
+    def begin(self, ctx: RunContext, target: Format) -> None: ...
+    def offer(self, ctx: RunContext) -> None: ...
+    def take(self, ctx: RunContext, key: HopKey) -> HopRun | None: ...
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -95,7 +101,7 @@ class RunContext:
     failed: dict[HopKey, FwxError] = field(default_factory=dict)
     suspect: dict[tuple[EdgeEntry, ...], FwxError] = field(default_factory=dict)  # prefixes whose file bakes a size
     counter: int = 0
-    prefetch: Prefetcher | None = None  # the helper process converting a later hop meanwhile (--prefetch)
+    prefetch: Prefetch | None = None  # the helper process converting a later hop meanwhile (--prefetch)
 
     def work_path(self, fmt: Format) -> Path:
         """A fresh path named like the final artifact (TorchScript names its archive root after it)."""
