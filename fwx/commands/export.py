@@ -120,7 +120,7 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
     "--prefetch",
     type=click.Choice(["auto", "on", "off"], case_sensitive=False),
     help="Convert the last target's file->file hops (e.g. SavedModel -> TFLite) in a second process "
-    "meanwhile; auto: only for inputs of 2 MiB or more with an idle core. Default: $FWX_PREFETCH, else off.",
+    "meanwhile; auto: with 2+ cores, for inputs of 16 MiB or more. Default: $FWX_PREFETCH, else auto.",
 )
 @click.option("--quantize", type=click.Choice(QUANT_KINDS), help="Quantise ONNX/TFLite targets.")
 @click.option("--calibration-data", metavar="PATH", help="Calibration samples for --quantize int8 (or 'random').")

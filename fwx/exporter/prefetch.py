@@ -14,11 +14,11 @@ file (hard-linked into the runner's own work folder, so neither side moves the
 other's files), the tool version and the seconds the child spent. Everything
 after that (read-back, validation, publishing, ``fwx.json``) is unchanged.
 
-``--prefetch auto`` starts the child only where it may pay: an input of at
-least ``MIN_BYTES`` and an idle core (``spare_core``). Starting it costs about
+``--prefetch auto`` starts the child only where it paid when measured: two or
+more cores and an input of at least ``MIN_BYTES``. Starting it costs about
 4.5 s of CPU (Python + TensorFlow imports), more than a small model's whole
-conversion, so the test suite's tiny models never start one. The default is
-``off`` (``options.DEFAULT_PREFETCH``): on the shared 2-core VM it did not pay. A converter error in the child
+conversion, so the test suite's small models never start one (``auto`` is the
+default, ``options.DEFAULT_PREFETCH``). A converter error in the child
 comes back as the same ``FwxError`` (or one line); a crash (the TFLite converter
 can abort) becomes "converter crashed (SIGABRT)" for that hop alone. The child
 is killed when the export ends, fails or is interrupted, and exits by itself if
@@ -48,9 +48,10 @@ from fwx.exporter.hopjob import error_from_json, hop_options, next_source, optio
 from fwx.exporter.runner import WORK, HopKey, HopRun, RunContext, suspect
 from fwx.formats import ARTIFACT_NAMES, Format
 
-#: ``auto`` prefetches a hop only when the file it reads is at least this big: measured, a 0.66 MB SavedModel
-#: (the zoo's BERT) converts to TFLite in 0.7 s, less than the helper's start, a 5 MB one (MobileNetV2) in 6 s.
-MIN_BYTES = 2 << 20
+#: ``auto`` prefetches a hop only when the file it reads is at least this big. Measured A/B on 2 cores
+#: (docs/export.md): the zoo's EfficientNetB0 SavedModel (34 MB, TFLite hop 17 s) exported 12-51% faster;
+#: MobileNetV2 (5 MB, 6 s) was as often slower as faster; BERT (0.66 MB, 0.7 s) 3 s slower.
+MIN_BYTES = 16 << 20
 #: Source formats the child may read directly: loading them runs no code from the file.
 FILE_SOURCES = frozenset({Format.SAVEDMODEL, Format.ONNX})
 #: The environment the child inherits, by prefix; anything that looks like a secret is dropped anyway.
@@ -83,15 +84,6 @@ def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     for name in ("FWX_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
         kept.setdefault(name, threads)
     return kept
-
-
-def spare_core() -> bool:
-    """Whether a core is idle beside this export: the 1-minute load average, less this process's own 1.0."""
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        return False
-    return load - 1.0 <= cores() - 1.5
 
 
 def hop_key(ctx: RunContext, hops: tuple[EdgeEntry, ...], i: int) -> HopKey:
@@ -245,7 +237,7 @@ class Prefetcher:
             end += 1
         if end > first and self._needed_at(ctx, hops[: first + 1]) > self.position + 1:
             size = self._input_size(ctx, hops, first)
-            if size is None or (self.mode == "auto" and (size < self.min_bytes or not spare_core())):
+            if size is None or (self.mode == "auto" and size < self.min_bytes):
                 return None
             return plan, first, end
         # not now (not the child's hop, or the runner needs it next): keep the child for a later hop of this path
