@@ -17,6 +17,7 @@ each saved as its users save it): per row the whole
 no row slower than 2x its slowest hop), plus each cell's verdict. Writes
 bench-results/zoo.json and zoo.md.
     python benchmarks/matrix.py --zoo [bert:onnx,keras_bilstm:savedmodel | all]
+``FWX_PREFETCH=off|on|auto`` sets the exports' hop prefetch (default auto; docs/export.md) for an A/B.
 """
 
 from __future__ import annotations

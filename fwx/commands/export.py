@@ -104,6 +104,12 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
     show_default=True,
     help="Device for read-back and validation.",
 )
+@click.option(
+    "--prefetch",
+    type=click.Choice(["auto", "on", "off"], case_sensitive=False),
+    help="Convert the last target's file->file hops (e.g. SavedModel -> TFLite) in a second process "
+    "meanwhile; auto: with 2+ cores, for inputs of 16 MiB or more. Default: $FWX_PREFETCH, else auto.",
+)
 @click.option("--quantize", type=click.Choice(QUANT_KINDS), help="Quantise ONNX/TFLite targets.")
 @click.option("--calibration-data", metavar="PATH", help="Calibration samples for --quantize int8 (or 'random').")
 @click.option(
@@ -154,6 +160,7 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
         input_ranges=ranges,
         input_values=values,
         allow_signature_change=kw["allow_signature_change"],
+        prefetch=kw["prefetch"],
     )
     result = run_export(source, targets, eo)
     ui.emit(result.to_json(), lambda: _summary(result))

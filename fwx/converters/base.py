@@ -76,6 +76,10 @@ class Converter(ABC):
     requires: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: Lower is preferred when two paths have the same length.
     cost: ClassVar[int] = 10
+    #: A pure file -> file edge: it reads only ``src.path`` (never a live ``src.obj``) and options that travel
+    #: as JSON (plus the sample inputs as arrays), and loading its input runs no code from it. The exporter may
+    #: then run it in its prefetch process (``fwx.exporter.prefetch``) while it works on other targets.
+    prefetchable: ClassVar[bool] = False
 
     @classmethod
     def missing(cls) -> list[tuple[str, str]]:

@@ -73,6 +73,7 @@ class OnnxToSavedModel(Converter):
     honours: ClassVar[frozenset[str]] = frozenset({"layout", "dynamic", "static_shapes"})
     requires: ClassVar[tuple[tuple[str, str], ...]] = (("tensorflow", "tf"), ("onnx", "onnx"))
     cost = 10
+    prefetchable = True
 
     def precheck(self, src: SourceModel, opts: ConvertOptions) -> None:
         """List every op the translator lacks (all at once) before anything is traced."""

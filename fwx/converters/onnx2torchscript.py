@@ -20,6 +20,7 @@ class OnnxToTorch(Converter):
     tool = "fwx-onnx-torch"
     honours = frozenset({"dynamic", "static_shapes"})
     requires = (("torch", "torch"), ("onnx", "onnx"), ("onnxruntime", "onnx"))
+    prefetchable = True
 
     def precheck(self, src: SourceModel, opts: ConvertOptions) -> None:
         from fwx.converters.onnx_torch.pipeline import precheck

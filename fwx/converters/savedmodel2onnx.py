@@ -25,6 +25,7 @@ class SavedModelToOnnx(Converter):
     honours = frozenset({"opset", "dynamic", "static_shapes"})
     requires = (("tensorflow", "tf"), ("tf2onnx", "tf"), ("onnx", "onnx"))
     cost = 10
+    prefetchable = True
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         tf = require("tensorflow", "converting SavedModels")

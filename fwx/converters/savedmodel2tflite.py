@@ -97,6 +97,7 @@ class SavedModelToTFLite(Converter):
     honours = frozenset({"dynamic", "quantize", "static_shapes"})
     requires = (("tensorflow", "tf"), ("ai_edge_litert", "tflite"))
     cost = 10
+    prefetchable = True
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         tf = require("tensorflow", "converting to TFLite")

@@ -22,8 +22,9 @@ from fwx.converters.plan import Plan
 from fwx.errors import ExportError, FwxError, ValidationError
 from fwx.exporter.collision import check_new_version, check_pinned
 from fwx.exporter.manifest_build import build_manifest, choose
-from fwx.exporter.options import ExportOptions
+from fwx.exporter.options import ExportOptions, prefetch_mode
 from fwx.exporter.pinning import guess_layout, load_example_inputs
+from fwx.exporter.prefetch import Prefetcher, prefetch_bytes
 from fwx.exporter.resolve import pin_signature
 from fwx.exporter.runner import WORK, Attempt, RunContext, place, run_target
 from fwx.exporter.targets import (
@@ -209,7 +210,9 @@ def _run(
         rejected: dict[Format, tuple[Attempt, list[str]]] = {}
         failures: list[str] = []
         errors: dict[Format, FwxError] = {}
-        for fmt in run_order(sel.plans):
+        order = run_order(sel.plans)
+        ctx.prefetch = Prefetcher(st.path, sel.plans, order, prefetch_mode(eo.prefetch), min_bytes=prefetch_bytes())
+        for fmt in order:
             try:
                 with ui.step(f"export {fmt}"):
                     pick, lines = _target(ctx, fmt, sel.plans[fmt])
@@ -232,6 +235,7 @@ def _run(
             failures += lines
             if lines:
                 place(ctx, fmt, pick)
+        ctx.prefetch.close()  # every hop it could convert has been taken or is no longer wanted
         chosen, rejected, errors = _in_target_order(chosen), _in_target_order(rejected), _in_target_order(errors)
         skipped = {f.value: skipped[f.value] for f in TARGETS if f.value in skipped}
         first = next(iter(errors.values()), None)
@@ -334,6 +338,8 @@ def _context(
     try:
         yield ctx
     finally:
+        if ctx.prefetch is not None:  # an error or Ctrl-C: kill the helper before the staging folder goes
+            ctx.prefetch.close()
         if ctx.reference is not None:
             ctx.reference.close()
 

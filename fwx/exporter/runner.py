@@ -14,14 +14,15 @@ import contextlib
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fwx import ui
 from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, SourceModel, edge_class
 from fwx.converters.plan import POST_QUANTIZED, Plan
 from fwx.errors import ExportError, FwxError, SignatureMismatchError, first_line
+from fwx.exporter.hopjob import HopFailed, hop_options, next_source
 from fwx.exporter.readback import baked_axes, check_readback
 from fwx.exporter.reference_memo import RememberingRuntime
 from fwx.formats import ARTIFACT_NAMES, Format
@@ -47,6 +48,15 @@ class HopRun:
 
 #: A cached hop: the path prefix that made it and whether its last hop was asked to quantise.
 HopKey = tuple[tuple[EdgeEntry, ...], bool]
+
+
+class Prefetch(Protocol):
+    """The helper that converts a later hop in another process (``fwx.exporter.prefetch.Prefetcher``)."""
+
+    def begin(self, ctx: RunContext, target: Format) -> None: ...
+    def offer(self, ctx: RunContext) -> None: ...
+    def take(self, ctx: RunContext, key: HopKey) -> HopRun | None: ...
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -91,6 +101,7 @@ class RunContext:
     failed: dict[HopKey, FwxError] = field(default_factory=dict)
     suspect: dict[tuple[EdgeEntry, ...], FwxError] = field(default_factory=dict)  # prefixes whose file bakes a size
     counter: int = 0
+    prefetch: Prefetch | None = None  # the helper process converting a later hop meanwhile (--prefetch)
 
     def work_path(self, fmt: Format) -> Path:
         """A fresh path named like the final artifact (TorchScript names its archive root after it)."""
@@ -124,6 +135,10 @@ def hop_errors(label: str) -> Iterator[None]:
     except FwxError as exc:
         named(exc, label)
         raise
+    except HopFailed as exc:  # a converter in the prefetch process raised: the same line as in-process
+        raise ExportError(
+            f"{label}: failed: {exc}", hint="rerun with --prefetch off --debug for the traceback"
+        ) from None
     except Exception as exc:
         if ui.state.debug:
             raise
@@ -140,6 +155,8 @@ def run_target(ctx: RunContext, target: Format, plans: list[Plan]) -> list[Attem
     published, failed or skipped is what it was without the reordering.
     """
     order = sorted(plans, key=lambda p: suspect(ctx, p) is not None)
+    if ctx.prefetch is not None:
+        ctx.prefetch.begin(ctx, target)
     attempts: list[Attempt] = []
     for plan in order:
         attempt = _attempt(ctx, target, plan)
@@ -226,10 +243,13 @@ def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
         if key not in ctx.cache:
             try:
                 with hop_errors(hop_label(entry)), ui.step(hop_label(entry), sub=True):
-                    ctx.cache[key] = _hop(ctx, entry, prev, last=last)
+                    ctx.cache[key] = _hop(ctx, entry, prev, key, last=last)
             except FwxError as exc:
                 ctx.failed[key] = exc
                 raise
+            finally:
+                if ctx.prefetch is not None:  # a file was just written: the helper may start on a later hop
+                    ctx.prefetch.offer(ctx)
         hop = ctx.cache[key]
         attempt.hops.append(hop)
         attempt.prefix = key
@@ -240,21 +260,20 @@ def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
             attempt.hops.append(_post_quantize(ctx, target, attempt.result))
 
 
-def _hop(ctx: RunContext, entry: EdgeEntry, prev: ConvertResult | None, *, last: bool) -> HopRun:
+def _hop(ctx: RunContext, entry: EdgeEntry, prev: ConvertResult | None, key: HopKey, *, last: bool) -> HopRun:
     cls = edge_class(entry)
     cls.check_available()
-    opts = ctx.options
+    if ctx.prefetch is not None:  # the helper process converted (or is converting) this hop: its answer
+        taken = ctx.prefetch.take(ctx, key)
+        if taken is not None:
+            return taken
     if prev is None:
         src = SourceModel(
             ctx.src.plan_format, ctx.src.path, ctx.signature, obj=ctx.src.obj, layout=ctx.layout, opset=ctx.src.opset
         )
     else:  # an intermediate fwx wrote: its SavedModel signature is serving_default
-        src = SourceModel(
-            entry.source, prev.path, prev.signature, layout=prev.layout, opset=prev.opset, precision=prev.precision
-        )
-        opts = replace(opts, saved_model_signature="serving_default")
-    if not last or entry.target in POST_QUANTIZED:
-        opts = replace(opts, quantize=None)
+        src = next_source(entry, prev)
+    opts = hop_options(ctx.options, chained=prev is not None, quantize=last and entry.target not in POST_QUANTIZED)
     converter = cls()
     out = ctx.work_path(entry.target)
     t0 = time.perf_counter()

@@ -1,0 +1,183 @@
+"""Hop prefetch (``--prefetch``): a later hop converted in a second process gives what in-process gives.
+
+The tiny tf.Module SavedModel reaches TFLite by one hop from the source, so with
+``--prefetch on`` its SavedModel -> TFLite runs in the prefetch process from the
+start. Failures are planted with test-only edges (``prefetch_edges.py``) swapped
+in for the real SavedModel -> TFLite edge.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fwx.converters.base import EdgeEntry
+from fwx.errors import ExportError, UsageError
+from fwx.exporter import ExportOptions, export
+from fwx.exporter.prefetch import child_env, cores
+from fwx.formats import Format
+
+from . import prefetch_edges
+from .fixtures import numbered_versions
+
+pytestmark = pytest.mark.slow
+EDGE = (Format.SAVEDMODEL, Format.TFLITE)
+CHEAP = ["onnx", "savedmodel", "tflite"]  # TFLite last of three: handed to the prefetch process at once
+
+
+def _children() -> list[int]:
+    """Live prefetch processes of this process (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"prefetch_child" in cmd and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.fixture
+def planted(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Swap a test converter in for the real SavedModel -> TFLite edge."""
+    from fwx.converters import base
+
+    def plant(cls: str) -> None:
+        monkeypatch.setitem(base._EDGES, EDGE, [EdgeEntry(*EDGE, prefetch_edges.__name__, cls)])
+
+    return plant
+
+
+def _export(src: Path, out: Path, targets: list[str], mode: str) -> Any:
+    return export(src, targets, ExportOptions(out=out, name="m", prefetch=mode))
+
+
+def _shape(manifest: Any) -> dict[str, Any]:
+    """What fwx.json says about each artifact, less checksums and seconds."""
+    return {
+        key: {
+            "path": e.path,
+            "status": e.status,
+            "signature": e.signature,
+            "passed": e.validation.get("passed"),
+            "hops": [{k: v for k, v in h.items() if k != "seconds"} for h in e.hops],
+        }
+        for key, e in manifest.artifacts.items()
+    } | {"skipped": manifest.skipped, "failed": manifest.failed}
+
+
+def test_prefetch_on_publishes_what_in_process_publishes(
+    keras_files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    on = _export(keras_files["savedmodel"], tmp_path / "on", ["all"], "on")
+    assert "prefetch: savedmodel -> tflite in a second process" in capsys.readouterr().err
+    off = _export(keras_files["savedmodel"], tmp_path / "off", ["all"], "off")
+    assert "prefetch:" not in capsys.readouterr().err
+    assert on.ok
+    assert off.ok
+    assert sorted(on.manifest.artifacts) == ["onnx", "pt2", "savedmodel", "tflite", "torchscript"]
+    assert _shape(on.manifest) == _shape(off.manifest)
+    assert on.manifest.artifacts["tflite"].hops[0]["seconds"] > 0
+    assert not list(on.version_dir.rglob(".work"))
+    assert _children() == []
+
+
+@pytest.mark.parametrize(("min_bytes", "started"), [(None, False), ("0", True)])
+def test_auto_starts_a_process_only_for_big_inputs(
+    keras_files: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    min_bytes: str | None,
+    started: bool,
+) -> None:
+    if min_bytes is not None:  # the 14 KiB model counts as big
+        monkeypatch.setenv("FWX_PREFETCH_MIN_BYTES", min_bytes)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1}, raising=False)  # 2 cores, as on CI
+    res = _export(keras_files["savedmodel"], tmp_path, CHEAP, "auto")
+    assert res.ok
+    assert ("prefetch: savedmodel -> tflite" in capsys.readouterr().err) is started
+
+
+def test_a_converter_error_in_the_child_is_the_in_process_error(
+    keras_files: dict[str, Path], tmp_path: Path, planted: Any
+) -> None:
+    planted("RaisesExportError")
+    res = _export(keras_files["savedmodel"], tmp_path / "all", ["all"], "on")
+    with pytest.raises(ExportError) as in_process:
+        _export(keras_files["savedmodel"], tmp_path / "one", ["tflite"], "off")
+    assert res.manifest.skipped["tflite"] == in_process.value.message
+    assert in_process.value.message == "savedmodel -> tflite (planted-error): planted failure"
+    assert sorted(res.manifest.artifacts) == ["onnx", "pt2", "savedmodel", "torchscript"]
+    assert not (res.version_dir / "model.tflite").exists()
+    assert _children() == []
+
+
+@pytest.mark.parametrize(
+    ("cls", "line"),
+    [
+        ("RaisesRuntimeError", "savedmodel -> tflite (planted-bug): failed: planted bug"),
+        ("Aborts", "savedmodel -> tflite (planted-abort): converter crashed (SIGABRT)"),
+        ("KillsItself", "savedmodel -> tflite (planted-kill): converter crashed (SIGKILL)"),
+    ],
+)
+def test_a_failed_or_dead_child_fails_that_hop_only(
+    keras_files: dict[str, Path], tmp_path: Path, planted: Any, cls: str, line: str
+) -> None:
+    planted(cls)
+    t0 = time.perf_counter()
+    with pytest.raises(ExportError) as exc:
+        _export(keras_files["savedmodel"], tmp_path, CHEAP, "on")
+    assert exc.value.message == line
+    assert "\n" not in str(exc.value)
+    assert time.perf_counter() - t0 < 60
+    assert numbered_versions(tmp_path) == []
+    assert _children() == []
+
+
+def test_ctrl_c_kills_the_prefetch_process(keras_files: dict[str, Path], tmp_path: Path, planted: Any) -> None:
+    planted("Sleeps")
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 60
+        while not _children() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        _export(keras_files["savedmodel"], tmp_path, CHEAP, "on")
+    assert _children() == []
+    assert numbered_versions(tmp_path) == []
+    assert not [p for p in tmp_path.rglob("*") if p.name == "model.tflite"]
+
+
+def test_prefetch_mode_is_checked_before_loading(cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    res = cli("export", tmp_path / "missing.onnx", "--to", "onnx", "--prefetch", "maybe", "--out", tmp_path)
+    assert res.code == 2
+    assert "--prefetch" in res.err
+    monkeypatch.setenv("FWX_PREFETCH", "sometimes")
+    with pytest.raises(UsageError, match="FWX_PREFETCH 'sometimes'"):
+        ExportOptions()
+    assert "--prefetch" in cli("export", "--help").out
+
+
+def test_the_child_inherits_no_secrets() -> None:
+    env = {"PATH": "/bin", "HOME": "/h", "TF_CPP_MIN_LOG_LEVEL": "3", "FWX_API_KEY": "k", "FWX_TOKEN": "t"}
+    env |= {"AWS_SECRET_ACCESS_KEY": "s", "GITHUB_TOKEN": "g", "SOMETHING": "x"}
+    kept = child_env(env)
+    assert {k: v for k, v in kept.items() if not k.endswith("THREADS")} == {
+        "PATH": "/bin",
+        "HOME": "/h",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+    }
+    assert kept["OMP_NUM_THREADS"] == kept["TF_NUM_INTRAOP_THREADS"] == str(max(1, cores() // 2))
