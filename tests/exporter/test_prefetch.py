@@ -181,3 +181,26 @@ def test_the_child_inherits_no_secrets() -> None:
         "TF_CPP_MIN_LOG_LEVEL": "3",
     }
     assert kept["OMP_NUM_THREADS"] == kept["TF_NUM_INTRAOP_THREADS"] == str(max(1, cores() // 2))
+
+
+def test_the_exporters_torch_pool_yields_the_childs_cores_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pools as wide as the machine straggle (an op waits for the thread that lost its core): while the
+    child converts, the exporter's torch pool is the rest of the cores, and its old size comes back after."""
+    import torch
+
+    from fwx.exporter.prefetch import Prefetcher
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    pf = Prefetcher(tmp_path, {}, [], "on")
+    pf._share_cores()
+    assert torch.get_num_threads() == max(1, cores() - cores() // 2)
+    pf.close()
+    assert torch.get_num_threads() == before
+    monkeypatch.setenv("OMP_NUM_THREADS", str(before))  # a size the user chose is kept
+    pf = Prefetcher(tmp_path, {}, [], "on")
+    pf._share_cores()
+    assert pf.torch_threads is None
+    pf.close()
