@@ -192,6 +192,17 @@ def _hf_module(model: Any, names: tuple[str, ...], field_name: str) -> Any:
     return wrapped.eval()
 
 
+#: The size every zoo text encoder is built at (BERT, DeBERTa-v2): small enough for CI, two real layers.
+SMALL_ENCODER = {
+    "vocab_size": VOCAB,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 128,
+    "max_position_embeddings": 64,
+}
+
+
 def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
     """The eval-mode module and an example (batch 2, sequence 8) input tuple."""
     import torch
@@ -203,15 +214,7 @@ def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
     if name == "bert":
         from transformers import BertConfig, BertModel
 
-        cfg = BertConfig(
-            vocab_size=VOCAB,
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=128,
-            max_position_embeddings=64,
-            type_vocab_size=2,
-        )
+        cfg = BertConfig(**SMALL_ENCODER, type_vocab_size=2)
         ids = torch.randint(0, VOCAB, (b, s), generator=gen)
         mask = torch.ones(b, s, dtype=torch.int64)
         tt = torch.zeros(b, s, dtype=torch.int64)
@@ -250,30 +253,14 @@ def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
         from transformers import DebertaV2Config, DebertaV2Model
 
         cfg = DebertaV2Config(
-            vocab_size=VOCAB,
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=128,
-            max_position_embeddings=64,
-            relative_attention=True,
-            position_buckets=16,
-            pos_att_type=["p2c", "c2p"],
+            **SMALL_ENCODER, relative_attention=True, position_buckets=16, pos_att_type=["p2c", "c2p"]
         )
-        ids = torch.randint(0, VOCAB, (b, s), generator=gen)
-        return _hf_module(DebertaV2Model(cfg), ("input_ids", "attention_mask"), "last_hidden_state"), (
-            ids,
-            torch.ones(b, s, dtype=torch.int64),
-        )
+        return _ids_and_mask_encoder(DebertaV2Model(cfg), gen, b, s)
     if name == "t5_encoder":
         from transformers import T5Config, T5EncoderModel
 
         cfg = T5Config(vocab_size=VOCAB, d_model=64, d_kv=32, d_ff=128, num_layers=2, num_heads=2)
-        ids = torch.randint(0, VOCAB, (b, s), generator=gen)
-        return _hf_module(T5EncoderModel(cfg), ("input_ids", "attention_mask"), "last_hidden_state"), (
-            ids,
-            torch.ones(b, s, dtype=torch.int64),
-        )
+        return _ids_and_mask_encoder(T5EncoderModel(cfg), gen, b, s)
     if name == "efficientnet_b0":
         model = import_torchvision().models.efficientnet_b0(weights=None, num_classes=10)
         x = torch.randn(8, 3, EFF_HW, EFF_HW, generator=gen)
@@ -292,6 +279,15 @@ def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
         _calibrate_bn_torch(model, x)
         return model.eval(), (x[:b],)
     raise ValueError(name)
+
+
+def _ids_and_mask_encoder(model: Any, gen: Any, b: int, s: int) -> tuple[Any, tuple[Any, ...]]:
+    """An encoder taking ``input_ids`` and ``attention_mask`` that returns ``last_hidden_state``, and its example."""
+    import torch
+
+    ids = torch.randint(0, VOCAB, (b, s), generator=gen)
+    wrapped = _hf_module(model, ("input_ids", "attention_mask"), "last_hidden_state")
+    return wrapped, (ids, torch.ones(b, s, dtype=torch.int64))
 
 
 def save_torch(name: str, kind: str, folder: Path) -> Path:
