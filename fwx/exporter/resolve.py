@@ -89,10 +89,16 @@ def _pin_torch(
             if isinstance(exc, FwxError):
                 raise
             shown = ", ".join(f"{s}" for s in specs)
+            what = f"--input {shown}" if inputs else f"the signature read from the model ({shown})"
+            # a .pt2 whose Dim has a range or is a multiple (wav2vec2's samples = 10 * frames, >= 400):
+            # fwx's probe sizes are small and free, so say what the user can pin instead
+            guard = "Guard failed" in str(exc)
             raise InputError(
-                f"--input {shown} does not fit the model: it fails on a sample of shape "
-                f"{_shapes(feeds)}: {first_line(exc)}",
-                hint="check the rank, sizes and dtype of each --input",
+                f"{what} does not fit the model: it fails on a sample of shape {_shapes(feeds)}: {first_line(exc)}",
+                hint="the program admits only some sizes of that dim (a Dim range or a multiple): pin one it "
+                "admits with --input, e.g. a fixed length"
+                if guard
+                else "check the rank, sizes and dtype of each --input",
             ) from exc
         tensors, keys = flatten_outputs(raw)
         runs.append([to_numpy(t) for t in tensors])

@@ -93,3 +93,27 @@ def test_torchscript_from_pt2_runs_at_every_length(encoder_pt2: Path, tmp_path: 
     for batch, length in ((1, 3), (2, 9), (4, 40)):
         out = module(torch.randint(0, 50, (batch, length)), torch.ones(batch, length, dtype=torch.int64))
         assert tuple((out[0] if isinstance(out, tuple) else out).shape) == (batch, 4)
+
+
+def test_a_dim_with_a_range_and_a_multiple_names_what_to_pin(tmp_path: Path) -> None:
+    """wav2vec2-style: ``samples = 10 * Dim("frames", min=40)``. fwx's probe sizes (2, 3, ...) are outside it:
+    the error says the signature came from the model (no --input was given) and what to pin; a pinned
+    length it admits exports."""
+    from fwx.errors import InputError
+
+    class Frames(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x.reshape(x.shape[0], -1, 10).mean(-1)
+
+    frames = torch.export.Dim("frames", min=4, max=160)
+    ep = torch.export.export(
+        Frames(), (torch.randn(2, 80),), dynamic_shapes=({0: torch.export.Dim("b"), 1: 10 * frames},)
+    )
+    src = tmp_path / "frames.pt2"
+    torch.export.save(ep, src)
+    with pytest.raises(InputError) as err:
+        export(src, ["onnx"], ExportOptions(out=tmp_path / "a"))
+    assert err.value.message.startswith("the signature read from the model (x:float32[N,x_d1]) does not fit")
+    assert "pin one it admits with --input" in (err.value.hint or "")
+    res = export(src, ["onnx"], ExportOptions(out=tmp_path / "b", inputs=["x:float32[N,80]"]))
+    assert res.ok
