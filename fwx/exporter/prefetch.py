@@ -48,10 +48,11 @@ from fwx.digits import is_digits
 from fwx.exporter.hopjob import error_from_json, hop_options, next_source, options_json, result_from_json, source_json
 from fwx.exporter.runner import WORK, HopKey, HopRun, RunContext, suspect
 from fwx.formats import ARTIFACT_NAMES, Format
+from fwx.manifest import size_of
 
-#: ``auto`` prefetches a hop only when the file it reads is at least this big. Measured A/B on 2 cores
-#: (docs/export.md): the zoo's EfficientNetB0 SavedModel (34 MB, TFLite hop 17 s) exported 12-51% faster;
-#: MobileNetV2 (5 MB, 6 s) was as often slower as faster; BERT (0.66 MB, 0.7 s) 3 s slower.
+#: ``auto`` prefetches only from a SavedModel source at least this big (``Prefetcher._pays``). Measured on
+#: 2 cores (docs/export.md): the zoo's EfficientNetB0 SavedModel (34 MB, TFLite hop 17 s) exported 41%
+#: faster quietly; MobileNetV2 (5 MB, 6 s) was as often slower as faster on shared cores.
 MIN_BYTES = 16 << 20
 #: Source formats the child may read directly: loading them runs no code from the file.
 FILE_SOURCES = frozenset({Format.SAVEDMODEL, Format.ONNX})
@@ -91,12 +92,6 @@ def hop_key(ctx: RunContext, hops: tuple[EdgeEntry, ...], i: int) -> HopKey:
     """The runner's cache key of hop ``i`` of a path (``runner._convert`` builds the same)."""
     last = i == len(hops) - 1
     return (hops[: i + 1], bool(last and ctx.options.quantize and hops[i].target not in POST_QUANTIZED))
-
-
-def size_of(path: Path, extra: list[str] | None = None) -> int:
-    """Bytes of a file or a folder (and its ONNX external data files)."""
-    files = [*path.rglob("*")] if path.is_dir() else [path, *(path.parent / n for n in extra or [])]
-    return sum(f.stat().st_size for f in files if f.is_file())
 
 
 def link_copy(src: Path, dst: Path) -> None:
@@ -246,15 +241,14 @@ class Prefetcher:
         while end < len(hops) and self._may_take(ctx, hops, end):
             end += 1
         if end > first and self._needed_at(ctx, hops[: first + 1]) > self.position + 1:
-            size = self._input_size(ctx, hops, first)
-            if size is None or (self.mode == "auto" and not self._pays(ctx, first, size)):
+            if not self._readable(ctx, first) or (self.mode == "auto" and not self._pays(ctx, first)):
                 return None
             return plan, first, end
         # not now (not the child's hop, or the runner needs it next): keep the child for a later hop of this path
         later = any(self._may_take(ctx, hops, i) for i in range(first + 1, len(hops)))
         return "wait" if later else None
 
-    def _pays(self, ctx: RunContext, first: int, size: int) -> bool:
+    def _pays(self, ctx: RunContext, first: int) -> bool:
         """``auto``: only a chain that reads a big SavedModel source, so the child starts with the export.
 
         Measured on the quiet 2-core machine: the zoo's EfficientNetB0 SavedModel row went 35.5 -> 21.0 s
@@ -262,7 +256,9 @@ class Prefetcher:
         land when little work is left to overlap: torchvision ResNet-18 (44 MB) from ``.pt2`` went
         9.2/10.1 -> 12.3/14.2 s and from ONNX 5.4/6.6 -> 7.3/7.4 s; Keras sources were neutral.
         """
-        return first == 0 and ctx.src.format is Format.SAVEDMODEL and size >= self.min_bytes
+        if first != 0 or ctx.src.format is not Format.SAVEDMODEL or ctx.src.path is None:
+            return False
+        return size_of(Path(ctx.src.path)) >= self.min_bytes
 
     def _may_take(self, ctx: RunContext, hops: tuple[EdgeEntry, ...], i: int) -> bool:
         key = hop_key(ctx, hops, i)
@@ -290,14 +286,14 @@ class Prefetcher:
                 return i
         return len(self.order)
 
-    def _input_size(self, ctx: RunContext, hops: tuple[EdgeEntry, ...], first: int) -> int | None:
-        if first == 0:
-            path = ctx.src.path
-            if ctx.src.plan_format not in FILE_SOURCES or path is None or not Path(path).exists():
-                return None  # a live model (or a code-running file) is the runner's alone
-            return size_of(Path(path))
-        prev = ctx.cache[hop_key(ctx, hops, first - 1)].result
-        return size_of(prev.path, prev.extra.get("files"))
+    @staticmethod
+    def _readable(ctx: RunContext, first: int) -> bool:
+        """The child may read the chain's input: a file an earlier hop wrote, or a SavedModel/ONNX source.
+        A live model (or a file whose loading runs code) is the runner's alone."""
+        if first > 0:
+            return True
+        path = ctx.src.path
+        return ctx.src.plan_format in FILE_SOURCES and path is not None and Path(path).exists()
 
     # -- the child ------------------------------------------------------------------------------
 
