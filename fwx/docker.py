@@ -16,6 +16,7 @@ from pathlib import Path
 from fwx import __version__
 from fwx.errors import InputError
 from fwx.formats import Format
+from fwx.host import write_atomic
 from fwx.repository import Repository
 from fwx.runtimes.base import runtime_entry
 from fwx.serving.config import DEFAULT_PREFER
@@ -191,7 +192,5 @@ def write_docker_files(plan: DockerizePlan, *, force: bool = False, wheel: Path 
     built = build_wheel(plan.repository / WHEEL_DIR, wheel=wheel)
     plan.wheel = built.name
     for path, text in zip(out, (render_dockerfile(plan), DOCKERIGNORE), strict=True):
-        tmp = path.with_name(f".{path.name}.fwx-tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)  # a reader never sees half a Dockerfile
+        write_atomic(path, text)  # a reader never sees half a Dockerfile
     return [*out, built]

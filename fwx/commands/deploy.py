@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -58,6 +56,7 @@ def _emit(yaml_text: str, out_dir: Path | None, filename: str, force: bool) -> N
         click.echo(yaml_text, nl=False)
         return
     from fwx.errors import InputError
+    from fwx.host import write_atomic
 
     target = out_dir / filename
     if target.exists() and not force:
@@ -67,14 +66,7 @@ def _emit(yaml_text: str, out_dir: Path | None, filename: str, force: bool) -> N
             f"{target} is a folder; --force only overwrites a file", hint="remove it or pass another --out"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{filename}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:  # written whole, then renamed: never half a manifest
-            fh.write(yaml_text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)  # a failed write leaves no hidden temp file behind
-        raise
+    write_atomic(target, yaml_text)  # written whole, then renamed: never half a manifest
     ui.emit({"ok": True, "written": str(target)}, lambda: f"wrote {target}\napply: kubectl apply -f {target}")
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from fwx import errors
 from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, SourceModel
 from fwx.errors import FwxError, first_line
 from fwx.formats import Format
+from fwx.host import write_atomic
 from fwx.signature import Signature
 
 #: ConvertOptions fields the child receives as JSON; ``sample_inputs`` travel as an .npz file beside the job.
@@ -131,7 +131,5 @@ def _jsonable(value: Any) -> bool:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write atomically: the reader sees the whole answer or none."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    """The reader (the other process) sees the whole answer or none."""
+    write_atomic(path, json.dumps(data))

@@ -48,6 +48,7 @@ from fwx.digits import is_digits
 from fwx.exporter.hopjob import error_from_json, hop_options, next_source, options_json, result_from_json, source_json
 from fwx.exporter.runner import WORK, HopKey, HopRun, RunContext, suspect
 from fwx.formats import ARTIFACT_NAMES, Format
+from fwx.host import usable_cores
 from fwx.manifest import size_of
 
 #: ``auto`` prefetches only from a SavedModel source at least this big (``Prefetcher._pays``). Measured on
@@ -68,10 +69,6 @@ _BOOT = (
 )
 
 
-def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """What the child inherits: locale, paths and framework knobs; no credentials.
 
@@ -82,7 +79,7 @@ def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     kept = {
         k: v for k, v in env.items() if k.startswith(_ENV_PREFIXES) and not any(w in k.upper() for w in _SECRET_WORDS)
     }
-    threads = str(max(1, cores() // 2))
+    threads = str(max(1, usable_cores() // 2))
     for name in ("FWX_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
         kept.setdefault(name, threads)
     return kept
@@ -156,7 +153,7 @@ class Prefetcher:
         self.jobs: list[Job] = []
         self.by_key: dict[HopKey, tuple[Job, int]] = {}
         self.samples: Path | None = None
-        self.off = mode == "off" or (mode == "auto" and cores() < 2)
+        self.off = mode == "off" or (mode == "auto" and usable_cores() < 2)
         # the exporter's torch pool size before the child started (0: torch was not loaded yet)
         self.torch_threads: int | None = None
 
@@ -224,7 +221,7 @@ class Prefetcher:
                 os.environ.pop("OMP_NUM_THREADS", None)
             torch = sys.modules.get("torch")
             if torch is not None:
-                torch.set_num_threads(self.torch_threads or cores())
+                torch.set_num_threads(self.torch_threads or usable_cores())
             self.torch_threads = None
 
     # -- choosing -------------------------------------------------------------------------------
@@ -394,7 +391,7 @@ class Prefetcher:
         """
         if "OMP_NUM_THREADS" in os.environ:
             return
-        share = max(1, cores() - cores() // 2)
+        share = max(1, usable_cores() - usable_cores() // 2)
         torch = sys.modules.get("torch")
         if torch is None:
             os.environ["OMP_NUM_THREADS"] = str(share)  # read when torch loads its OpenMP runtime
@@ -450,4 +447,4 @@ def prefetch_bytes() -> int:
     return int(text) if is_digits(text) else MIN_BYTES
 
 
-__all__ = ["MIN_BYTES", "Prefetcher", "child_env", "cores", "prefetch_bytes"]
+__all__ = ["MIN_BYTES", "Prefetcher", "child_env", "prefetch_bytes"]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.formats import Format
+from fwx.host import write_atomic
 
 BOARD = "board"
 QUARANTINE = "quarantine.json"
@@ -41,12 +42,6 @@ def artifact_key(fmt: Format, path: Path) -> str:
     except OSError:
         stamp = "missing"
     return f"{fmt.value}:{real}:{stamp}"
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 class RunState:
@@ -66,7 +61,7 @@ class RunState:
         (root / "probed").mkdir(parents=True, exist_ok=True)
         (root / "metrics").mkdir(exist_ok=True)
         (root / BOARD).write_bytes(bytes(1 + workers))
-        _atomic_write(root / QUARANTINE, b"{}")
+        write_atomic(root / QUARANTINE, b"{}")
         return cls(root, workers)
 
     def close(self) -> None:
@@ -93,7 +88,7 @@ class RunState:
         return self.root / f"loading-{slot}"
 
     def begin_load(self, slot: int, key: str, what: str) -> None:
-        _atomic_write(self.loading_path(slot), json.dumps({"key": key, "what": what, "since": time.time()}).encode())
+        write_atomic(self.loading_path(slot), json.dumps({"key": key, "what": what, "since": time.time()}).encode())
 
     def end_load(self, slot: int) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -111,7 +106,7 @@ class RunState:
         """Supervisor only: never load ``key`` again in this run."""
         current = self._read_quarantine(force=True)
         current[key] = reason
-        _atomic_write(self.root / QUARANTINE, json.dumps(current, indent=1).encode())
+        write_atomic(self.root / QUARANTINE, json.dumps(current, indent=1).encode())
 
     def quarantined(self, key: str) -> str | None:
         return self._read_quarantine().get(key)
@@ -146,7 +141,7 @@ class RunState:
         return self.root / "metrics" / f"worker-{slot}.prom"
 
     def write_metrics(self, slot: int, text: bytes) -> None:
-        _atomic_write(self.metrics_path(slot), text)
+        write_atomic(self.metrics_path(slot), text)
 
     def retire_metrics(self, slot: int, pid: int) -> None:
         """Supervisor: keep a dead worker's counters (renamed), so aggregated totals never drop."""

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import UsageError
+from fwx.host import usable_cores
 
 
 def parse_workers(text: str | int) -> int:
@@ -30,7 +31,7 @@ def parse_workers(text: str | int) -> int:
     if isinstance(text, int):
         n = text
     elif text.strip().lower() == "auto":
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return usable_cores()
     else:
         try:
             n = int(text)
