@@ -26,7 +26,7 @@ import sys
 import types
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,12 @@ class ZooModel:
     outputs: tuple[str, ...]
     kinds: tuple[str, ...]
     sequence: bool = False  # has a dynamic sequence axis (judged at two lengths)
-    dims: tuple[dict[int, str], ...] = field(default=())
+
+    @property
+    def dims(self) -> tuple[dict[int, str], ...]:
+        """Per input, axis -> symbol of its dynamic dims, read from ``inputs`` (``[batch,seq]`` -> {0, 1})."""
+        shapes = (spec.split("[", 1)[1].rstrip("]").split(",") for spec in self.inputs)
+        return tuple({i: d for i, d in enumerate(shape) if not d.isdecimal()} for shape in shapes)
 
 
 def _ids(n: str = "input_ids") -> str:
@@ -65,21 +70,19 @@ ZOO: dict[str, ZooModel] = {
         ZooModel(
             "bert",
             "torch",
-            (_ids(), "attention_mask:int64[batch,seq]", "token_type_ids:int64[batch,seq]"),
+            (_ids(), _ids("attention_mask"), _ids("token_type_ids")),
             ("last_hidden_state",),
             TORCH_KINDS,
             sequence=True,
-            dims=({0: "batch", 1: "seq"},) * 3,
         ),
-        ZooModel("gpt2", "torch", (_ids(),), ("logits",), TORCH_KINDS, sequence=True, dims=({0: "batch", 1: "seq"},)),
+        ZooModel("gpt2", "torch", (_ids(),), ("logits",), TORCH_KINDS, sequence=True),
         ZooModel(
             "gpt2_mask",
             "torch",
-            (_ids(), "attention_mask:int64[batch,seq]"),
+            (_ids(), _ids("attention_mask")),
             ("logits",),
             TORCH_KINDS,
             sequence=True,
-            dims=({0: "batch", 1: "seq"},) * 2,
         ),
         ZooModel(
             "vit",
@@ -87,27 +90,22 @@ ZOO: dict[str, ZooModel] = {
             (f"pixel_values:float32[batch,3,{HW},{HW}]",),
             ("logits",),
             TORCH_KINDS,
-            dims=({0: "batch"},),
         ),
-        ZooModel(
-            "resnet18", "torch", (f"image:float32[batch,3,{HW},{HW}]",), ("logits",), TORCH_KINDS, dims=({0: "batch"},)
-        ),
+        ZooModel("resnet18", "torch", (f"image:float32[batch,3,{HW},{HW}]",), ("logits",), TORCH_KINDS),
         ZooModel(
             "mobilenet_v3",
             "torch",
             (f"image:float32[batch,3,{HW},{HW}]",),
             ("logits",),
             TORCH_KINDS,
-            dims=({0: "batch"},),
         ),
         ZooModel(  # disentangled attention: log-bucketed relative positions (sign, abs, log of int64)
             "deberta_v2",
             "torch",
-            (_ids(), "attention_mask:int64[batch,seq]"),
+            (_ids(), _ids("attention_mask")),
             ("last_hidden_state",),
             TORCH_KINDS,
             sequence=True,
-            dims=({0: "batch", 1: "seq"},) * 2,
         ),
         ZooModel(  # SiLU, squeeze-excitation, 16 depthwise stages: float rounding grows with the logits' size
             "efficientnet_b0",
@@ -115,16 +113,14 @@ ZOO: dict[str, ZooModel] = {
             (f"image:float32[batch,3,{EFF_HW},{EFF_HW}]",),
             ("logits",),
             TORCH_KINDS,
-            dims=({0: "batch"},),
         ),
         ZooModel(  # relative position buckets: |i - j| of int64 positions, log, min (no position table)
             "t5_encoder",
             "torch",
-            (_ids(), "attention_mask:int64[batch,seq]"),
+            (_ids(), _ids("attention_mask")),
             ("last_hidden_state",),
             TORCH_KINDS,
             sequence=True,
-            dims=({0: "batch", 1: "seq"},) * 2,
         ),
         ZooModel("keras_mobilenet_v2", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
         ZooModel("keras_efficientnet_b0", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
