@@ -94,6 +94,11 @@ class Manifest:
     def sig(self) -> Signature:
         return Signature.from_json(self.signature)
 
+    def warmup_sizes(self) -> dict[str, int]:
+        """The first recorded size of each dim the model admits only some sizes of (``samples.sizes``)."""
+        sizes = self.samples.get("sizes") or {}
+        return {str(k): int(v[0]) for k, v in sizes.items() if isinstance(v, list) and v and int(v[0]) > 0}
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["artifacts"] = {k: asdict(v) for k, v in self.artifacts.items()}

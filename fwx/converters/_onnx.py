@@ -44,8 +44,10 @@ def unsupported_nodes(model: Any, opset: int) -> list[str]:
     return sorted(bad)
 
 
-def pin_symbols(model: Any, sig: Signature) -> None:
-    """Write the pinned symbols over anonymous dims (``unk__3``) of graph inputs/outputs, in place."""
+def pin_symbols(model: Any, sig: Signature) -> bool:
+    """Write the pinned symbols over anonymous dims (``unk__3``) of graph inputs/outputs, in place;
+    True if a name changed."""
+    changed = False
     specs = {s.name: s for s in (*sig.inputs, *sig.outputs)}
     for vi in (*model.graph.input, *model.graph.output):
         spec = specs.get(vi.name)
@@ -55,8 +57,10 @@ def pin_symbols(model: Any, sig: Signature) -> None:
         if len(dims) != spec.rank:
             continue
         for d, want in zip(dims, spec.shape, strict=True):
-            if is_dynamic(want) and not d.HasField("dim_value"):
+            if is_dynamic(want) and not d.HasField("dim_value") and d.dim_param != str(want):
                 d.dim_param = str(want)
+                changed = True
+    return changed
 
 
 def _erfc_handler(ctx: Any, node: Any, name: str, args: Any) -> None:

@@ -135,14 +135,20 @@ def forward_arity(module: Any) -> tuple[int, int] | None:
     return len(required), len(positional)
 
 
-def baked_sizes(traced: Any, eager: Any, sig: Signature, sample: Mapping[str, np.ndarray]) -> str | None:
-    """Why ``traced`` cannot run at sizes other than ``sample``'s (crash or other numbers), or None if it can."""
+def baked_sizes(
+    traced: Any, eager: Any, sig: Signature, sample: Mapping[str, np.ndarray], other: Mapping[str, int] | None = None
+) -> str | None:
+    """Why ``traced`` cannot run at sizes other than ``sample``'s (crash or other numbers), or None if it can.
+
+    ``other`` gives sizes the model admits (a .pt2's Dim range); a symbol without one is tried at +3.
+    """
     torch = require("torch", "exporting PyTorch models")
     sizes: dict[str, int] = {}
     for spec in sig.inputs:
         for d, n in zip(spec.shape, np.shape(sample[spec.name]), strict=False):
             if isinstance(d, str):
-                sizes.setdefault(d, int(n) + 3)
+                alt = (other or {}).get(d)
+                sizes.setdefault(d, alt if alt is not None and alt != int(n) else int(n) + 3)
     if not sizes:
         return None
     feeds = make_feeds(sig.inputs, sizes, seed=1)

@@ -34,6 +34,8 @@ class ConvertOptions:
     trust_model_code: bool = False
     saved_model_signature: str = "serving_default"
     sample_inputs: dict[str, Any] = field(default_factory=dict)  # name -> np.ndarray, for tracing/checks
+    # other sizes the model admits (symbol -> size), for checking that a trace holds its dynamic axes
+    other_sizes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

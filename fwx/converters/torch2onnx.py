@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.converters import _torch as tc
-from fwx.converters._onnx import DEFAULT_OPSET, MAX_OPSET
+from fwx.converters._onnx import DEFAULT_OPSET, MAX_OPSET, pin_symbols
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError, first_line
 from fwx.formats import Format
@@ -170,6 +170,7 @@ class TorchToOnnxDynamo(Converter):
                 f"torch.onnx.export(dynamo=True, opset {opset}) failed: {first_line(exc)}",
                 hint="try --opset 17 (TorchScript-based exporter)",
             ) from exc
+        _pin_written(out, sig)
         return ConvertResult(
             out,
             sig,
@@ -178,3 +179,12 @@ class TorchToOnnxDynamo(Converter):
             layout=src.layout,
             opset=opset,
         )
+
+
+def _pin_written(out: Path, sig: Signature) -> None:
+    """The pinned symbols over the dynamo exporter's own dim names: an output axis it derives from an
+    input's is named by its expression (``s14 - 1``, wav2vec2's frames), which is no symbol at all."""
+    onnx = require("onnx", "writing ONNX models")
+    model = onnx.load(str(out))
+    if pin_symbols(model, sig):
+        onnx.save(model, str(out))

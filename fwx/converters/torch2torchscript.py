@@ -81,7 +81,7 @@ class TorchToTorchScript(Converter):
                 hint="check that the model runs on the pinned --input shapes",
             ) from exc
         if not opts.static_shapes:
-            problem = tc.baked_sizes(traced, wrapped, src.signature, opts.sample_inputs)
+            problem = tc.baked_sizes(traced, wrapped, src.signature, opts.sample_inputs, opts.other_sizes)
             if problem:
                 raise ExportError(
                     f"the traced TorchScript does not hold the pinned dynamic axes: {problem}",

@@ -44,7 +44,7 @@ from fwx.signature import Signature, static_signature
 from fwx.sources.id_ranges import id_ranges
 from fwx.sources.load import LoadedSource, is_factory_ref, load_source
 from fwx.sources.lookups import lookup_values
-from fwx.sources.samples import check_names, make_feeds, probe_sizes
+from fwx.sources.samples import check_names, dynamic_symbols, make_feeds, probe_sizes
 
 
 @dataclass
@@ -309,16 +309,23 @@ def _context(
 
     The reference runtime built for validation is closed when the export ends.
     """
-    sizes = probe_sizes(sig.inputs, examples)
+    sizes = probe_sizes(sig.inputs, examples, src.sizes)
     if opts.static_shapes:
         batch = {s.shape[0] for s in sig.inputs if s.rank and isinstance(s.shape[0], str)}
         sizes = [{k: 1 if k in batch else n for k, n in sizes[0].items()}]
     user = eo.sample_config()
     # integer ids within the embedding's vocabulary where fwx can read it; the user's ranges win
     cfg = replace(
-        user, ranges={**id_ranges(src, sig), **user.ranges}, values={**lookup_values(src, sig), **user.values}
+        user,
+        ranges={**id_ranges(src, sig), **user.ranges},
+        values={**lookup_values(src, sig), **user.values},
+        sizes={**{s: n for s, n in src.sizes.items() if s in dynamic_symbols(sig)}, **user.sizes},
     )
-    opts = replace(opts, sample_inputs=make_feeds(sig.inputs, sizes[0], examples, cfg=cfg))
+    opts = replace(
+        opts,
+        sample_inputs=make_feeds(sig.inputs, sizes[0], examples, cfg=cfg),
+        other_sizes=sizes[-1] if src.sizes else {},
+    )
     val_inputs = (
         [make_feeds(sig.inputs, s, examples, seed=i, cfg=cfg) for i, s in enumerate(sizes)] if examples else None
     )

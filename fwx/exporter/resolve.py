@@ -78,7 +78,7 @@ def _pin_torch(
             hint="pass one --input per forward argument, in order",
         )
     sig_in = Signature(specs)
-    sizes = probe_sizes(specs, examples)
+    sizes = probe_sizes(specs, examples, src.sizes)
     runs, keys = [], None
     for i, size in enumerate(sizes):
         feeds = make_feeds(specs, size, examples, seed=i, cfg=cfg)
@@ -90,8 +90,8 @@ def _pin_torch(
                 raise
             shown = ", ".join(f"{s}" for s in specs)
             what = f"--input {shown}" if inputs else f"the signature read from the model ({shown})"
-            # a .pt2 whose Dim has a range or is a multiple (wav2vec2's samples = 10 * frames, >= 400):
-            # fwx's probe sizes are small and free, so say what the user can pin instead
+            # a guard fwx's sizes do not meet (an --input outside the program's Dim range, or an axis that
+            # mixes several Dims, which LoadedSource.sizes leaves alone): say what the user can pin instead
             guard = "Guard failed" in str(exc)
             raise InputError(
                 f"{what} does not fit the model: it fails on a sample of shape {_shapes(feeds)}: {first_line(exc)}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -156,11 +157,12 @@ register_runtime(Format.PYTORCH, RuntimeEntry("fwx.runtimes.eager_torch", "Eager
 register_runtime(Format.KERAS, RuntimeEntry("fwx.runtimes.eager_keras", "KerasRuntime", "keras", "tf"))
 
 
-def warmup_inputs(sig: Signature, batch: int = 1) -> dict[str, np.ndarray]:
-    """Zeros shaped like the signature with every dynamic dim = ``batch`` (zeros are valid ids too)."""
+def warmup_inputs(sig: Signature, batch: int = 1, sizes: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Zeros shaped like the signature with every dynamic dim = ``batch`` (zeros are valid ids too),
+    or its size in ``sizes`` (a dim the model admits only some sizes of: ``Manifest.warmup_sizes``)."""
     out: dict[str, np.ndarray] = {}
     for spec in sig.inputs:
-        shape = concrete_shape(spec, default=batch)
+        shape = concrete_shape(spec, sizes, default=batch)
         if spec.dtype == "bytes":
             out[spec.name] = np.full(shape, b"", dtype=object)
         elif spec.dtype == "bfloat16":
@@ -170,10 +172,10 @@ def warmup_inputs(sig: Signature, batch: int = 1) -> dict[str, np.ndarray]:
     return out
 
 
-def warmup(runtime: Runtime, sig: Signature) -> None:
+def warmup(runtime: Runtime, sig: Signature, sizes: Mapping[str, int] | None = None) -> None:
     """Run one batch-1 inference and check every declared output came back."""
     try:
-        outputs = runtime.infer(warmup_inputs(sig))
+        outputs = runtime.infer(warmup_inputs(sig, sizes=sizes))
     except FwxError:
         raise
     except Exception as exc:  # noqa: BLE001 - native runtimes raise anything

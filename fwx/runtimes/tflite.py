@@ -85,7 +85,7 @@ class TFLiteRuntime(Runtime):
         threads = self.options.get("threads")
         with silence_stderr_fd():  # LiteRT prints its XNNPACK banner from C++ on the first allocation
             self._interp = litert.Interpreter(model_path=str(self.path), num_threads=int(threads) if threads else None)
-            self._interp.allocate_tensors()
+            deferred = self._allocate()
         self._lock = threading.Lock()
         self._runner: Any = None
         sigs = self._interp.get_signature_list()
@@ -96,7 +96,22 @@ class TFLiteRuntime(Runtime):
         self._expected = {io.name: np.dtype(np.float32) if io.quantized else io.dtype for io in self._inputs}
         # shapes from the details, not get_tensor: LiteRT segfaults reading a string tensor never set (StringLookup)
         shapes = {int(d["index"]): tuple(int(n) for n in d["shape"]) for d in self._interp.get_input_details()}
-        self._shapes = {io.index: shapes.get(io.index, ()) for io in self._inputs}
+        self._shapes = {io.index: () if deferred else shapes.get(io.index, ()) for io in self._inputs}
+
+    def _allocate(self) -> bool:
+        """Plan the tensors at the file's own shapes; True when that waits for the first request.
+
+        A dynamic dim is 1 in the file, and some models cannot run at 1 (a strided Conv1D over audio
+        from a .pt2 whose length Dim starts at 400): those are planned at the first request's shape.
+        """
+        try:
+            self._interp.allocate_tensors()
+        except (RuntimeError, ValueError):
+            dynamic = any(-1 in list(d.get("shape_signature", [])) for d in self._interp.get_input_details())
+            if not dynamic:
+                raise
+            return True
+        return False
 
     def _from_signature_runner(self, sigs: dict[str, Any]) -> None:
         wanted = self.options.get("signature_name") or (

@@ -141,6 +141,7 @@ def _load_one(
             fmt,
             artifact,
             signature=sig if settings.warmup else None,
+            sizes=manifest.warmup_sizes(),
             trust_model_code=settings.trust_model_code,
             limits=settings.probe_limits,
         )
@@ -154,7 +155,7 @@ def _load_one(
         try:
             served = _served_signature(manifest, runtime)
             if settings.warmup:
-                warmup(runtime, served)
+                warmup(runtime, served, manifest.warmup_sizes())
         except BaseException:
             runtime.close()
             raise

@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,12 +107,19 @@ def _child_env() -> dict[str, str]:
 
 
 def _command(
-    fmt: Format, path: Path, signature: Signature | None, trust_model_code: bool, lim: ProbeLimits
+    fmt: Format,
+    path: Path,
+    signature: Signature | None,
+    trust_model_code: bool,
+    lim: ProbeLimits,
+    sizes: Mapping[str, int] | None = None,
 ) -> list[str]:
     cmd = [sys.executable, "-m", "fwx.serving.loader_probe", fmt.value, str(path)]
     cmd += ["--cpu-s", str(lim.cpu_s), "--memory-mb", str(lim.memory_mb)]
     if signature is not None:
         cmd += ["--signature", json.dumps(signature.to_json())]
+    if sizes:
+        cmd += ["--sizes", json.dumps(dict(sizes))]
     if trust_model_code:
         cmd.append("--trust-model-code")
     return cmd
@@ -124,6 +132,7 @@ def keep_warm(
     signature: Signature | None = None,
     trust_model_code: bool = False,
     limits: ProbeLimits | None = None,
+    sizes: Mapping[str, int] | None = None,
 ) -> None:
     """Start the spare child of ``fmt`` unless one is alive; it warms up on ``known_good`` (already served)."""
     lim = limits or ProbeLimits()
@@ -132,7 +141,7 @@ def keep_warm(
         if old is not None and old.poll() is None:
             return
         _SPARES[fmt] = subprocess.Popen(
-            [*_command(fmt, known_good, signature, trust_model_code, lim), "--spare"],
+            [*_command(fmt, known_good, signature, trust_model_code, lim, sizes), "--spare"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -178,6 +187,7 @@ def probe(
     trust_model_code: bool = False,
     limits: ProbeLimits | None = None,
     use_spare: bool = True,
+    sizes: Mapping[str, int] | None = None,
 ) -> float:
     """Load (and warm up) ``path`` in a child process; return its wall time in seconds.
 
@@ -190,9 +200,11 @@ def probe(
     spare = _take_spare(fmt) if use_spare else None
     start = time.monotonic()
     try:
-        proc, stdout, stderr = _trial(fmt, path, signature, trust_model_code, lim, spare)
+        proc, stdout, stderr = _trial(fmt, path, signature, trust_model_code, lim, spare, sizes)
     except _SpareUnusable:
-        return probe(fmt, path, signature=signature, trust_model_code=trust_model_code, limits=lim, use_spare=False)
+        return probe(
+            fmt, path, signature=signature, trust_model_code=trust_model_code, limits=lim, use_spare=False, sizes=sizes
+        )
     seconds = time.monotonic() - start
     runs["spare" if spare is not None else "fresh"] += 1
     _judge(proc, stdout, stderr, path, fmt)
@@ -206,16 +218,23 @@ def _trial(
     trust_model_code: bool,
     lim: ProbeLimits,
     spare: subprocess.Popen[str] | None,
+    sizes: Mapping[str, int] | None = None,
 ) -> tuple[subprocess.Popen[str], str, str]:
     """Run the trial in ``spare`` (the job goes in on stdin) or in a fresh child; wait for its exit."""
     job = None
     if spare is not None:
         sig = json.dumps(signature.to_json()) if signature is not None else ""
         job = json.dumps(
-            {"path": str(path), "signature": sig, "trust_model_code": trust_model_code, "cpu_s": lim.cpu_s}
+            {
+                "path": str(path),
+                "signature": sig,
+                "sizes": json.dumps(dict(sizes or {})),
+                "trust_model_code": trust_model_code,
+                "cpu_s": lim.cpu_s,
+            }
         )
     proc = spare or subprocess.Popen(
-        _command(fmt, path, signature, trust_model_code, lim),
+        _command(fmt, path, signature, trust_model_code, lim, sizes),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -307,7 +326,7 @@ def _run(args: argparse.Namespace) -> dict[str, object]:
     try:
         loaded = time.monotonic() - start
         if sig is not None:
-            warmup(rt, sig)
+            warmup(rt, sig, {str(k): int(v) for k, v in json.loads(args.sizes or "{}").items()})
     finally:
         rt.close()
     return {"ok": True, "load_s": round(loaded, 4), "total_s": round(time.monotonic() - start, 4)}
@@ -339,6 +358,7 @@ def _take_job(args: argparse.Namespace) -> bool:
     print(JOB_TAKEN, flush=True)
     args.path = job["path"]
     args.signature = job["signature"]
+    args.sizes = job.get("sizes", "")
     args.trust_model_code = bool(job["trust_model_code"])
     _set_cpu_limit(int(job["cpu_s"]))
     return True
@@ -350,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("format", choices=[f.value for f in Format])
     ap.add_argument("path")
     ap.add_argument("--signature", default="")
+    ap.add_argument("--sizes", default="", help="JSON: warm-up size of each dim the model restricts")
     ap.add_argument("--trust-model-code", action="store_true")
     ap.add_argument("--cpu-s", type=int, default=DEFAULT_CPU_S)
     ap.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB)

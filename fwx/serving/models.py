@@ -422,6 +422,7 @@ class ModelManager:
                         model.format,
                         model.path / entry.path,
                         signature=model.manifest.sig() if settings.warmup else None,
+                        sizes=model.manifest.warmup_sizes(),
                         trust_model_code=settings.trust_model_code,
                         limits=settings.probe_limits,
                     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from fwx.safety import check_model
 from fwx.signature import TensorSpec
 from fwx.sources import torch_source as ts
 from fwx.sources.onnx_external import external_files
-from fwx.sources.pt2 import pt2_inputs
+from fwx.sources.pt2 import pt2_inputs, pt2_sizes
 from fwx.sources.readers import onnx_signature, savedmodel_signature
 from fwx.sources.tf_source import keras_io, load_keras
 
@@ -39,6 +39,8 @@ class LoadedSource:
     outputs: tuple[TensorSpec, ...] | None = None
     opset: int | None = None
     sha256: str = ""
+    # sizes the model admits for a dynamic symbol where fwx's own sample sizes would not fit (a .pt2's Dim range)
+    sizes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def parse_model_kwargs(text: str | None) -> dict[str, Any]:
@@ -156,7 +158,15 @@ def _torch_checkpoint(path: Path, model_class: str | None, kwargs: dict[str, Any
 
 def _pt2(path: Path, trust: bool) -> LoadedSource:
     ep = ts.load_pt2(path, trust=trust)
-    return _torch(Format.PT2, path, "torch.export ExportedProgram", ts.program_module(ep), inputs=pt2_inputs(ep))
+    inputs = pt2_inputs(ep)
+    return _torch(
+        Format.PT2,
+        path,
+        "torch.export ExportedProgram",
+        ts.program_module(ep),
+        inputs=inputs,
+        sizes=pt2_sizes(ep, inputs),
+    )
 
 
 def _keras(path: Path, trust: bool) -> LoadedSource:

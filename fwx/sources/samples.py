@@ -62,7 +62,8 @@ MAX_RECORDED_VALUES = 1024
 
 def hints_to_json(cfg: InputConfig) -> dict[str, Any]:
     """The per-input sampling hints of an export (``fwx.json`` ``samples``), so ``fwx validate`` draws
-    what the export drew: ids within the embedding, a lookup table's keys. Empty when there are none.
+    what the export drew: ids within the embedding, a lookup table's keys, the sizes a ``.pt2``'s
+    ``Dim`` ranges admit. Empty when there are none.
 
     Bytes choices are written as UTF-8 text; an input with a key that is not UTF-8 is left out
     (validation then draws generic strings for it, as it would without a manifest).
@@ -78,11 +79,13 @@ def hints_to_json(cfg: InputConfig) -> dict[str, Any]:
             continue
     if values:
         out["input_values"] = values
+    if cfg.sizes:
+        out["sizes"] = {sym: [int(n) for n in choices] for sym, choices in cfg.sizes.items()}
     return out
 
 
 def hints_from_json(data: Mapping[str, Any], sig: Signature) -> InputConfig:
-    """``hints_to_json``'s output back as an ``InputConfig`` (ranges, values) for ``sig``'s inputs;
+    """``hints_to_json``'s output back as an ``InputConfig`` (ranges, values, sizes) for ``sig``'s inputs;
     names the signature does not have are dropped (a manifest is data, not a command line)."""
     specs = {s.name: s for s in sig.inputs}
     ranges = {
@@ -95,7 +98,13 @@ def hints_from_json(data: Mapping[str, Any], sig: Signature) -> InputConfig:
         if n in specs and choices:
             strings = specs[n].dtype == "bytes"
             values[n] = tuple(c.encode() if strings and isinstance(c, str) else c for c in choices)
-    return InputConfig(ranges=ranges, values=values)
+    symbols = dynamic_symbols(sig)
+    sizes = {
+        sym: tuple(int(n) for n in choices)
+        for sym, choices in (data.get("sizes") or {}).items()
+        if sym in symbols and choices and all(int(n) > 0 for n in choices)
+    }
+    return InputConfig(ranges=ranges, values=values, sizes=sizes)
 
 
 def is_mask(name: str) -> bool:
@@ -249,23 +258,33 @@ def generate_inputs(sig: Signature, cfg: InputConfig | None = None) -> list[dict
 # Tracing and probing samples: two size sets, examples tiled to fit.
 
 
-def probe_sizes(specs: Sequence[TensorSpec], examples: Mapping[str, np.ndarray] | None = None) -> list[dict[str, int]]:
+def probe_sizes(
+    specs: Sequence[TensorSpec],
+    examples: Mapping[str, np.ndarray] | None = None,
+    admitted: Mapping[str, Sequence[int]] | None = None,
+) -> list[dict[str, int]]:
     """Two size assignments for the dynamic symbols, all sizes different, none 0 or 1.
 
     torch.export specialises sizes 0 and 1, and distinct sizes let output dims be
-    matched to the input symbol that drives them.
+    matched to the input symbol that drives them. ``admitted`` gives the two sizes
+    of a symbol the model restricts (``LoadedSource.sizes``); examples still win.
     """
     symbols: list[str] = []
     for s in specs:
         symbols += [d for d in s.shape if isinstance(d, str) and d not in symbols]
     first = {sym: 2 + i for i, sym in enumerate(symbols)}
+    admitted = {s: c for s, c in (admitted or {}).items() if s in first and c}
+    first.update({s: int(c[0]) for s, c in admitted.items()})
     if examples:
         for s in specs:
             if s.name in examples:
                 for d, n in zip(s.shape, examples[s.name].shape, strict=False):
                     if isinstance(d, str):
                         first[d] = int(n)
-    second = {sym: n + len(symbols) + 1 for sym, n in first.items()}
+    second = {
+        sym: int(admitted[sym][-1]) if sym in admitted and first[sym] == admitted[sym][0] else n + len(symbols) + 1
+        for sym, n in first.items()
+    }
     return [first, second]
 
 

@@ -203,6 +203,7 @@ def build_inputs(
             float_dist=opts.float_dist,
             ranges={**({} if opts.int_range else hints.ranges), **opts.ranges},  # the user's flags win
             values={**hints.values, **opts.values},
+            sizes=hints.sizes,
         )
         check_names(InputConfig(ranges=opts.ranges, values=opts.values), sig)
         return generate_inputs(sig, cfg), None

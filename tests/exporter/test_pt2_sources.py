@@ -95,25 +95,85 @@ def test_torchscript_from_pt2_runs_at_every_length(encoder_pt2: Path, tmp_path: 
         assert tuple((out[0] if isinstance(out, tuple) else out).shape) == (batch, 4)
 
 
-def test_a_dim_with_a_range_and_a_multiple_names_what_to_pin(tmp_path: Path) -> None:
-    """wav2vec2-style: ``samples = 10 * Dim("frames", min=40)``. fwx's probe sizes (2, 3, ...) are outside it:
-    the error says the signature came from the model (no --input was given) and what to pin; a pinned
-    length it admits exports."""
-    from fwx.errors import InputError
+def _program(module: Any, args: tuple[Any, ...], dims: tuple[Any, ...], path: Path) -> Path:
+    torch.export.save(torch.export.export(module.eval(), args, dynamic_shapes=dims), path)
+    return path
 
-    class Frames(torch.nn.Module):
-        def forward(self, x: Any) -> Any:
-            return x.reshape(x.shape[0], -1, 10).mean(-1)
 
-    frames = torch.export.Dim("frames", min=4, max=160)
-    ep = torch.export.export(
-        Frames(), (torch.randn(2, 80),), dynamic_shapes=({0: torch.export.Dim("b"), 1: 10 * frames},)
+class _Repeat(torch.nn.Module):
+    """``y`` is twice as long as ``x`` (a derived Dim, ``2 * d``)."""
+
+    def forward(self, x: Any, y: Any) -> Any:
+        return x.repeat_interleave(2, dim=1) + y
+
+
+def test_pt2_sizes_come_from_the_dims_ranges_and_expressions(tmp_path: Path) -> None:
+    """Sizes only where fwx's own (batch 1-3, dims 2-16) do not fit: a Dim whose range starts above them,
+    an axis that is an expression of a Dim (and every axis sharing that Dim, so ``y`` stays ``2 * x``)."""
+    from fwx.sources.load import load_source
+
+    enc = load_source(pt2_models.save_encoder(tmp_path / "enc.pt2"))  # seq in [2, 64]: the defaults fit
+    assert enc.sizes == {}
+    b, seq = torch.export.Dim("b", max=32), torch.export.Dim("seq", min=16, max=512)
+    ids = torch.randint(0, 50, (2, 20))
+    long_only = load_source(
+        _program(
+            pt2_models.MaskedEncoder(max_len=512), (ids, ids), ({0: b, 1: seq}, {0: b, 1: seq}), tmp_path / "l.pt2"
+        )
     )
-    src = tmp_path / "frames.pt2"
-    torch.export.save(ep, src)
-    with pytest.raises(InputError) as err:
-        export(src, ["onnx"], ExportOptions(out=tmp_path / "a"))
-    assert err.value.message.startswith("the signature read from the model (x:float32[N,x_d1]) does not fit")
-    assert "pin one it admits with --input" in (err.value.hint or "")
-    res = export(src, ["onnx"], ExportOptions(out=tmp_path / "b", inputs=["x:float32[N,80]"]))
-    assert res.ok
+    assert long_only.inputs is not None
+    assert long_only.inputs[0].shape == ("N", "input_ids_d1")
+    assert long_only.sizes == {"input_ids_d1": (16, 17)}  # clamped into [16, 512], two sizes
+    d = torch.export.Dim("d", min=2, max=100)
+    pair = load_source(
+        _program(
+            _Repeat(), (torch.randn(2, 5), torch.randn(2, 10)), ({0: b, 1: d}, {0: b, 1: 2 * d}), tmp_path / "p.pt2"
+        )
+    )
+    assert pair.sizes == {"x_d1": (8, 12), "y_d1": (16, 24)}
+
+
+class _Audio(torch.nn.Module):
+    """A strided Conv1d over raw samples (``10 * frames``, at least 400) with a mask of the same length:
+    the wav2vec2 feature encoder in small. At a length under 10 no runtime can run it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(1, 4, 10, stride=5)
+
+    def forward(self, x: Any, mask: Any) -> Any:
+        return self.conv((x * mask).unsqueeze(1)).relu().mean(-1)
+
+
+def test_a_pt2_whose_dims_admit_only_some_sizes_reaches_every_format(tmp_path: Path) -> None:
+    """Probing, tracing, validation, ``fwx validate`` (from fwx.json) and a server's warm-up all draw at sizes
+    the program admits; TFLite, whose file says length 1, plans its tensors at the first request's shape."""
+    from fwx.manifest import Manifest
+    from fwx.runtimes.base import warmup
+    from fwx.validators import validate
+
+    torch.manual_seed(0)
+    b, frames = torch.export.Dim("b", min=1, max=64), torch.export.Dim("frames", min=40, max=1600)
+    x = torch.randn(2, 400)
+    src = _program(
+        _Audio(), (x, torch.ones_like(x)), ({0: b, 1: 10 * frames}, {0: b, 1: 10 * frames}), tmp_path / "a.pt2"
+    )
+    res = export(src, ["all"], ExportOptions(out=tmp_path / "repo"))
+    assert res.ok, res.failures
+    assert res.version_dir is not None
+    manifest = Manifest.read(res.version_dir)
+    assert sorted(manifest.artifacts) == ["onnx", "pt2", "savedmodel", "tflite", "torchscript"]
+    assert res.signature.inputs[1].shape == ("N", "x_d1")  # the same expression is the same symbol
+    assert manifest.samples["sizes"] == {"x_d1": [400, 410]}
+    assert manifest.warmup_sizes() == {"x_d1": 400}
+    report = validate([res.version_dir])
+    assert not report.failures(), report.failures()
+    tfl = load_runtime(
+        Format.TFLITE, res.version_dir / manifest.artifacts["tflite"].path, signature_hint=manifest.sig()
+    )
+    try:
+        warmup(tfl, manifest.sig(), manifest.warmup_sizes())
+        with pytest.raises(Exception, match="LiteRT rejected the inputs"):
+            warmup(tfl, manifest.sig())  # length 1: the convolution's window does not fit
+    finally:
+        tfl.close()

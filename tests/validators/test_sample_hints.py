@@ -137,3 +137,15 @@ def test_hints_round_trip_through_json_with_strings_as_text() -> None:
     assert {w for s in drawn for w in s["words"].ravel()} <= {b"cat", b"dog"}
     assert max(int(s["ids"].max()) for s in drawn) < 7
     assert hints_from_json({"input_ranges": {"other": [0, 3]}}, sig).ranges == {}  # data, not a command line
+
+
+def test_restricted_sizes_round_trip_and_drive_the_samples() -> None:
+    """A ``.pt2`` whose length Dim starts at 400: the sizes it admits go to fwx.json and back, and every
+    generated sample takes them; symbols the signature does not have, or sizes under 1, are dropped."""
+    sig = Signature((TensorSpec("x", "float32", ("N", "x_d1")),), (TensorSpec("y", "float32", ("N", 4)),))
+    data = hints_to_json(InputConfig(sizes={"x_d1": (400, 410)}))
+    assert data == {"sizes": {"x_d1": [400, 410]}}
+    back = hints_from_json(json.loads(json.dumps(data)), sig)
+    assert back.sizes == {"x_d1": (400, 410)}
+    assert sorted({s["x"].shape for s in generate_inputs(sig, back)}) == [(1, 400), (3, 410)]
+    assert hints_from_json({"sizes": {"other": [5], "x_d1": [0, 3]}}, sig).sizes == {}

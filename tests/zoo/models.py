@@ -122,6 +122,13 @@ ZOO: dict[str, ZooModel] = {
             TORCH_KINDS,
             sequence=True,
         ),
+        ZooModel(  # raw audio: a strided conv feature encoder; the length is 10 * Dim("frames", min=40)
+            "wav2vec2",
+            "torch",
+            ("input_values:float32[batch,samples]",),
+            ("last_hidden_state",),
+            ("pt2",),
+        ),
         ZooModel("keras_mobilenet_v2", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
         ZooModel("keras_efficientnet_b0", "keras", (f"image:float32[batch,{HW},{HW},3]",), ("logits",), KERAS_KINDS),
         ZooModel("keras_bilstm", "keras", ("x:float32[batch,seq,8]",), ("y",), KERAS_KINDS, sequence=True),
@@ -257,6 +264,24 @@ def build_torch(name: str) -> tuple[Any, tuple[Any, ...]]:
 
         cfg = T5Config(vocab_size=VOCAB, d_model=64, d_kv=32, d_ff=128, num_layers=2, num_heads=2)
         return _ids_and_mask_encoder(T5EncoderModel(cfg), gen, b, s)
+    if name == "wav2vec2":
+        from transformers import Wav2Vec2Config, Wav2Vec2Model
+
+        cfg = Wav2Vec2Config(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            conv_dim=(16, 16),
+            conv_stride=(5, 2),
+            conv_kernel=(10, 3),
+            num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=4,
+            do_stable_layer_norm=True,
+            feat_extract_norm="layer",
+        )
+        wrapped = _hf_module(Wav2Vec2Model(cfg), ("input_values",), "last_hidden_state")
+        return wrapped, (torch.randn(b, 1600, generator=gen),)
     if name == "efficientnet_b0":
         model = import_torchvision().models.efficientnet_b0(weights=None, num_classes=10)
         x = torch.randn(8, 3, EFF_HW, EFF_HW, generator=gen)
@@ -297,7 +322,11 @@ def save_torch(name: str, kind: str, folder: Path) -> Path:
         warnings.simplefilter("ignore")
         if kind == "pt2":
             path = folder / f"{name}.pt2"
-            dims = {"batch": torch.export.Dim("batch", min=1, max=64), "seq": torch.export.Dim("seq", min=2, max=32)}
+            dims = {
+                "batch": torch.export.Dim("batch", min=1, max=64),
+                "seq": torch.export.Dim("seq", min=2, max=32),
+                "samples": 10 * torch.export.Dim("frames", min=40, max=1600),  # as wav2vec2's users save it
+            }
             shapes = tuple({a: dims[sym] for a, sym in d.items()} for d in spec.dims)
             ep = torch.export.export(model, args, dynamic_shapes=shapes)
             torch.export.save(ep, str(path))

@@ -41,6 +41,7 @@ CI_ROWS: list[tuple[str, str]] = [
     ("efficientnet_b0", "pt2"),
     ("t5_encoder", "pt2"),
     ("deberta_v2", "pt2"),
+    ("wav2vec2", "pt2"),
     ("keras_mobilenet_v2", "keras"),
     ("keras_efficientnet_b0", "savedmodel"),
     ("keras_bilstm", "keras"),
