@@ -8,6 +8,8 @@ retried at higher opsets to tell the user the lowest one that works.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,11 +115,45 @@ def tf2onnx_convert(
     return freeze_into(result, fn, sig, set(lookups.tables))
 
 
+#: Function attributes that stop grappler from inlining a call. Keras 3 runs a grouped convolution
+#: (ConvNeXt's depthwise ``Conv2D(groups=C)``) in a ``jit_compile`` function, because TF's CPU kernel has
+#: no groups; tf2onnx then sees a ``StatefulPartitionedCall`` it cannot convert. ONNX ``Conv`` has groups.
+_NO_INLINE = ("_noinline", "_XlaMustCompile")
+
+
+@contextlib.contextmanager
+def _inline_xla_functions(tf2onnx: Any) -> Iterator[None]:
+    """Strip ``_NO_INLINE`` from the frozen graph's functions for one conversion, so they are inlined.
+
+    tf2onnx freezes the function and then optimises it with grappler; its ``fix_freezing_errors_part2``
+    sits between the two, and is the one place the frozen GraphDef passes through.
+    """
+    loader = tf2onnx.tf_loader
+    original = loader.fix_freezing_errors_part2
+
+    def fix(graph_def: Any) -> Any:
+        for fdef in graph_def.library.function:
+            for key in _NO_INLINE:
+                if key in fdef.attr:
+                    del fdef.attr[key]
+        for node in graph_def.node:
+            for key in _NO_INLINE:
+                if key in node.attr:
+                    del node.attr[key]
+        return original(graph_def)
+
+    loader.fix_freezing_errors_part2 = fix
+    try:
+        yield
+    finally:
+        loader.fix_freezing_errors_part2 = original
+
+
 def _convert(tf2onnx: Any, fn: Any, sig: Signature, opset: int, lookups: LookupFreezer) -> tuple[Any, list[str]]:
     lookups.reset()
     handlers = {**CUSTOM_HANDLERS, **lookups.handlers}
     try:
-        with quiet():
+        with quiet(), _inline_xla_functions(tf2onnx):
             model, _ = tf2onnx.convert.from_function(
                 fn, input_signature=tf_specs(sig), opset=opset, custom_op_handlers=handlers
             )
