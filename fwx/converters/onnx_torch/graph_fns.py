@@ -125,6 +125,46 @@ def gather_nd(data: Tensor, idx: Tensor, batch_dims: int) -> Tensor:
     return out.reshape(shape)
 
 
+def scatter_elements(data: Tensor, idx: Tensor, updates: Tensor, axis: int, reduce: str) -> Tensor:
+    """ONNX ScatterElements (``reduce``: "none", or torch's "sum" / "prod" / "amax" / "amin")."""
+    idx = torch.where(idx < 0, idx + data.size(axis), idx)
+    if reduce == "none":
+        return torch.scatter(data, axis, idx, updates)
+    return torch.scatter_reduce(data, axis, idx, updates, reduce, include_self=True)
+
+
+def scatter_nd(data: Tensor, idx: Tensor, updates: Tensor, reduce: str) -> Tensor:
+    """ONNX ScatterND: each row of ``idx`` (its last axis, ``k`` long) names a slice of ``data``'s first ``k``
+    axes that the matching slice of ``updates`` replaces (or is reduced into).
+
+    As in ``gather_nd``, rows become one linear index into ``data`` flattened over those ``k`` axes, so it
+    is one ``index_copy``/``index_add``/``scatter_reduce`` along axis 0 (no loop over rows).
+    """
+    k = idx.size(-1)
+    size: List[int] = list(data.size())  # noqa: UP006
+    picked = size[:k]
+    rest = size[k:]
+    span = 1
+    for s in picked:
+        span = span * s
+    flat = data.reshape([span] + rest)
+    rows = idx.reshape([-1, k]).to(torch.int64)
+    lin = torch.zeros_like(rows[:, 0])
+    for j in range(k):
+        n = picked[j]
+        col = rows[:, j]
+        lin = lin * n + torch.where(col < 0, col + n, col)
+    upd = updates.reshape([-1] + rest)
+    if reduce == "none":
+        out = flat.index_copy(0, lin, upd)
+    elif reduce == "sum":
+        out = flat.index_add(0, lin, upd)
+    else:  # scatter_reduce, not the beta index_reduce: one index per element of the updates
+        view: List[int] = [-1] + [1] * len(rest)  # noqa: UP006
+        out = flat.scatter_reduce(0, lin.reshape(view).expand_as(upd), upd, reduce, include_self=True)
+    return out.reshape(size)
+
+
 def expand(x: Tensor, shape_t: Tensor) -> Tensor:
     """ONNX Expand with a shape only known at run time (a 1 keeps x's size: broadcasting both ways)."""
     shape = tensor_to_ints(shape_t)

@@ -176,6 +176,52 @@ def test_gather_elements() -> None:
     check_model(node_model("GatherElements", {"x": X}, consts={"i": idx}, axis=1), {"x": X})
 
 
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter_elements(reduction: str) -> None:
+    """Hugging Face BART's dynamo export scatters (``masked_fill`` on shifted decoder ids); negative indices wrap."""
+    idx = np.array([[[0], [2], [-1]]], dtype=I64).repeat(2, 0)
+    upd = rand(2, 3, 1, seed=3)
+    model = node_model(
+        "ScatterElements",
+        {"x": X, "u": upd},
+        consts={"i": idx},
+        axis=1,
+        reduction=reduction,
+        input_order=["x", "i", "u"],
+        opset=18,
+    )
+    check_model(model, {"x": X, "u": upd})
+
+
+@pytest.mark.parametrize(
+    ("data_shape", "idx", "reduction"),
+    [
+        ((4, 3), [[1], [3]], "none"),  # k=1: whole rows replaced
+        ((2, 3, 4), [[0, 1], [1, -1]], "none"),  # k=2: rows of the last axis (negative wraps)
+        ((2, 3, 4), [[0, 1, 2], [1, 0, 3]], "add"),  # k=3: single elements
+        ((4, 3), [[2], [0]], "mul"),
+        ((4, 3), [[2], [0]], "max"),
+    ],
+)
+def test_scatter_nd(data_shape: tuple[int, ...], idx: list[Any], reduction: str) -> None:
+    x = rand(*data_shape)
+    ids = np.array(idx, dtype=I64)
+    upd = rand(*ids.shape[:-1], *data_shape[ids.shape[-1] :], seed=5)
+    model = node_model(
+        "ScatterND", {"x": x, "u": upd}, consts={"i": ids}, reduction=reduction, input_order=["x", "i", "u"], opset=18
+    )
+    check_model(model, {"x": x, "u": upd})
+
+
+def test_scatter_nd_runtime_indices_at_two_sizes() -> None:
+    """Indices computed in the graph and a dynamic leading axis: nothing about the size is baked."""
+    x, idx, upd = rand(5, 3), np.array([[4], [1]], dtype=I64), rand(2, 3, seed=7)
+    model = node_model("ScatterND", {"x": x, "i": idx, "u": upd}, dims={"x": ["n", 3]})
+    check_model(
+        model, {"x": x, "i": idx, "u": upd}, others=[{"x": rand(7, 3), "i": np.array([[6], [0]], dtype=I64), "u": upd}]
+    )
+
+
 @pytest.mark.parametrize(
     ("starts", "ends", "axes", "steps"),
     [

@@ -1,4 +1,4 @@
-"""Data-movement ops: Gather, GatherElements, GatherND, Slice, Split, Transpose, Pad, Constant, Identity, Dropout, Einsum, CumSum."""
+"""Data-movement ops: Gather, GatherElements, GatherND, ScatterElements, ScatterND, Slice, Split, Transpose, Pad, Constant, Identity, Dropout, Einsum, CumSum."""
 
 from __future__ import annotations
 
@@ -75,6 +75,30 @@ def _gather_elements(b: GraphBuilder, n: OnnxNode) -> Value:
 @op("GatherND")
 def _gather_nd(b: GraphBuilder, n: OnnxNode) -> Value:
     return b.call(gf.gather_nd, n.need(0), n.need(1), int(n.attr("batch_dims", 0)))
+
+
+#: ONNX Scatter* ``reduction`` -> torch's reduce name
+_REDUCE = {"none": "none", "add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
+
+
+def _reduction(n: OnnxNode) -> str:
+    red = str(n.attr("reduction", "none"))
+    if red not in _REDUCE:
+        raise ValueError(f"{n.label}: unknown reduction {red!r}")
+    return _REDUCE[red]
+
+
+@op("ScatterElements", "Scatter")
+def _scatter_elements(b: GraphBuilder, n: OnnxNode) -> Value:
+    data = n.need(0)
+    axis = int(n.attr("axis", 0))
+    axis = axis + b.rank(data) if axis < 0 else axis
+    return b.call(gf.scatter_elements, data, n.need(1), n.need(2), axis, _reduction(n))
+
+
+@op("ScatterND")
+def _scatter_nd(b: GraphBuilder, n: OnnxNode) -> Value:
+    return b.call(gf.scatter_nd, n.need(0), n.need(1), n.need(2), _reduction(n))
 
 
 def _items(b: GraphBuilder, v: Value | None, default: list[Item]) -> list[Item]:
