@@ -8,6 +8,7 @@ pinned specs; PyTorch has no other way to tell).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -106,12 +107,39 @@ def _pin_torch(
     return Signature(specs, output_specs(names, runs, sizes))
 
 
+def _refuse_dynamic_time_distributed(model: Any, specs: Sequence[TensorSpec]) -> None:
+    """Keras 3's ``TimeDistributed`` maps over the *batch* size when the time axis is unknown at tracing
+    (its ``vectorized_map`` takes the length before transposing), so every traced artifact (SavedModel,
+    ONNX, TFLite) comes out with the batch size as its time length. Eager Keras is right, so validation
+    would fail every target; say why up front."""
+    if not any(axis > 0 for s in specs for axis in s.dynamic_axes):
+        return
+    import keras
+
+    for layer in model._flatten_layers() if hasattr(model, "_flatten_layers") else []:
+        if not isinstance(layer, keras.layers.TimeDistributed):
+            continue
+        try:
+            time = layer.input.shape[1]
+        except (AttributeError, ValueError, IndexError):  # a layer used twice has no single input
+            continue
+        if time is None:
+            raise InputError(
+                f"Keras TimeDistributed layer {layer.name!r} cannot be exported with a dynamic time axis: "
+                "Keras 3 traces it over the batch size instead of the time steps, so every artifact "
+                "would have the wrong length",
+                hint="drop the wrapper and call the inner layer on the sequence: Dense and Conv1D already act "
+                "on each time step, with the same weights",
+            )
+
+
 def _probe_keras(
     src: LoadedSource,
     specs: Sequence[TensorSpec],
     examples: Mapping[str, np.ndarray] | None,
     cfg: InputConfig | None = None,
 ) -> None:
+    _refuse_dynamic_time_distributed(src.obj, specs)
     feeds = make_feeds(specs, probe_sizes(specs, examples)[0], examples, cfg=cfg)
     try:
         with quiet():

@@ -55,3 +55,29 @@ def test_dict_outputs_reach_onnx_and_torchscript(dict_keras: Path, tmp_path: Pat
     for entry in res.manifest.artifacts.values():
         assert entry.validation["passed"]
         assert entry.validation["outputs"]["embed"]["max_abs"] < 1e-4
+
+
+def test_a_time_distributed_layer_over_a_dynamic_time_axis_is_refused_with_why(tmp_path: Path) -> None:
+    """Keras 3's TimeDistributed, traced with an unknown time axis, maps over the batch size: every traced
+    artifact came out ``[batch, batch, 3]`` and each target failed validation with a shape mismatch. The
+    export now says why before any work; the same layers without the wrapper export and validate."""
+    import tensorflow as tf
+
+    from fwx.errors import InputError
+
+    keras.utils.set_random_seed(0)
+    x = keras.Input((None, 8), name="x")
+    h = keras.layers.GRU(8, return_sequences=True)(x)
+    wrapped = keras.Model(x, keras.layers.TimeDistributed(keras.layers.Dense(3), name="td")(h))
+    traced = tf.function(lambda a: wrapped(a, training=False)).get_concrete_function(
+        tf.TensorSpec([None, None, 8], tf.float32)
+    )
+    sample = np.zeros((2, 5, 8), np.float32)
+    assert tuple(traced(tf.constant(sample)).shape) == (2, 2, 3)  # the Keras bug itself: 2 steps, not 5
+    wrapped.save(tmp_path / "td.keras")
+    with pytest.raises(InputError) as err:
+        export(tmp_path / "td.keras", ["onnx"], ExportOptions(out=tmp_path / "a"))
+    assert "TimeDistributed layer 'td'" in err.value.message
+    assert "drop the wrapper" in (err.value.hint or "")
+    keras.Model(x, keras.layers.Dense(3, name="y")(h)).save(tmp_path / "plain.keras")
+    assert export(tmp_path / "plain.keras", ["onnx"], ExportOptions(out=tmp_path / "b")).ok
