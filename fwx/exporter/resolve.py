@@ -48,9 +48,8 @@ def pin_signature(
                 f"--output names {len(names)} output(s) but the model has {len(model_out)}",
                 hint="pass one --output per model output, or none",
             )
-        return Signature(
-            pinned_in, tuple(TensorSpec(n, s.dtype, s.shape) for n, s in zip(names, model_out, strict=True))
-        )
+        outs = tuple(TensorSpec(n, s.dtype, s.shape) for n, s in zip(names, model_out, strict=True))
+        return Signature(pinned_in, _fixed_keras_outputs(src, pinned_in, outs, examples, cfg))
     if outputs and sorted(outputs) != sorted(s.name for s in model_out):
         raise InputError(
             f"--output {', '.join(outputs)} does not match the model's outputs "
@@ -150,6 +149,47 @@ def _probe_keras(
             f"--input {shown} does not fit the model: {first_line(exc)}",
             hint="check the rank, sizes and dtype of each --input",
         ) from exc
+
+
+def _fixed_keras_outputs(
+    src: LoadedSource,
+    specs: tuple[TensorSpec, ...],
+    outs: tuple[TensorSpec, ...],
+    examples: Mapping[str, np.ndarray] | None,
+    cfg: InputConfig | None,
+) -> tuple[TensorSpec, ...]:
+    """The model's outputs with each axis it declares dynamic but that the pinned inputs fix (a sequence
+    model pinned at ``[N,50,8]``) set to its size: the model is run at two sizes of the pinned symbols.
+
+    Only when the pinned inputs fix an axis the model leaves dynamic; axes that change keep the model's own
+    names, so an export that pins nothing has the signature it always had.
+    """
+    own = sum(len(s.dynamic_axes) for s in src.inputs or ())
+    if own <= sum(len(s.dynamic_axes) for s in specs) or not any(axis > 0 for o in outs for axis in o.dynamic_axes):
+        return outs
+    from fwx.runtimes.eager_keras import KerasRuntime
+
+    sizes = probe_sizes(specs, examples)
+    rt = KerasRuntime.from_model(src.obj, Signature(specs, outs))
+    try:
+        with quiet():
+            runs = [rt.infer(make_feeds(specs, size, examples, seed=i, cfg=cfg)) for i, size in enumerate(sizes)]
+    except Exception:  # noqa: BLE001 - the model ran in _probe_keras; a failure here leaves validation to judge
+        return outs
+    finally:
+        rt.close()
+    fixed = []
+    for o in outs:
+        a, b = (np.asarray(r[o.name]) if o.name in r else None for r in (runs[0], runs[-1]))
+        if a is None or b is None or a.ndim != o.rank or b.ndim != o.rank:
+            fixed.append(o)
+            continue
+        dims = tuple(
+            int(na) if axis > 0 and isinstance(d, str) and na == nb else d
+            for axis, (d, na, nb) in enumerate(zip(o.shape, a.shape, b.shape, strict=True))
+        )
+        fixed.append(TensorSpec(o.name, o.dtype, dims))
+    return tuple(fixed)
 
 
 def _shapes(feeds: Mapping[str, np.ndarray]) -> str:

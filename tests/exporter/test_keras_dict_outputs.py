@@ -81,3 +81,20 @@ def test_a_time_distributed_layer_over_a_dynamic_time_axis_is_refused_with_why(t
     assert "drop the wrapper" in (err.value.hint or "")
     keras.Model(x, keras.layers.Dense(3, name="y")(h)).save(tmp_path / "plain.keras")
     assert export(tmp_path / "plain.keras", ["onnx"], ExportOptions(out=tmp_path / "b")).ok
+
+
+def test_a_fixed_time_length_pinned_on_a_keras_sequence_model_fixes_its_outputs(tmp_path: Path) -> None:
+    """The model declares ``y: [N, None, 3]``; pinned at ``x: [N, 6, 4]`` its artifacts say ``[N, 6, 3]``, and
+    the pinned signature must say so too (it kept the model's dynamic axis, so every artifact was refused on
+    read-back). Without a pin the axis stays dynamic under the model's own name."""
+    keras.utils.set_random_seed(0)
+    x = keras.Input((None, 4), name="x")
+    keras.Model(x, keras.layers.Dense(3, name="y")(keras.layers.Conv1D(5, 3, padding="same")(x))).save(
+        tmp_path / "seq.keras"
+    )
+    pinned = export(tmp_path / "seq.keras", ["onnx"], ExportOptions(out=tmp_path / "a", inputs=["x:float32[N,6,4]"]))
+    assert pinned.ok, pinned.failures
+    assert pinned.signature.outputs[0].shape == ("N", 6, 3)
+    free = export(tmp_path / "seq.keras", ["onnx"], ExportOptions(out=tmp_path / "b"))
+    assert free.ok, free.failures
+    assert free.signature.outputs[0].shape == ("N", "y_d1", 3)
