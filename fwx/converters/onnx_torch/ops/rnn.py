@@ -1,15 +1,19 @@
-"""ONNX LSTM as a module with two bodies: torch's fused kernel, and a scan for torch.export.
+"""ONNX LSTM and GRU as modules with two bodies: torch's fused kernel, and a scan for torch.export.
 
-``torch.lstm`` is one fast op under TorchScript, but torch.export decomposes it
-into a Python loop over time, which bakes the sequence length. Under export
-the module instead runs the same cell through ``torch._higher_order_ops.scan``,
-which keeps the time axis symbolic.
+``torch.lstm``/``torch.gru`` are one fast op under TorchScript, but torch.export
+decomposes them into a Python loop over time, which bakes the sequence length.
+Under export the module instead runs the same cell through
+``torch._higher_order_ops.scan``, which keeps the time axis symbolic.
+
+torch's GRU computes the candidate as ``r * (W_hn h + b_hn)``: ONNX's
+``linear_before_reset=1``. A GRU with ``linear_before_reset=0`` (``W_hn (r * h)``)
+has no fused kernel, so under TorchScript it runs a scripted loop over time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Optional  # noqa: UP035 - TorchScript reads these annotations
+from typing import List, Optional, Tuple  # noqa: UP035 - TorchScript reads these annotations
 
 import onnx
 import torch
@@ -126,3 +130,136 @@ def _lstm(b: GraphBuilder, n: OnnxNode) -> list[Value]:
     module = OnnxLSTM(w, r, bias, hidden, str(n.attr("direction", "forward")), int(n.attr("layout", 0)))
     name = b.submodule(module, "lstm_" + n.name)
     return b.call_module(name, 3, n.need(0), n.input(5), n.input(6))[: len(n.outputs)]
+
+
+#: ONNX stacks the GRU gates z, r, h; torch stacks r, z, n(=h).
+ONNX_TO_TORCH_GRU_GATES = (1, 0, 2)
+
+
+def _reorder_gru(t: Tensor, hidden: int) -> Tensor:
+    return torch.cat([t[:, k * hidden : (k + 1) * hidden] for k in ONNX_TO_TORCH_GRU_GATES], 1).contiguous()
+
+
+def gru_cell(xw: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor, linear_before_reset: bool) -> Tensor:
+    """One GRU step; ``xw`` is the input's projection plus its bias (gates r, z, n in torch's order)."""
+    xr, xz, xn = xw.chunk(3, -1)
+    if linear_before_reset:
+        hr, hz, hn = (torch.matmul(h, w_hh.t()) + b_hh).chunk(3, -1)
+        r = torch.sigmoid(xr + hr)
+        z = torch.sigmoid(xz + hz)
+        n = torch.tanh(xn + r * hn)
+    else:
+        wr, wz, wn = w_hh.chunk(3, 0)
+        br, bz, bn = b_hh.chunk(3, 0)
+        r = torch.sigmoid(xr + torch.matmul(h, wr.t()) + br)
+        z = torch.sigmoid(xz + torch.matmul(h, wz.t()) + bz)
+        n = torch.tanh(xn + torch.matmul(r * h, wn.t()) + bn)
+    return (1.0 - z) * n + z * h
+
+
+def _gru_step(w_hh: Tensor, b_hh: Tensor, lbr: bool) -> Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]:
+    def step(h: Tensor, xw: Tensor) -> tuple[Tensor, Tensor]:
+        h = gru_cell(xw, h, w_hh, b_hh, lbr)
+        return h, h.clone()
+
+    return step
+
+
+class OnnxGRU(torch.nn.Module):
+    """One ONNX GRU node (forward, reverse or bidirectional; layout 0 or 1; either ``linear_before_reset``)."""
+
+    def __init__(
+        self, w: Tensor, r: Tensor, bias: Tensor | None, hidden: int, direction: str, layout: int, lbr: bool
+    ) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.num_dir = int(w.shape[0])
+        self.reverse = direction == "reverse"
+        self.batch_first = layout == 1
+        self.lbr = lbr
+        bias = torch.zeros(self.num_dir, 6 * hidden, dtype=w.dtype) if bias is None else bias
+        self.register_buffer("w_ih", _reorder_gru(w, hidden))
+        self.register_buffer("w_hh", _reorder_gru(r, hidden))
+        self.register_buffer("b_ih", _reorder_gru(bias[:, : 3 * hidden], hidden))
+        self.register_buffer("b_hh", _reorder_gru(bias[:, 3 * hidden :], hidden))
+
+    def forward(self, x: Tensor, h0: Optional[Tensor]) -> Tuple[Tensor, Tensor]:  # noqa: UP006, UP045
+        if self.batch_first:
+            x = x.transpose(0, 1)
+            h0 = None if h0 is None else h0.transpose(0, 1)
+        if h0 is None:
+            h0 = x.new_zeros([self.num_dir, x.size(1), self.hidden])
+        if torch.jit.is_scripting():  # type: ignore[attr-defined]
+            y, hn = self._fused(x, h0) if self.lbr else self._loop(x, h0)
+        else:
+            y, hn = self._traceable(x, h0)
+        if self.batch_first:
+            return y.transpose(0, 1), hn.transpose(0, 1)
+        return y.transpose(1, 2), hn
+
+    def _fused(self, x: Tensor, h0: Tensor) -> Tuple[Tensor, Tensor]:  # noqa: UP006
+        params: List[Tensor] = []  # noqa: UP006
+        for d in range(self.num_dir):
+            params += [self.w_ih[d], self.w_hh[d], self.b_ih[d], self.b_hh[d]]  # type: ignore[index]
+        xin = x.flip([0]) if self.reverse else x
+        out, hn = torch.gru(xin, h0, params, True, 1, 0.0, False, self.num_dir == 2, False)
+        if self.reverse:
+            out = out.flip([0])
+        return out.reshape(out.size(0), out.size(1), self.num_dir, self.hidden), hn
+
+    def _loop(self, x: Tensor, h0: Tensor) -> Tuple[Tensor, Tensor]:  # noqa: UP006
+        ys: List[Tensor] = []  # noqa: UP006
+        hs: List[Tensor] = []  # noqa: UP006
+        steps = x.size(0)
+        for d in range(self.num_dir):
+            xw = torch.matmul(x, self.w_ih[d].t()) + self.b_ih[d]  # type: ignore[index]
+            back = self.reverse or d == 1
+            h = h0[d]
+            out: List[Tensor] = []  # noqa: UP006
+            for t in range(steps):
+                h = gru_cell(xw[steps - 1 - t if back else t], h, self.w_hh[d], self.b_hh[d], self.lbr)  # type: ignore[index]
+                out.append(h)
+            if back:
+                out.reverse()
+            ys.append(torch.stack(out, 0))
+            hs.append(h)
+        return torch.stack(ys, 2), torch.stack(hs, 0)
+
+    @torch.jit.unused
+    def _traceable(self, x: Tensor, h0: Tensor) -> tuple[Tensor, Tensor]:
+        if not torch.compiler.is_exporting():
+            return self._fused(x, h0) if self.lbr else self._loop(x, h0)
+        from torch._higher_order_ops.scan import scan
+
+        ys, hs = [], []
+        for d in range(self.num_dir):
+            xw = torch.matmul(x, self.w_ih[d].t()) + self.b_ih[d]  # type: ignore[index]
+            init = h0[d].clone(memory_format=torch.contiguous_format)
+            step = _gru_step(self.w_hh[d], self.b_hh[d], self.lbr)  # type: ignore[index]
+            h, y = scan(step, init, xw, dim=0, reverse=self.reverse or d == 1)
+            ys.append(y)
+            hs.append(h)
+        return torch.stack(ys, 2), torch.stack(hs, 0)
+
+
+def _check_gru(node: onnx.NodeProto, opset: int) -> str | None:
+    acts = [a.decode() if isinstance(a, bytes) else a for a in attr_of(node, "activations", []) or []]
+    if acts and any(a != d for a, d in zip(acts, ("Sigmoid", "Tanh") * 2, strict=False)):
+        return "activations"
+    if attr_of(node, "clip") is not None:
+        return "clip"
+    if len(node.input) > 4 and node.input[4]:
+        return "sequence_lens"
+    return None
+
+
+@op("GRU", check=_check_gru)
+def _gru(b: GraphBuilder, n: OnnxNode) -> list[Value]:
+    w, r, bias = n.const(1), n.const(2), n.const(3)
+    assert w is not None
+    assert r is not None
+    hidden = int(n.attr("hidden_size", r.shape[-1]))
+    lbr = bool(n.attr("linear_before_reset", 0))
+    module = OnnxGRU(w, r, bias, hidden, str(n.attr("direction", "forward")), int(n.attr("layout", 0)), lbr)
+    name = b.submodule(module, "gru_" + n.name)
+    return b.call_module(name, 2, n.need(0), n.input(5))[: len(n.outputs)]
