@@ -105,17 +105,23 @@ class OnnxLSTM(torch.nn.Module):
         return torch.stack(ys, 2), torch.stack(hs, 0), torch.stack(cs, 0)
 
 
-def _check_lstm(node: onnx.NodeProto, opset: int) -> str | None:
+def _check_rnn(node: onnx.NodeProto, activations: tuple[str, ...], flags: tuple[str, ...] = ()) -> str | None:
+    """What an LSTM/GRU node asks that the modules do not do: other activations, clip, ``flags``, sequence_lens."""
     acts = [a.decode() if isinstance(a, bytes) else a for a in attr_of(node, "activations", []) or []]
-    if acts and any(a != d for a, d in zip(acts, DEFAULT_ACTIVATIONS * 2, strict=False)):
+    if acts and any(a != d for a, d in zip(acts, activations * 2, strict=False)):
         return "activations"
     if attr_of(node, "clip") is not None:
         return "clip"
-    if attr_of(node, "input_forget", 0):
-        return "input_forget"
+    for flag in flags:
+        if attr_of(node, flag, 0):
+            return flag
     if len(node.input) > 4 and node.input[4]:
         return "sequence_lens"
     return None
+
+
+def _check_lstm(node: onnx.NodeProto, opset: int) -> str | None:
+    return _check_rnn(node, DEFAULT_ACTIVATIONS, ("input_forget",))
 
 
 @op("LSTM", check=_check_lstm)
@@ -243,14 +249,7 @@ class OnnxGRU(torch.nn.Module):
 
 
 def _check_gru(node: onnx.NodeProto, opset: int) -> str | None:
-    acts = [a.decode() if isinstance(a, bytes) else a for a in attr_of(node, "activations", []) or []]
-    if acts and any(a != d for a, d in zip(acts, ("Sigmoid", "Tanh") * 2, strict=False)):
-        return "activations"
-    if attr_of(node, "clip") is not None:
-        return "clip"
-    if len(node.input) > 4 and node.input[4]:
-        return "sequence_lens"
-    return None
+    return _check_rnn(node, ("Sigmoid", "Tanh"))
 
 
 @op("GRU", check=_check_gru)
