@@ -314,12 +314,14 @@ def _context(
         batch = {s.shape[0] for s in sig.inputs if s.rank and isinstance(s.shape[0], str)}
         sizes = [{k: 1 if k in batch else n for k, n in sizes[0].items()}]
     user = eo.sample_config()
-    # integer ids within the embedding's vocabulary where fwx can read it; the user's ranges win
+    symbols = dynamic_symbols(sig)
+    # integer ids within the embedding's vocabulary where fwx can read it, sizes a .pt2's Dims admit;
+    # the user's own win
     cfg = replace(
         user,
         ranges={**id_ranges(src, sig), **user.ranges},
         values={**lookup_values(src, sig), **user.values},
-        sizes={**{s: n for s, n in src.sizes.items() if s in dynamic_symbols(sig)}, **user.sizes},
+        sizes={**{s: n for s, n in src.sizes.items() if s in symbols}, **user.sizes},
     )
     opts = replace(
         opts,
