@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.converters._freeze import freeze_into
+from fwx.converters._keras3_gru import keras3_gru
 from fwx.converters._lookup import LookupFreezer
 from fwx.converters._tf import tf_specs
 from fwx.converters.base import ConvertOptions, ConvertResult, SourceModel
@@ -153,7 +154,7 @@ def _convert(tf2onnx: Any, fn: Any, sig: Signature, opset: int, lookups: LookupF
     lookups.reset()
     handlers = {**CUSTOM_HANDLERS, **lookups.handlers}
     try:
-        with quiet(), _inline_xla_functions(tf2onnx):
+        with quiet(), _inline_xla_functions(tf2onnx), keras3_gru(tf2onnx):
             model, _ = tf2onnx.convert.from_function(
                 fn, input_signature=tf_specs(sig), opset=opset, custom_op_handlers=handlers
             )
