@@ -7,6 +7,7 @@ pinned specs; PyTorch has no other way to tell).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,7 +42,7 @@ def pin_signature(
         check_against_model(pinned_in, model_in, rename_ok=src.format is Format.KERAS)
     model_out = src.outputs or ()
     if src.format is Format.KERAS:
-        _probe_keras(src, pinned_in, examples, cfg)
+        _probe_keras(src, pinned_in, examples, cfg, given=bool(inputs))
         names = names_or_default(outputs, len(model_out), "output") if outputs else [s.name for s in model_out]
         if len(names) != len(model_out):
             raise InputError(
@@ -132,23 +133,64 @@ def _refuse_dynamic_time_distributed(model: Any, specs: Sequence[TensorSpec]) ->
             )
 
 
+#: Sizes of an image's dynamic height and width to retry at when fwx's small ones do not fit: multiples
+#: of 32, which every pooling / stride-2 pyramid of keras.applications and U-Nets divides.
+_IMAGE_SIZES = (32, 64, 96)
+
+
 def _probe_keras(
     src: LoadedSource,
     specs: Sequence[TensorSpec],
     examples: Mapping[str, np.ndarray] | None,
     cfg: InputConfig | None = None,
+    given: bool = True,
 ) -> None:
+    """Run the model once on a probe sample; a fully convolutional model whose dynamic height and width
+    fwx's small sizes do not fit (a U-Net concatenates pooled and upsampled maps) is retried at
+    multiples of 32, and the sizes that fit become ``src.sizes`` for tracing and validation."""
     _refuse_dynamic_time_distributed(src.obj, specs)
-    feeds = make_feeds(specs, probe_sizes(specs, examples)[0], examples, cfg=cfg)
     try:
-        with quiet():
-            src.obj([feeds[s.name] for s in specs] if len(specs) > 1 else feeds[specs[0].name], training=False)
+        _run_keras(src, specs, probe_sizes(specs, examples)[0], examples, cfg)
+        return
     except Exception as exc:  # noqa: BLE001
+        spatial = [] if examples else _image_symbols(specs)
+        sizes = {sym: (_IMAGE_SIZES[i % 2], _IMAGE_SIZES[i % 2 + 1]) for i, sym in enumerate(spatial)}
+        if sizes:
+            with contextlib.suppress(Exception):
+                for k in (0, 1):
+                    _run_keras(src, specs, {**probe_sizes(specs)[k], **{s: v[k] for s, v in sizes.items()}}, None, cfg)
+                src.sizes = {**src.sizes, **sizes}
+                return
         shown = ", ".join(str(s) for s in specs)
         raise InputError(
-            f"--input {shown} does not fit the model: {first_line(exc)}",
-            hint="check the rank, sizes and dtype of each --input",
+            f"{f'--input {shown}' if given else f'the signature read from the model ({shown})'} does not fit "
+            f"the model: {first_line(exc)}",
+            hint="pin sizes the model admits with --input, e.g. a fixed height and width"
+            if spatial
+            else "check the rank, sizes and dtype of each --input",
         ) from exc
+
+
+def _run_keras(
+    src: LoadedSource,
+    specs: Sequence[TensorSpec],
+    sizes: Mapping[str, int],
+    examples: Mapping[str, np.ndarray] | None,
+    cfg: InputConfig | None,
+) -> None:
+    feeds = make_feeds(specs, sizes, examples, cfg=cfg)
+    with quiet():
+        src.obj([feeds[s.name] for s in specs] if len(specs) > 1 else feeds[specs[0].name], training=False)
+
+
+def _image_symbols(specs: Sequence[TensorSpec]) -> list[str]:
+    """The dynamic height/width symbols of rank-4 float inputs (NHWC or NCHW), in order."""
+    out: list[str] = []
+    for s in specs:
+        if s.rank == 4 and s.dtype.startswith("float"):
+            hw = s.shape[1:3] if isinstance(s.shape[3], int) else s.shape[2:4]
+            out += [d for d in hw if isinstance(d, str) and d not in out]
+    return out
 
 
 def _fixed_keras_outputs(
@@ -169,7 +211,7 @@ def _fixed_keras_outputs(
         return outs
     from fwx.runtimes.eager_keras import KerasRuntime
 
-    sizes = probe_sizes(specs, examples)
+    sizes = probe_sizes(specs, examples, src.sizes)
     rt = KerasRuntime.from_model(src.obj, Signature(specs, outs))
     try:
         with quiet():

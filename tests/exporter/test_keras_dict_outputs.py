@@ -98,3 +98,24 @@ def test_a_fixed_time_length_pinned_on_a_keras_sequence_model_fixes_its_outputs(
     free = export(tmp_path / "seq.keras", ["onnx"], ExportOptions(out=tmp_path / "b"))
     assert free.ok, free.failures
     assert free.signature.outputs[0].shape == ("N", "y_d1", 3)
+
+
+def test_a_fully_convolutional_keras_model_is_probed_at_sizes_its_pooling_divides(tmp_path: Path) -> None:
+    """A U-Net over ``(None, None, 3)`` concatenates a pooled-then-upsampled map with the input-size one, so
+    fwx's small probe sizes (odd heights) failed pinning: "the signature ... does not fit". The probe now
+    retries an image's height and width at multiples of 32; those sizes drive validation and go to
+    fwx.json, and the dims stay dynamic."""
+    from fwx.manifest import Manifest
+
+    keras.utils.set_random_seed(0)
+    x = keras.Input((None, None, 3), name="image")
+    a = keras.layers.Conv2D(4, 3, padding="same", activation="relu")(x)
+    b = keras.layers.Conv2D(4, 3, padding="same")(keras.layers.MaxPooling2D()(a))
+    up = keras.layers.Conv2DTranspose(4, 2, strides=2)(b)
+    y = keras.layers.Conv2D(2, 1, name="mask")(keras.layers.Concatenate()([up, a]))
+    keras.Model(x, y).save(tmp_path / "unet.keras")
+    res = export(tmp_path / "unet.keras", ["onnx"], ExportOptions(out=tmp_path / "repo"))
+    assert res.ok, res.failures
+    assert res.version_dir is not None
+    assert res.signature.inputs[0].shape == ("N", "image_d1", "image_d2", 3)
+    assert Manifest.read(res.version_dir).samples["sizes"] == {"image_d1": [32, 64], "image_d2": [64, 96]}
