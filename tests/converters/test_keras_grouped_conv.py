@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from .every_format import export_to_every_format
+
 
 @pytest.fixture(scope="module")
 def grouped(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -29,22 +31,6 @@ def grouped(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_grouped_conv_reaches_every_format(grouped: Path, tmp_path: Path) -> None:
-    import onnx
-
-    from fwx import ui
-    from fwx.exporter import ExportOptions, export
-
-    ui.state.quiet = True
-    try:
-        result = export(grouped, ["all"], ExportOptions(out=tmp_path, name="grouped"))
-    finally:
-        ui.state.quiet = False
-    assert result.ok, result.failures
-    assert result.manifest is not None
-    assert result.version_dir is not None
-    assert sorted(result.manifest.artifacts) == ["onnx", "pt2", "savedmodel", "tflite", "torchscript"]
-    assert not result.manifest.skipped
-    graph = onnx.load(str(result.version_dir / result.manifest.artifacts["onnx"].path)).graph
-    ops = {n.op_type for n in graph.node}
-    assert "StatefulPartitionedCall" not in ops
-    assert any(n.op_type == "Conv" and any(a.name == "group" and a.i == 4 for a in n.attribute) for n in graph.node)
+    nodes = export_to_every_format(grouped, tmp_path, "grouped")
+    assert "StatefulPartitionedCall" not in {n.op_type for n in nodes}
+    assert any(n.op_type == "Conv" and any(a.name == "group" and a.i == 4 for a in n.attribute) for n in nodes)
