@@ -2,7 +2,9 @@
 
 Only the forms with an exact TF/TFLite counterpart are translated (TRANSPOSE_CONV,
 RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR); any other mode fails with a message
-naming it rather than translating to something close.
+naming it rather than translating to something close. A resize by scales whose
+output size may not be whole (a dynamic height halved) is computed with ONNX's
+own coordinate mapping by gathers, since TF's resize maps with out/in.
 """
 
 from __future__ import annotations
@@ -79,14 +81,70 @@ def _out_size(c: NodeCtx, x: tf.Tensor, scales_i: int, sizes_i: int) -> Any:
         all(v is not None for v in hw) and all(float(v * sc).is_integer() for v, sc in zip(hw, scales[2:], strict=True))
     )
     if not whole:
-        c.fail(f"scales {scales[2:].tolist()} do not give whole output sizes; pass sizes instead of scales")
+        return _ByScale(scales[2:])
     if all(v is not None for v in hw):
         return [int(np.floor(v * sc)) for v, sc in zip(hw, scales[2:], strict=True)]
     dyn = tf.cast(tf.shape(x)[1:3], tf.float32) * tf.constant(scales[2:], tf.float32)
     return tf.cast(tf.floor(dyn), tf.int32)
 
 
+class _ByScale:
+    """Scales whose product with a dynamic size may not be whole: resized by ``_resize_by_scale``."""
+
+    def __init__(self, scales: np.ndarray) -> None:
+        self.scales = [float(v) for v in scales]
+
+
+def _source_coords(out: tf.Tensor, size_in: tf.Tensor, scale: float, coords: str) -> tf.Tensor:
+    """ONNX's coordinate transformation: where output index ``out`` samples the input (float32)."""
+    x = tf.cast(out, tf.float32)
+    if coords == "asymmetric":
+        return x / scale
+    if coords in ("half_pixel", "pytorch_half_pixel"):
+        src = (x + 0.5) / scale - 0.5
+        if coords == "pytorch_half_pixel":  # a length-1 output samples the first input pixel
+            src = tf.where(tf.size(out) > 1, src, tf.zeros_like(src))
+        return src
+    n_out = tf.cast(tf.size(out), tf.float32)
+    return x * (tf.cast(size_in, tf.float32) - 1.0) / tf.maximum(n_out - 1.0, 1.0)  # align_corners
+
+
+def _resize_by_scale(c: NodeCtx, x: tf.Tensor, scales: list[float], mode: str, coords: str, nearest: str) -> tf.Tensor:
+    """Resize with ONNX's own mapping (out = floor(in * scale), coordinates from the given scale), by gathers.
+
+    TF's resize ops map with out/in, which differs from the scale when in * scale is not whole (an odd
+    height halved); a dynamic size cannot be checked at conversion, so the mapping is computed here. Only
+    GATHER, FLOOR and arithmetic: TFLite builtins.
+    """
+    if mode == "nearest" and not (coords == "asymmetric" and nearest == "floor"):
+        c.fail(f"nearest resize by non-whole scales needs asymmetric + floor, not {coords!r} + {nearest!r}")
+    if mode == "linear" and coords not in ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"):
+        c.fail(f"linear resize with coordinate_transformation_mode {coords!r} is not supported")
+    if mode not in ("nearest", "linear"):
+        c.fail(f"{mode} resize is not supported")
+    y = x
+    for axis, scale in ((1, scales[0]), (2, scales[1])):
+        size_in = tf.shape(y)[axis]
+        n_out = tf.cast(tf.floor(tf.cast(size_in, tf.float32) * scale), tf.int32)
+        src = _source_coords(tf.range(n_out), size_in, scale, coords)
+        last = tf.cast(size_in - 1, tf.float32)
+        if mode == "nearest":
+            idx = tf.cast(tf.clip_by_value(tf.floor(src), 0.0, last), tf.int32)
+            y = tf.gather(y, idx, axis=axis)
+            continue
+        src = tf.clip_by_value(src, 0.0, last)
+        lo = tf.floor(src)
+        w = src - lo
+        i0 = tf.cast(lo, tf.int32)
+        i1 = tf.minimum(i0 + 1, size_in - 1)
+        w = tf.reshape(w, [-1, 1] if axis == 1 else [-1])[None, ..., None]
+        y = tf.gather(y, i0, axis=axis) * (1.0 - w) + tf.gather(y, i1, axis=axis) * w
+    return y
+
+
 def _resize(c: NodeCtx, x: tf.Tensor, size: Any, mode: str, coords: str, nearest: str) -> tf.Tensor:
+    if isinstance(size, _ByScale):
+        return _resize_by_scale(c, x, size.scales, mode, coords, nearest)
     size = tf.constant(size, tf.int32) if isinstance(size, list) else size
     if mode == "linear":
         flags = {

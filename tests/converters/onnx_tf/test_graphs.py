@@ -192,3 +192,23 @@ def test_batch_major_rnn_layout_matches_time_major(op: str) -> None:
     )
     np.testing.assert_allclose(got["y"], y.transpose(2, 0, 1, 3), atol=1e-4, rtol=1e-3)
     np.testing.assert_allclose(got["yh"], yh.transpose(1, 0, 2), atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "scales"),
+    [
+        ({"mode": "linear", "coordinate_transformation_mode": "half_pixel"}, [0.5, 0.5]),
+        ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, [0.5, 1.5]),
+        ({"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, [0.75, 0.5]),
+        ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, [0.5, 0.5]),
+    ],
+)
+def test_resize_by_scales_on_dynamic_sizes_uses_onnx_mapping(attrs: dict[str, str], scales: list[float]) -> None:
+    """``F.interpolate(scale_factor=0.5)`` on a dynamic height (a U-Net) is Resize with scales: at an odd
+    height ``in * scale`` is not whole and TF's out/in mapping would differ, so the translator samples
+    with ONNX's own mapping; checked at even and odd sizes against onnxruntime."""
+    sc = np.array([1, 1, *scales], np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2, "h", "w"])
+    m = model([helper.make_node("Resize", ["x", "", "sc"], ["y"], **attrs)], [x], ["y"], {"sc": sc})
+    for h, w in ((8, 10), (9, 7), (5, 13)):
+        assert_matches(m, {"x": _rng.standard_normal((1, 2, h, w)).astype(np.float32)})
