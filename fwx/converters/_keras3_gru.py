@@ -20,8 +20,7 @@ way.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 #: body-graph attribute carrying what the outer rewrite needs (indices of the loop's inputs)
@@ -199,21 +198,14 @@ def rewrite(g: Any, ops: list[Any]) -> list[Any]:
     return list(g.get_nodes())
 
 
-@contextlib.contextmanager
-def keras3_gru(tf2onnx: Any) -> Iterator[None]:
-    """Run ``rewrite`` just before tf2onnx's own GRU rewriter for one conversion.
+def before(original: Callable[[Any, list[Any]], list[Any]]) -> Callable[[Any, list[Any]], list[Any]]:
+    """tf2onnx's GRU rewriter with ``rewrite`` run first (``_onnx.tf2onnx_hooks`` swaps it in).
 
     tf2onnx builds its rewriter list from module globals at each call, and custom rewriters run only
     after loops have become ONNX ``Loop``s, so the hook is the global its list names.
     """
-    module = tf2onnx.tfonnx
-    original = module.rewrite_gru_tf2
 
     def both(g: Any, ops: list[Any]) -> list[Any]:
-        return original(g, rewrite(g, ops))  # type: ignore[no-any-return]
+        return original(g, rewrite(g, ops))
 
-    module.rewrite_gru_tf2 = both
-    try:
-        yield
-    finally:
-        module.rewrite_gru_tf2 = original
+    return both

@@ -9,12 +9,12 @@ retried at higher opsets to tell the user the lowest one that works.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from fwx.converters._freeze import freeze_into
-from fwx.converters._keras3_gru import keras3_gru
+from fwx.converters._keras3_gru import before as keras3_gru_first
 from fwx.converters._lookup import LookupFreezer
 from fwx.converters._tf import tf_specs
 from fwx.converters.base import ConvertOptions, ConvertResult, SourceModel
@@ -122,39 +122,43 @@ def tf2onnx_convert(
 _NO_INLINE = ("_noinline", "_XlaMustCompile")
 
 
-@contextlib.contextmanager
-def _inline_xla_functions(tf2onnx: Any) -> Iterator[None]:
-    """Strip ``_NO_INLINE`` from the frozen graph's functions for one conversion, so they are inlined.
-
-    tf2onnx freezes the function and then optimises it with grappler; its ``fix_freezing_errors_part2``
-    sits between the two, and is the one place the frozen GraphDef passes through.
-    """
-    loader = tf2onnx.tf_loader
-    original = loader.fix_freezing_errors_part2
+def _inlining(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """tf2onnx's ``fix_freezing_errors_part2`` with ``_NO_INLINE`` stripped first: it sits between freezing
+    and grappler, the one place the frozen GraphDef passes through, so grappler then inlines those calls."""
 
     def fix(graph_def: Any) -> Any:
-        for fdef in graph_def.library.function:
+        for attrs in [f.attr for f in graph_def.library.function] + [n.attr for n in graph_def.node]:
             for key in _NO_INLINE:
-                if key in fdef.attr:
-                    del fdef.attr[key]
-        for node in graph_def.node:
-            for key in _NO_INLINE:
-                if key in node.attr:
-                    del node.attr[key]
+                if key in attrs:
+                    del attrs[key]
         return original(graph_def)
 
-    loader.fix_freezing_errors_part2 = fix
+    return fix
+
+
+@contextlib.contextmanager
+def tf2onnx_hooks(tf2onnx: Any) -> Iterator[None]:
+    """For one conversion, two tf2onnx module functions wrapped (and restored after): XLA-marked calls
+    inlined (``_inlining``) and Keras 3's GRU cell matched before tf2onnx's GRU rewriter (``_keras3_gru``)."""
+    swaps: list[tuple[Any, str, Callable[[Any], Any]]] = [
+        (tf2onnx.tf_loader, "fix_freezing_errors_part2", _inlining),
+        (tf2onnx.tfonnx, "rewrite_gru_tf2", keras3_gru_first),
+    ]
+    originals = [(module, name, getattr(module, name)) for module, name, _ in swaps]
+    for (module, name, wrap), (_, _, original) in zip(swaps, originals, strict=True):
+        setattr(module, name, wrap(original))
     try:
         yield
     finally:
-        loader.fix_freezing_errors_part2 = original
+        for module, name, original in originals:
+            setattr(module, name, original)
 
 
 def _convert(tf2onnx: Any, fn: Any, sig: Signature, opset: int, lookups: LookupFreezer) -> tuple[Any, list[str]]:
     lookups.reset()
     handlers = {**CUSTOM_HANDLERS, **lookups.handlers}
     try:
-        with quiet(), _inline_xla_functions(tf2onnx), keras3_gru(tf2onnx):
+        with quiet(), tf2onnx_hooks(tf2onnx):
             model, _ = tf2onnx.convert.from_function(
                 fn, input_signature=tf_specs(sig), opset=opset, custom_op_handlers=handlers
             )

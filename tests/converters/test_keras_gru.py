@@ -41,7 +41,7 @@ def test_a_body_that_is_not_exactly_the_cell_is_left_a_loop() -> None:
     import tensorflow as tf
     import tf2onnx
 
-    from fwx.converters._keras3_gru import keras3_gru
+    from fwx.converters._onnx import tf2onnx_hooks
 
     keras.utils.set_random_seed(0)
     x = keras.Input((None,), dtype="int64", name="tokens")
@@ -49,7 +49,7 @@ def test_a_body_that_is_not_exactly_the_cell_is_left_a_loop() -> None:
     model = keras.Model(x, h)
     fn = tf.function(lambda t: model(t, training=False))
     spec = (tf.TensorSpec([None, None], tf.int64, name="tokens"),)
-    with keras3_gru(tf2onnx):
+    with tf2onnx_hooks(tf2onnx):
         proto, _ = tf2onnx.convert.from_function(fn, input_signature=spec, opset=17)
     assert "Loop" in {n.op_type for n in proto.graph.node}
     assert tf2onnx.tfonnx.rewrite_gru_tf2.__module__.startswith("tf2onnx")  # the hook is undone
