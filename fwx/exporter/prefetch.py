@@ -43,10 +43,10 @@ from typing import IO, Any
 
 from fwx import ui
 from fwx.converters.base import EdgeEntry, SourceModel, edge_class
-from fwx.converters.plan import POST_QUANTIZED, Plan
+from fwx.converters.plan import Plan
 from fwx.digits import is_digits
 from fwx.exporter.hopjob import error_from_json, hop_options, next_source, options_json, result_from_json, source_json
-from fwx.exporter.runner import WORK, HopKey, HopRun, RunContext, suspect
+from fwx.exporter.runner import WORK, HopKey, HopRun, RunContext, hop_key, suspect
 from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.host import usable_cores
 from fwx.manifest import size_of
@@ -83,12 +83,6 @@ def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     for name in ("FWX_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
         kept.setdefault(name, threads)
     return kept
-
-
-def hop_key(ctx: RunContext, hops: tuple[EdgeEntry, ...], i: int) -> HopKey:
-    """The runner's cache key of hop ``i`` of a path (``runner._convert`` builds the same)."""
-    last = i == len(hops) - 1
-    return (hops[: i + 1], bool(last and ctx.options.quantize and hops[i].target not in POST_QUANTIZED))
 
 
 def link_copy(src: Path, dst: Path) -> None:

@@ -50,6 +50,12 @@ class HopRun:
 HopKey = tuple[tuple[EdgeEntry, ...], bool]
 
 
+def hop_key(ctx: RunContext, hops: tuple[EdgeEntry, ...], i: int) -> HopKey:
+    """The cache key of hop ``i`` of a path: the hops up to it, and whether it quantises (the last hop only)."""
+    last = i == len(hops) - 1
+    return (hops[: i + 1], bool(last and ctx.options.quantize and hops[i].target not in POST_QUANTIZED))
+
+
 class Prefetch(Protocol):
     """The helper that converts a later hop in another process (``fwx.exporter.prefetch.Prefetcher``)."""
 
@@ -237,7 +243,7 @@ def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
     prev: ConvertResult | None = None
     for i, entry in enumerate(hops):
         last = i == len(hops) - 1
-        key = (tuple(hops[: i + 1]), bool(last and ctx.options.quantize and entry.target not in POST_QUANTIZED))
+        key = hop_key(ctx, hops, i)
         if key in ctx.failed:
             raise ctx.failed[key]  # the same hop already failed for another path or target
         if key not in ctx.cache:
