@@ -3,12 +3,14 @@
 Ground floor (docs/architecture.md): the exporter's prefetch process and
 ``fwx serve --workers auto`` size their pools by ``usable_cores``; the server's
 run state, the prefetch answers, ``fwx dockerize`` and ``fwx deploy`` write by
-``write_atomic`` so a reader never sees half a file.
+``write_atomic`` so a reader never sees half a file; a crashed child (a server
+worker, a loader probe, the prefetch process) is named by ``signal_name``.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 
@@ -30,3 +32,11 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def signal_name(signum: int) -> str:
+    """``SIGSEGV`` for 11; ``signal 77`` for a number without a name (a child's returncode is ``-signum``)."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -32,7 +32,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -48,7 +47,7 @@ from fwx.digits import is_digits
 from fwx.exporter.hopjob import error_from_json, hop_options, next_source, options_json, result_from_json, source_json
 from fwx.exporter.runner import WORK, HopKey, HopRun, RunContext, hop_key, suspect
 from fwx.formats import ARTIFACT_NAMES, Format
-from fwx.host import usable_cores
+from fwx.host import signal_name, usable_cores
 from fwx.manifest import size_of
 
 #: ``auto`` prefetches only from a SavedModel source at least this big (``Prefetcher._pays``). Measured on
@@ -416,10 +415,7 @@ class Prefetcher:
 
     def _crash(self, code: int | None) -> dict[str, Any]:
         if code is not None and code < 0:
-            try:
-                how = f"converter crashed ({signal.Signals(-code).name})"
-            except ValueError:
-                how = f"converter crashed (signal {-code})"
+            how = f"converter crashed ({signal_name(-code)})"
         else:
             how = f"the prefetch process exited with code {code}"
         tail = self._log_tail()

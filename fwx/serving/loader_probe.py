@@ -41,6 +41,7 @@ from pathlib import Path
 
 from fwx.errors import FwxError, InputError
 from fwx.formats import Format
+from fwx.host import signal_name
 from fwx.signature import Signature
 
 MARKER = "FWX-PROBE "
@@ -89,13 +90,6 @@ class ProbeLimits:
     timeout_s: float = DEFAULT_TIMEOUT_S
     cpu_s: int = DEFAULT_CPU_S
     memory_mb: int = DEFAULT_MEMORY_MB
-
-
-def _signal_name(returncode: int) -> str:
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
 
 
 def _child_env() -> dict[str, str]:
@@ -271,7 +265,7 @@ def _judge(proc: subprocess.Popen[str], stdout: str, stderr: str, path: Path, fm
         )
     if proc.returncode < 0:
         raise InputError(
-            f"loader crashed ({_signal_name(proc.returncode)}) on {path.name} ({fmt})",
+            f"loader crashed ({signal_name(-proc.returncode)}) on {path.name} ({fmt})",
             hint="the artifact is corrupt or hostile; re-export it",
         )
     if proc.returncode != 0:

@@ -49,6 +49,7 @@ from pathlib import Path
 from types import FrameType
 
 from fwx.errors import UsageError
+from fwx.host import signal_name
 from fwx.serving.config import ServerConfig
 from fwx.serving.loader_probe import DEFAULT_TIMEOUT_S
 from fwx.serving.logs import setup_logging
@@ -237,12 +238,7 @@ class Supervisor:
 
 
 def _how(code: int | None) -> str:
-    if code is not None and code < 0:
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit {code}"
+    return signal_name(-code) if code is not None and code < 0 else f"exit {code}"
 
 
 def supervise(config: ServerConfig, spawner: Spawner | None = None) -> int:
