@@ -44,12 +44,14 @@ def resolve_outputs(
                 rt.close()
     except Exception:  # noqa: BLE001 - a model fwx cannot run here keeps its declared axes; validation judges it
         return tuple(outputs)
-    return tuple(_settle(spec, runs[0].get(spec.name), runs[1].get(spec.name), sizes) for spec in outputs)
+    return tuple(settle(spec, runs[0].get(spec.name), runs[1].get(spec.name), sizes) for spec in outputs)
 
 
-def _settle(
+def settle(
     spec: TensorSpec, a: np.ndarray | None, b: np.ndarray | None, sizes: Sequence[Mapping[str, int]]
 ) -> TensorSpec:
+    """``spec`` from two runs at ``sizes``: a declared-dynamic axis that did not change is fixed, one that
+    changed takes the input symbol it follows (else keeps its name); ``spec`` as it is if a run lacks it."""
     if a is None or b is None or a.ndim != spec.rank or b.ndim != spec.rank:
         return spec
     dims: list[Dim] = []

@@ -16,7 +16,7 @@ import numpy as np
 from fwx.converters import _torch as tc
 from fwx.errors import FwxError, InputError, first_line
 from fwx.exporter.pinning import check_against_model, output_specs, resolve_inputs
-from fwx.exporter.probe_outputs import resolve_outputs
+from fwx.exporter.probe_outputs import resolve_outputs, settle
 from fwx.formats import Format
 from fwx.frameworks import quiet
 from fwx.signature import Signature, TensorSpec, names_or_default
@@ -157,8 +157,8 @@ def _probe_keras(
         sizes = {sym: (_IMAGE_SIZES[i % 2], _IMAGE_SIZES[i % 2 + 1]) for i, sym in enumerate(spatial)}
         if sizes:
             with contextlib.suppress(Exception):
-                for k in (0, 1):
-                    _run_keras(src, specs, {**probe_sizes(specs)[k], **{s: v[k] for s, v in sizes.items()}}, None, cfg)
+                for size in probe_sizes(specs, None, sizes):
+                    _run_keras(src, specs, size, None, cfg)
                 src.sizes = {**src.sizes, **sizes}
                 return
         shown = ", ".join(str(s) for s in specs)
@@ -201,10 +201,10 @@ def _fixed_keras_outputs(
     cfg: InputConfig | None,
 ) -> tuple[TensorSpec, ...]:
     """The model's outputs with each axis it declares dynamic but that the pinned inputs fix (a sequence
-    model pinned at ``[N,50,8]``) set to its size: the model is run at two sizes of the pinned symbols.
+    model pinned at ``[N,50,8]``) set to its size, settled by two runs as an ONNX source's are (``settle``).
 
-    Only when the pinned inputs fix an axis the model leaves dynamic; axes that change keep the model's own
-    names, so an export that pins nothing has the signature it always had.
+    Only when the pinned inputs fix an axis the model leaves dynamic, so an export that pins nothing has
+    the signature it always had.
     """
     own = sum(len(s.dynamic_axes) for s in src.inputs or ())
     if own <= sum(len(s.dynamic_axes) for s in specs) or not any(axis > 0 for o in outs for axis in o.dynamic_axes):
@@ -220,18 +220,7 @@ def _fixed_keras_outputs(
         return outs
     finally:
         rt.close()
-    fixed = []
-    for o in outs:
-        a, b = (np.asarray(r[o.name]) if o.name in r else None for r in (runs[0], runs[-1]))
-        if a is None or b is None or a.ndim != o.rank or b.ndim != o.rank:
-            fixed.append(o)
-            continue
-        dims = tuple(
-            int(na) if axis > 0 and isinstance(d, str) and na == nb else d
-            for axis, (d, na, nb) in enumerate(zip(o.shape, a.shape, b.shape, strict=True))
-        )
-        fixed.append(TensorSpec(o.name, o.dtype, dims))
-    return tuple(fixed)
+    return tuple(settle(o, runs[0].get(o.name), runs[-1].get(o.name), sizes) for o in outs)
 
 
 def _shapes(feeds: Mapping[str, np.ndarray]) -> str:
