@@ -140,7 +140,8 @@ def baked_sizes(
 ) -> str | None:
     """Why ``traced`` cannot run at sizes other than ``sample``'s (crash or other numbers), or None if it can.
 
-    ``other`` gives sizes the model admits (a .pt2's Dim range); a symbol without one is tried at +3.
+    ``other`` gives the sizes to try (the exporter's second probe set, which keeps a .pt2's Dim ranges);
+    a symbol without one is tried at +3.
     """
     torch = require("torch", "exporting PyTorch models")
     sizes: dict[str, int] = {}

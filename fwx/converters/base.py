@@ -34,7 +34,8 @@ class ConvertOptions:
     trust_model_code: bool = False
     saved_model_signature: str = "serving_default"
     sample_inputs: dict[str, Any] = field(default_factory=dict)  # name -> np.ndarray, for tracing/checks
-    # other sizes the model admits (symbol -> size), for checking that a trace holds its dynamic axes
+    # the second probe sizes (symbol -> size; within a .pt2's Dim ranges), where a trace is checked to hold
+    # its dynamic axes
     other_sizes: dict[str, int] = field(default_factory=dict)
 
 

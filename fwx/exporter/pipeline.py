@@ -326,7 +326,7 @@ def _context(
     opts = replace(
         opts,
         sample_inputs=make_feeds(sig.inputs, sizes[0], examples, cfg=cfg),
-        other_sizes=sizes[-1] if src.sizes else {},
+        other_sizes=sizes[-1],
     )
     val_inputs = (
         [make_feeds(sig.inputs, s, examples, seed=i, cfg=cfg) for i, s in enumerate(sizes)] if examples else None
