@@ -22,6 +22,7 @@ from fwx.frameworks import quiet
 from fwx.signature import Signature, TensorSpec, names_or_default
 from fwx.sources.load import LoadedSource
 from fwx.sources.samples import InputConfig, make_feeds, probe_sizes
+from fwx.sources.tf_source import time_distributed_over_dynamic_time
 
 _TORCH_NEEDS = "a PyTorch model stores no input signature: fwx needs the inputs' names, dtypes and shapes"
 
@@ -108,29 +109,20 @@ def _pin_torch(
 
 
 def _refuse_dynamic_time_distributed(model: Any, specs: Sequence[TensorSpec]) -> None:
-    """Keras 3's ``TimeDistributed`` maps over the *batch* size when the time axis is unknown at tracing
-    (its ``vectorized_map`` takes the length before transposing), so every traced artifact (SavedModel,
-    ONNX, TFLite) comes out with the batch size as its time length. Eager Keras is right, so validation
-    would fail every target; say why up front."""
+    """Every traced artifact of a dynamic-time ``TimeDistributed`` has the wrong length (Keras 3 maps it over
+    the batch: ``time_distributed_over_dynamic_time``) and validation would fail every target; say why up
+    front."""
     if not any(axis > 0 for s in specs for axis in s.dynamic_axes):
         return
-    import keras
-
-    for layer in model._flatten_layers() if hasattr(model, "_flatten_layers") else []:
-        if not isinstance(layer, keras.layers.TimeDistributed):
-            continue
-        try:
-            time = layer.input.shape[1]
-        except (AttributeError, ValueError, IndexError):  # a layer used twice has no single input
-            continue
-        if time is None:
-            raise InputError(
-                f"Keras TimeDistributed layer {layer.name!r} cannot be exported with a dynamic time axis: "
-                "Keras 3 traces it over the batch size instead of the time steps, so every artifact "
-                "would have the wrong length",
-                hint="drop the wrapper and call the inner layer on the sequence: Dense and Conv1D already act "
-                "on each time step, with the same weights",
-            )
+    name = time_distributed_over_dynamic_time(model)
+    if name is not None:
+        raise InputError(
+            f"Keras TimeDistributed layer {name!r} cannot be exported with a dynamic time axis: "
+            "Keras 3 traces it over the batch size instead of the time steps, so every artifact "
+            "would have the wrong length",
+            hint="drop the wrapper and call the inner layer on the sequence: Dense and Conv1D already act "
+            "on each time step, with the same weights",
+        )
 
 
 #: Sizes of an image's dynamic height and width to retry at when fwx's small ones do not fit: multiples

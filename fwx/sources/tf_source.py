@@ -67,3 +67,23 @@ def _dtype(tensor: Any) -> Any:
 def _name(tensor: Any, fallback: str) -> str:
     name = str(getattr(tensor, "name", "") or fallback)
     return name.split(":")[0]
+
+
+def time_distributed_over_dynamic_time(model: Any) -> str | None:
+    """The name of a ``TimeDistributed`` layer whose time axis is unknown, or None.
+
+    Keras 3's ``TimeDistributed`` maps over the *batch* size when the time axis is unknown at tracing
+    (its ``vectorized_map`` takes the length before transposing), so every traced artifact (SavedModel,
+    ONNX, TFLite) comes out with the batch size as its time length, while eager Keras is right.
+    """
+    keras = require("keras", "reading Keras models")
+    for layer in model._flatten_layers() if hasattr(model, "_flatten_layers") else []:
+        if not isinstance(layer, keras.layers.TimeDistributed):
+            continue
+        try:
+            time = layer.input.shape[1]
+        except (AttributeError, ValueError, IndexError):  # a layer used twice has no single input
+            continue
+        if time is None:
+            return str(layer.name)
+    return None
