@@ -109,19 +109,13 @@ def _source_coords(out: tf.Tensor, size_in: tf.Tensor, scale: float, coords: str
     return x * (tf.cast(size_in, tf.float32) - 1.0) / tf.maximum(n_out - 1.0, 1.0)  # align_corners
 
 
-def _resize_by_scale(c: NodeCtx, x: tf.Tensor, scales: list[float], mode: str, coords: str, nearest: str) -> tf.Tensor:
-    """Resize with ONNX's own mapping (out = floor(in * scale), coordinates from the given scale), by gathers.
+def _resize_by_scale(x: tf.Tensor, scales: list[float], mode: str, coords: str) -> tf.Tensor:
+    """Resize (a mode ``_resize`` admitted) with ONNX's own mapping (out = floor(in * scale), coordinates from the given scale), by gathers.
 
     TF's resize ops map with out/in, which differs from the scale when in * scale is not whole (an odd
     height halved); a dynamic size cannot be checked at conversion, so the mapping is computed here. Only
     GATHER, FLOOR and arithmetic: TFLite builtins.
     """
-    if mode == "nearest" and not (coords == "asymmetric" and nearest == "floor"):
-        c.fail(f"nearest resize by non-whole scales needs asymmetric + floor, not {coords!r} + {nearest!r}")
-    if mode == "linear" and coords not in ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"):
-        c.fail(f"linear resize with coordinate_transformation_mode {coords!r} is not supported")
-    if mode not in ("nearest", "linear"):
-        c.fail(f"{mode} resize is not supported")
     y = x
     for axis, scale in ((1, scales[0]), (2, scales[1])):
         size_in = tf.shape(y)[axis]
@@ -142,27 +136,30 @@ def _resize_by_scale(c: NodeCtx, x: tf.Tensor, scales: list[float], mode: str, c
     return y
 
 
+#: linear coordinate modes -> TF's ResizeBilinear (align_corners, half_pixel_centers)
+_LINEAR = {
+    "half_pixel": (False, True),
+    "pytorch_half_pixel": (False, True),
+    "align_corners": (True, False),
+    "asymmetric": (False, False),
+}
+
+
 def _resize(c: NodeCtx, x: tf.Tensor, size: Any, mode: str, coords: str, nearest: str) -> tf.Tensor:
+    if mode == "linear" and coords not in _LINEAR:
+        c.fail(f"linear resize with coordinate_transformation_mode {coords!r} is not supported")
+    if mode != "linear" and not (mode == "nearest" and coords == "asymmetric" and nearest == "floor"):
+        c.fail(
+            f"{mode} resize with {coords!r} coordinates and nearest_mode {nearest!r} is not supported "
+            "(nearest: asymmetric + floor; linear: half_pixel, pytorch_half_pixel, align_corners, asymmetric)"
+        )
     if isinstance(size, _ByScale):
-        return _resize_by_scale(c, x, size.scales, mode, coords, nearest)
+        return _resize_by_scale(x, size.scales, mode, coords)
     size = tf.constant(size, tf.int32) if isinstance(size, list) else size
     if mode == "linear":
-        flags = {
-            "half_pixel": (False, True),
-            "pytorch_half_pixel": (False, True),
-            "align_corners": (True, False),
-            "asymmetric": (False, False),
-        }
-        if coords not in flags:
-            c.fail(f"linear resize with coordinate_transformation_mode {coords!r} is not supported")
-        corners, half = flags[coords]
+        corners, half = _LINEAR[coords]
         return tf.raw_ops.ResizeBilinear(images=x, size=size, align_corners=corners, half_pixel_centers=half)
-    if mode == "nearest" and coords == "asymmetric" and nearest == "floor":
-        return tf.raw_ops.ResizeNearestNeighbor(images=x, size=size, align_corners=False, half_pixel_centers=False)
-    return c.fail(
-        f"{mode} resize with {coords!r} coordinates and nearest_mode {nearest!r} is not supported "
-        "(nearest: asymmetric + floor; linear: half_pixel, pytorch_half_pixel, align_corners, asymmetric)"
-    )
+    return tf.raw_ops.ResizeNearestNeighbor(images=x, size=size, align_corners=False, half_pixel_centers=False)
 
 
 @op("Resize")
