@@ -95,6 +95,17 @@ def gather_elements(data: Tensor, idx: Tensor, axis: int) -> Tensor:
     return torch.gather(data, axis, idx)
 
 
+def _linear_rows(rows: Tensor, picked: List[int]) -> Tensor:  # noqa: UP006
+    """Index rows (last axis ``k`` long, negatives wrapping) as one linear index into ``picked``'s sizes."""
+    rows = rows.to(torch.int64)
+    lin = torch.zeros_like(rows.select(-1, 0))
+    for j in range(len(picked)):
+        n = picked[j]
+        col = rows.select(-1, j)
+        lin = lin * n + torch.where(col < 0, col + n, col)
+    return lin
+
+
 def gather_nd(data: Tensor, idx: Tensor, batch_dims: int) -> Tensor:
     """ONNX GatherND: the last axis of ``idx`` indexes ``k`` axes of ``data`` after the ``batch_dims`` shared ones.
 
@@ -113,12 +124,7 @@ def gather_nd(data: Tensor, idx: Tensor, batch_dims: int) -> Tensor:
     for s in picked:
         span = span * s
     flat = data.reshape([nb, span] + rest)
-    rows = idx.reshape([nb, -1, k]).to(torch.int64)
-    lin = torch.zeros_like(rows[:, :, 0])
-    for j in range(k):
-        n = picked[j]
-        col = rows[:, :, j]
-        lin = lin * n + torch.where(col < 0, col + n, col)
+    lin = _linear_rows(idx.reshape([nb, -1, k]), picked)
     batch = torch.arange(nb, device=data.device).reshape([nb, 1]).expand_as(lin)
     out = flat[batch, lin]
     shape: List[int] = list(idx.size())[:-1] + rest  # noqa: UP006
@@ -148,12 +154,7 @@ def scatter_nd(data: Tensor, idx: Tensor, updates: Tensor, reduce: str) -> Tenso
     for s in picked:
         span = span * s
     flat = data.reshape([span] + rest)
-    rows = idx.reshape([-1, k]).to(torch.int64)
-    lin = torch.zeros_like(rows[:, 0])
-    for j in range(k):
-        n = picked[j]
-        col = rows[:, j]
-        lin = lin * n + torch.where(col < 0, col + n, col)
+    lin = _linear_rows(idx.reshape([-1, k]), picked)
     upd = updates.reshape([-1] + rest)
     if reduce == "none":
         out = flat.index_copy(0, lin, upd)
