@@ -9,6 +9,7 @@ program is moved with ``move_to_device_pass`` before ``.module()`` is built.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from fwx.formats import Format
 from fwx.frameworks import quiet
 from fwx.runtimes._common import dynamic_dim, hint_names
 from fwx.runtimes._torch import TorchRuntimeBase, torch_dtype_name
+from fwx.runtimes.pt2_trees import call_flat, register_dict_types, unknown_types
 from fwx.signature import Signature, TensorSpec
 
 
@@ -39,15 +41,51 @@ def load_program(path: Path, *, trust: bool) -> Any:
 
     data = pt2_bytes(path, trust=trust)
     try:
-        with quiet():
-            return torch.export.load(io.BytesIO(data))
+        return _load_bytes(data)
     except FwxError:
         raise
+    except Exception as exc:  # noqa: BLE001 - torch raises anything on a bad archive
+        error = exc
+    # A container type this process has not registered (a Hugging Face ModelOutput) fails the load;
+    # stand in a plain dict type where the file records a dict's keys, and refuse any other by name.
+    unknown = unknown_types(data)
+    if not unknown:
+        raise InputError(
+            f"cannot load {path} as a torch.export program: {first_line(error)}",
+            hint="the file is probably truncated, corrupt or from a newer torch",
+        ) from error
+    others = sorted(name for name, as_dict in unknown.items() if not as_dict)
+    if others:
+        raise InputError(
+            f"cannot load {path}: its inputs or outputs are a {others[0]}, a type torch rebuilds only by "
+            "importing the code that defines it",
+            hint="export a wrapper whose forward takes and returns tensors, tuples or dicts of tensors",
+        ) from error
+    register_dict_types(sorted(unknown))
+    try:
+        return _load_bytes(data)
     except Exception as exc:  # noqa: BLE001 - torch raises anything on a bad archive
         raise InputError(
             f"cannot load {path} as a torch.export program: {first_line(exc)}",
             hint="the file is probably truncated, corrupt or from a newer torch",
         ) from exc
+
+
+def _load_bytes(data: bytes) -> Any:
+    with quiet():
+        return torch.export.load(io.BytesIO(data))
+
+
+def program_callable(ep: Any) -> Callable[..., Any]:
+    """``ep.module()`` called with tensors in the program's flat input order, whether it was exported
+    with positional ``args`` or with ``kwargs`` (then each is passed by name)."""
+    module = ep.module()
+    spec = ep.call_spec.in_spec
+
+    def call(*flat: Any) -> Any:
+        return call_flat(module, spec, flat)
+
+    return call
 
 
 def program_signature(ep: Any, hint: Signature | None) -> Signature:
@@ -87,5 +125,10 @@ class ExportedProgramRuntime(TorchRuntimeBase):
 
             ep = move_to_device_pass(ep, self._torch_device)
         self._program = ep
-        self._module = ep.module()
+        self._module = program_callable(ep)
         self._finish(program_signature(ep, self.signature_hint))
+
+    @property
+    def program(self) -> Any:
+        """The loaded ExportedProgram (its ``Dim`` ranges say which sizes it admits)."""
+        return self._program

@@ -210,7 +210,8 @@ def draw(spec: TensorSpec, shape: tuple[int, ...], rng: np.random.Generator, cfg
 # Validation samples: every dynamic symbol at two sizes.
 
 
-def _symbol(spec: TensorSpec, axis: int) -> str:
+def symbol_key(spec: TensorSpec, axis: int) -> str:
+    """How size plans (``InputConfig.sizes``) name an input axis: its symbol, else its position."""
     d = spec.shape[axis]
     if isinstance(d, str):
         return d
@@ -222,7 +223,7 @@ def dynamic_symbols(sig: Signature) -> dict[str, bool]:
     out: dict[str, bool] = {}
     for spec in sig.inputs:
         for axis in spec.dynamic_axes:
-            sym = _symbol(spec, axis)
+            sym = symbol_key(spec, axis)
             out[sym] = out.get(sym, False) or axis == 0
     return out
 
@@ -249,7 +250,7 @@ def generate_inputs(sig: Signature, cfg: InputConfig | None = None) -> list[dict
         plan = plans[i % len(plans)]
         sample = {}
         for spec in sig.inputs:
-            shape = tuple(plan[_symbol(spec, a)] if is_dynamic(d) else int(d) for a, d in enumerate(spec.shape))
+            shape = tuple(plan[symbol_key(spec, a)] if is_dynamic(d) else int(d) for a, d in enumerate(spec.shape))
             sample[spec.name] = draw(spec, shape, rng, cfg)
         samples.append(sample)
     return samples

@@ -241,8 +241,10 @@ def load_pt2(path: Path, *, trust: bool) -> Any:
 
 
 def program_module(ep: Any) -> Any:
-    """An ExportedProgram as an eval-mode ``nn.Module`` that tolerates ``.eval()`` (``ep.module()`` raises)."""
+    """An ExportedProgram as an eval-mode ``nn.Module`` that tolerates ``.eval()`` (``ep.module()`` raises)
+    and takes its tensors positionally, in the program's input order, however it was exported."""
     torch = require("torch", "loading .pt2 models")
+    from fwx.runtimes.pt2_trees import call_flat
 
     class Program(torch.nn.Module):  # type: ignore[name-defined,misc]
         fwx_trace_only = True  # torch.jit.script cannot compile an exported graph
@@ -250,10 +252,11 @@ def program_module(ep: Any) -> Any:
         def __init__(self, inner: Any) -> None:
             super().__init__()
             self.inner = inner
+            self.in_spec = ep.call_spec.in_spec
             self.training = False
 
         def forward(self, *args: Any) -> Any:
-            return self.inner(*args)
+            return call_flat(self.inner, self.in_spec, args)
 
         def train(self, mode: bool = True) -> Program:
             return self

@@ -24,7 +24,7 @@ from fwx.signature import Signature, TensorSpec, is_dynamic
 from fwx.sources.id_ranges import onnx_id_ranges
 from fwx.sources.load import load_source
 from fwx.sources.reference import file_source, source_runtime
-from fwx.sources.samples import InputConfig, check_names, generate_inputs, hints_from_json, is_mask
+from fwx.sources.samples import InputConfig, check_names, generate_inputs, hints_from_json, is_mask, symbol_key
 from fwx.validators.api import validate_runtimes
 from fwx.validators.artifacts import Artifact, Collection, by_precision, close_all, collect, gpu_visible, load_all
 from fwx.validators.inputs import load_data, load_labels
@@ -175,18 +175,47 @@ def choose_reference(
 
 def sample_hints(col: Collection, sig: Signature) -> InputConfig:
     """Where generated inputs may lie, as the export drew them: ``fwx.json``'s ``samples`` (token ids within
-    the embedding, a lookup table's keys); for loose files, the id ranges an ONNX artifact's ``Gather``s
-    say. Without them ids are drawn from [0, 10), which overflows a 2-row ``token_type_ids`` table."""
+    the embedding, a lookup table's keys, the sizes a ``.pt2`` admits). For loose files, the id ranges an
+    ONNX artifact's ``Gather``s say and the sizes a ``.pt2`` artifact's ``Dim`` ranges admit. Without them
+    ids are drawn from [0, 10), which overflows a 2-row ``token_type_ids`` table, and lengths 8 and 12,
+    which ``Dim("frames", min=40)`` refuses."""
     if col.manifest is not None and col.manifest.samples:
         return hints_from_json(col.manifest.samples, sig)
+    return InputConfig(ranges=_onnx_id_ranges(col, sig), sizes=_pt2_sizes(col, sig))
+
+
+def _onnx_id_ranges(col: Collection, sig: Signature) -> dict[str, tuple[int, int]]:
     ids = [s.name for s in sig.inputs if s.dtype.startswith(("int", "uint")) and not is_mask(s.name)]
     for art in col.artifacts if ids else []:
         if art.format is Format.ONNX:
             try:
-                return InputConfig(ranges=onnx_id_ranges(art.path, ids))
+                return onnx_id_ranges(art.path, ids)
             except Exception:  # noqa: BLE001 - an unreadable graph keeps the default ranges; loading reports it
                 break
-    return InputConfig()
+    return {}
+
+
+def _pt2_sizes(col: Collection, sig: Signature) -> dict[str, tuple[int, int]]:
+    """A loose ``.pt2``'s admitted sizes (``fwx.sources.pt2.pt2_sizes``), keyed as ``sig`` names the same
+    axes: input by input, axis by axis, since the signature may have come from another artifact."""
+    for art in col.artifacts:
+        if art.format is not Format.PT2 or art.runtime is None:
+            continue
+        from fwx.sources.pt2 import pt2_inputs, pt2_sizes
+
+        ep = art.runtime.program  # type: ignore[attr-defined]  # an ExportedProgramRuntime
+        specs = pt2_inputs(ep)
+        sizes = pt2_sizes(ep, specs)
+        if not specs or not sizes or len(specs) != len(sig.inputs):
+            return {}
+        return {
+            symbol_key(ref, axis): sizes[d]
+            for mine, ref in zip(specs, sig.inputs, strict=True)
+            if mine.rank == ref.rank
+            for axis, d in enumerate(mine.shape)
+            if isinstance(d, str) and d in sizes and is_dynamic(ref.shape[axis])
+        }
+    return {}
 
 
 def build_inputs(

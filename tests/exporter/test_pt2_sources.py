@@ -168,6 +168,9 @@ def test_a_pt2_whose_dims_admit_only_some_sizes_reaches_every_format(tmp_path: P
     assert manifest.warmup_sizes() == {"x_d1": 400}
     report = validate([res.version_dir])
     assert not report.failures(), report.failures()
+    loose = [res.version_dir / manifest.artifacts[k].path for k in ("onnx", "pt2", "tflite")]
+    report = validate(loose)  # no fwx.json: the sizes come from the .pt2's Dims, whichever file is first
+    assert not report.failures(), report.failures()
     tfl = load_runtime(
         Format.TFLITE, res.version_dir / manifest.artifacts["tflite"].path, signature_hint=manifest.sig()
     )
@@ -177,3 +180,74 @@ def test_a_pt2_whose_dims_admit_only_some_sizes_reaches_every_format(tmp_path: P
             warmup(tfl, manifest.sig())  # length 1: the convolution's window does not fit
     finally:
         tfl.close()
+
+
+def _container(name: str, context: Any) -> type:
+    """A dict type registered with torch's pytree under ``name`` (as transformers registers ``ModelOutput``),
+    whose tree records ``context(keys)``."""
+    import json
+
+    import torch.utils._pytree as pytree
+
+    cls = type(name.rsplit(".", 1)[-1], (dict,), {})
+    pytree.register_pytree_node(
+        cls,
+        lambda d: (list(d.values()), list(d.keys())),
+        lambda values, keys: cls(zip(keys, values, strict=True)),
+        serialized_type_name=name,
+        to_dumpable_context=lambda keys: json.dumps(context(keys)),
+        from_dumpable_context=json.loads,
+    )
+    return cls
+
+
+class _Classifier(torch.nn.Module):
+    def __init__(self, out_type: type) -> None:
+        super().__init__()
+        self.out_type = out_type
+        self.head = torch.nn.Linear(1, 3)
+
+    def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+        h = (input_ids.float() * attention_mask).sum(1, keepdim=True)
+        return self.out_type(logits=self.head(h), pooled=h)
+
+
+def _save_without_the_type(tmp_path: Path, name: str, context: Any) -> Path:
+    """A program exported with ``kwargs=`` (as Hugging Face users call a model) returning a container type,
+    saved, then the type unregistered: what a process that never imported its package sees."""
+    import torch.utils._pytree as pytree
+
+    out_type = _container(name, context)
+    b, seq = torch.export.Dim("b", max=32), torch.export.Dim("seq", max=64)
+    kwargs = {"input_ids": torch.randint(0, 9, (2, 6)), "attention_mask": torch.ones(2, 6, dtype=torch.int64)}
+    ep = torch.export.export(
+        _Classifier(out_type).eval(),
+        (),
+        kwargs=kwargs,
+        dynamic_shapes={"input_ids": {0: b, 1: seq}, "attention_mask": {0: b, 1: seq}},
+    )
+    path = tmp_path / "classifier.pt2"
+    torch.export.save(ep, path)
+    pytree._deregister_pytree_node(out_type)
+    return path
+
+
+def test_a_program_taking_kwargs_and_returning_an_unknown_dict_type_reaches_torch_formats(tmp_path: Path) -> None:
+    """``torch.export.export(hf_model, (), kwargs=...)`` returns a ``ModelOutput``, which only importing
+    transformers registers: fwx loads it with a plain dict type instead, names the outputs by its keys, and
+    calls the program by keyword."""
+    path = _save_without_the_type(tmp_path, "fwxtest.modeling_outputs.ClassifierOutput", lambda keys: keys)
+    res = export(path, ["pt2", "torchscript", "onnx"], ExportOptions(out=tmp_path / "repo"))
+    assert res.ok, res.failures
+    assert res.signature.output_names == ["logits", "pooled"]
+    assert res.signature.inputs[0].shape == res.signature.inputs[1].shape == ("N", "input_ids_d1")
+    assert all(a.validation["passed"] for a in res.manifest.artifacts.values())
+
+
+def test_a_program_returning_an_unknown_type_that_is_not_a_dict_is_refused_naming_it(tmp_path: Path) -> None:
+    from fwx.errors import InputError
+    from fwx.sources.load import load_source
+
+    path = _save_without_the_type(tmp_path, "fwxtest.custom.Packed", lambda keys: {"fields": keys})
+    with pytest.raises(InputError, match="outputs are a fwxtest.custom.Packed, a type torch rebuilds only by"):
+        load_source(path)
