@@ -48,8 +48,9 @@ def unsupported_nodes(model: Any, opset: int) -> list[str]:
 
 
 def pin_symbols(model: Any, sig: Signature) -> bool:
-    """Write the pinned symbols over anonymous dims (``unk__3``) of graph inputs/outputs, in place;
-    True if a name changed."""
+    """Write the pinned symbols over anonymous dims (``unk__3``) of graph inputs/outputs, and the pinned
+    sizes over symbols the pin fixes (the legacy exporter names LRASPP's 3 classes ``Resizeout_dim_1``),
+    in place; True if a dim changed. Servers publish these shapes as the model's metadata."""
     changed = False
     specs = {s.name: s for s in (*sig.inputs, *sig.outputs)}
     for vi in (*model.graph.input, *model.graph.output):
@@ -62,6 +63,9 @@ def pin_symbols(model: Any, sig: Signature) -> bool:
         for d, want in zip(dims, spec.shape, strict=True):
             if is_dynamic(want) and not d.HasField("dim_value") and d.dim_param != str(want):
                 d.dim_param = str(want)
+                changed = True
+            elif not is_dynamic(want) and not d.HasField("dim_value"):
+                d.dim_value = int(want)
                 changed = True
     return changed
 

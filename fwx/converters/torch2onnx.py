@@ -81,9 +81,11 @@ class TorchToOnnx(Converter):
                     hint="try another --opset, or check that the model runs on the pinned inputs",
                 ) from exc
             raise self._unsupported(src, opts, opset, op) from exc
+        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        _pin_written(out, sig)
         return ConvertResult(
             out,
-            hop_signature(src.signature, opts.static_shapes, opts.sample_inputs),
+            sig,
             tool="torch.onnx.export(dynamo=False)",
             tool_version=torch.__version__,
             layout=src.layout,
@@ -182,9 +184,11 @@ class TorchToOnnxDynamo(Converter):
 
 
 def _pin_written(out: Path, sig: Signature) -> None:
-    """The pinned symbols over the dynamo exporter's own dim names: an output axis it derives from an
-    input's is named by its expression (``s14 - 1``, wav2vec2's frames), which is no symbol at all."""
+    """The pinned dims over the exporters' own dim names: the dynamo exporter names an output axis it
+    derives from an input's by its expression (``s14 - 1``, wav2vec2's frames), which is no symbol at all,
+    and the legacy one names fixed output axes it cannot size (``Resizeout_dim_1``). External data stays
+    where it is."""
     onnx = require("onnx", "writing ONNX models")
-    model = onnx.load(str(out))
+    model = onnx.load(str(out), load_external_data=False)
     if pin_symbols(model, sig):
         onnx.save(model, str(out))

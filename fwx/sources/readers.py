@@ -170,7 +170,7 @@ def keras_code_risks(config: Any) -> tuple[list[str], list[str]]:
             if cls in ("Lambda", "__lambda__", "TFOpLambda"):
                 lambdas.append(str((node.get("config") or {}).get("name") or node.get("name") or cls))
             module = node.get("module")
-            if cls and isinstance(module, str) and module.split(".")[0] not in ("keras", "tf_keras"):
+            if cls and isinstance(module, str) and not _keras_module(module):
                 foreign.append(f"{module}.{node.get('registered_name') or cls}")
             for v in node.values():
                 walk(v)
@@ -180,6 +180,30 @@ def keras_code_risks(config: Any) -> tuple[list[str], list[str]]:
 
     walk(config)
     return sorted(set(lambdas)), sorted(set(foreign))
+
+
+def keras_custom_classes(config: Any) -> dict[str, str | None]:
+    """Classes the file names that are not Keras' own -> the module it says defines them (None when saved
+    from a script: ``register_keras_serializable`` in ``__main__`` leaves no module to import)."""
+    found: dict[str, str | None] = {}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            cls, module = node.get("class_name"), node.get("module")
+            if cls and (node.get("registered_name") or module) and not _keras_module(module):
+                found[str(node.get("registered_name") or cls)] = None if module in (None, "__main__") else str(module)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(config)
+    return dict(sorted(found.items()))
+
+
+def _keras_module(module: Any) -> bool:
+    return isinstance(module, str) and module.split(".")[0] in ("keras", "tf_keras")
 
 
 def keras_layers(config: dict[str, Any]) -> list[str]:

@@ -15,7 +15,7 @@ from fwx.errors import InputError, UnsafeModelError, first_line
 from fwx.frameworks import quiet, require
 from fwx.runtimes.files import CORRUPT_HINT
 from fwx.signature import TensorSpec, spec_from_dims
-from fwx.sources.readers import keras_code_risks, keras_config
+from fwx.sources.readers import keras_code_risks, keras_config, keras_custom_classes
 from fwx.sources.torch_source import TRUST_HINT
 
 
@@ -38,6 +38,21 @@ def load_keras(path: Path, *, trust: bool) -> Any:
         with quiet():
             return keras.saving.load_model(str(path), compile=False, safe_mode=not trust)
     except Exception as exc:  # noqa: BLE001 - keras raises ValueError/TypeError/OSError for bad files
+        custom = keras_custom_classes(config)
+        if custom and all(m is None for m in custom.values()):
+            raise InputError(
+                f"cannot load {path}: it uses custom Keras class(es) {', '.join(list(custom)[:5])} defined in the "
+                "script that saved it, and the file holds no module to import them from",
+                hint="in that script, model.export('model_sm') writes a SavedModel that loads without the classes; "
+                "export that",
+            ) from exc
+        if custom:
+            named = ", ".join(f"{c} (from {m})" for c, m in list(custom.items())[:5])
+            raise InputError(
+                f"cannot load {path}: Keras could not rebuild its custom class(es) {named}: {first_line(exc)}",
+                hint="install the package that defines and registers them (--trust-model-code lets fwx import it), "
+                "or model.export('model_sm') where they are defined and export that SavedModel",
+            ) from exc
         raise InputError(f"cannot load {path} as a Keras model: {first_line(exc)}", hint=CORRUPT_HINT) from exc
 
 

@@ -107,6 +107,33 @@ def test_lambda_layer_is_refused(cli: Any, keras_files: dict[str, Path], tmp_pat
     assert "--trust-model-code" in res.err
 
 
+@pytest.mark.parametrize("script", [True, False], ids=["saved-from-a-script", "module-without-the-class"])
+def test_keras_custom_class_that_cannot_be_rebuilt_is_named_with_the_way_out(
+    cli: Any, tmp_path: Path, script: bool
+) -> None:
+    """A layer registered with ``register_keras_serializable`` in the saving script has no module in the
+    file, and one whose module does not register it cannot be rebuilt either: the error names the class
+    and the SavedModel route, never "corrupt"."""
+    import keras
+
+    @keras.saving.register_keras_serializable(package="fwxtest")
+    class Scale(keras.layers.Layer):  # type: ignore[misc]
+        def call(self, x: Any) -> Any:
+            return x * 2.0
+
+    if script:
+        Scale.__module__ = "__main__"
+    x = keras.Input((4,), name="x")
+    path = tmp_path / "custom.keras"
+    keras.Model(x, keras.layers.Dense(2)(Scale()(x))).save(path)
+    keras.saving.get_custom_objects().pop("fwxtest>Scale")  # what another process sees
+    res = cli("export", path, "--to", "onnx", "--out", tmp_path / "repo", "--trust-model-code")
+    want = "defined in the script" if script else "could not rebuild its custom class(es) fwxtest>Scale (from "
+    assert_refused(res, tmp_path / "repo", 2, want)
+    assert "model.export(" in res.err
+    assert "corrupt" not in res.err
+
+
 def test_keras_input_that_does_not_fit(cli: Any, keras_files: dict[str, Path], tmp_path: Path) -> None:
     res = cli("export", keras_files["keras"], "--input", "image:float32[N,32,32]", "--to", "onnx", "--out", tmp_path)
     assert_refused(res, tmp_path, 2, "--input image:float32[N,32,32] does not fit")

@@ -256,3 +256,32 @@ def test_to_all_still_fails_on_wrong_numbers(tmp_path: Path) -> None:
             ExportOptions(out=tmp_path, inputs=["x:float32[N,6]"], convert=ConvertOptions(torchscript_mode="trace")),
         )
     assert numbered_versions(tmp_path) == []
+
+
+def test_onnx_declares_the_output_axes_the_pin_fixes(tmp_path: Path) -> None:
+    """The legacy exporter cannot size an output resized to its input's shape and names every axis
+    (``Resizey_dim_1``: torchvision's LRASPP, 3 classes); servers publish those dims as the model's
+    metadata, so the file is written with the pinned sizes (the batch stays ``N``)."""
+    import onnx
+    import torch
+    import torch.nn.functional as F
+
+    class Seg(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 2, 3, stride=2, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            return F.interpolate(self.conv(x), size=x.shape[-2:], mode="bilinear", align_corners=False)
+
+    src = tmp_path / "seg.pt2"
+    torch.export.save(
+        torch.export.export(Seg().eval(), (torch.randn(2, 3, 16, 16),), dynamic_shapes=({0: torch.export.Dim("b")},)),
+        src,
+    )
+    res = export(src, ["onnx"], ExportOptions(out=tmp_path / "repo"))
+    assert res.ok, res.failures
+    assert res.manifest.artifacts["onnx"].hops[-1]["tool"] == "torch.onnx.export(dynamo=False)"
+    out = onnx.load(str(res.version_dir / res.manifest.artifacts["onnx"].path)).graph.output[0]
+    dims = [d.dim_value or d.dim_param for d in out.type.tensor_type.shape.dim]
+    assert dims == ["N", 2, 16, 16]
