@@ -324,3 +324,31 @@ def test_max_min_of_shapes_stays_symbolic_under_torch_export(op_type: str, bound
     got = ep.module()(torch.from_numpy(X_OTHER)).numpy()
     assert got.shape == (5, 3, 6)
     assert np.allclose(got, X_OTHER)
+
+
+def test_pads_computed_from_shapes_stay_symbolic_under_torch_export() -> None:
+    """tf2onnx's Keras ``Conv1DTranspose(padding="same")`` over a dynamic length crops and pads by amounts it
+    computes from shapes: ``Split`` of a shape vector and ``Neg`` of a size difference. As tensors they came
+    back through ``.item()`` and ``torch.export`` failed on a data-dependent guard."""
+    import torch
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Slice", ["s", "two", "three", "zero"], ["w"]),  # [w]
+        helper.make_node("Sub", ["w", "want"], ["excess"]),  # w - 4
+        helper.make_node("Neg", ["excess"], ["short"]),  # 4 - w
+        helper.make_node("Max", ["short", "zero"], ["grow"]),
+        helper.make_node("Concat", ["zero", "zero", "zero", "zero", "zero", "grow"], ["pads6"], axis=0),
+        helper.make_node("Split", ["pads6"], ["p0", "p1", "p2", "p3", "p4", "p5"], axis=0),
+        helper.make_node("Concat", ["p0", "p1", "p2", "p3", "p4", "p5"], ["pads"], axis=0),
+        helper.make_node("Pad", ["x", "pads"], ["y"]),
+    ]
+    consts = {"zero": _c(0), "two": _c(2), "three": _c(3), "want": _c(9)}
+    model = graph_model(nodes, {"x": X}, consts=consts, dims=DYN, opset=17)
+    gm = check_model(model, {"x": X}, others=[{"x": X_OTHER}])
+    assert "ints_to_tensor" not in gm.code and "tensor_to_int" not in gm.code  # sizes, not tensors
+    n, w = torch.export.Dim("n", min=2, max=64), torch.export.Dim("w", min=2, max=8)
+    ep = torch.export.export(gm, (torch.from_numpy(X),), dynamic_shapes=({0: n, 2: w},))
+    got = ep.module()(torch.from_numpy(X_OTHER)).numpy()
+    assert got.shape == (X_OTHER.shape[0], 3, 9)
+    assert np.allclose(got[:, :, : X_OTHER.shape[2]], X_OTHER)

@@ -140,7 +140,10 @@ def sym_equal(x: Value, y: Value) -> Value | None:
 
 @op(*UNARY)
 def _unary(b: GraphBuilder, n: OnnxNode) -> Value:
-    return b.call(UNARY[n.op_type], n.need(0))
+    x = n.need(0)
+    if n.op_type == "Neg" and isinstance(x, Sym):  # tf2onnx's ConvTranspose "same" pads: -(out - want)
+        return b.sym([b.int_op(operator.sub, 0, a) for a in x.items], x.scalar, x.dtype)
+    return b.call(UNARY[n.op_type], x)
 
 
 @op(*BINARY, "Mod")

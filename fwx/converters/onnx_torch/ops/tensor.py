@@ -146,6 +146,11 @@ def _split(b: GraphBuilder, n: OnnxNode) -> list[Value]:
     axis = axis + b.rank(x) if axis < 0 else axis
     sizes = n.attr("split") if n.opset < 13 else n.const_ints(1)
     count = len(n.outputs)
+    if isinstance(x, Sym) and not x.scalar:  # a shape vector cut into pieces stays size arithmetic
+        cuts = [int(s) for s in sizes] if sizes else [len(x.items) // count] * count
+        if sum(cuts) == len(x.items):
+            starts = [sum(cuts[:i]) for i in range(count)]
+            return [b.sym(x.items[s : s + c], False, x.dtype) for s, c in zip(starts, cuts, strict=True)]
     if sizes:
         return b.call_multi(gf.split_sizes, count, x, [int(s) for s in sizes], axis)
     parts = int(n.attr("num_outputs", count))
