@@ -61,7 +61,7 @@ def to_4d(c: NodeCtx) -> tuple[tf.Tensor, bool]:
         return c.cl(0), False
     if rank == 3:
         return tf.expand_dims(tf.transpose(c.t(0), [0, 2, 1]), 1), True
-    return c.fail(f"handles 1-D and 2-D inputs, not rank {rank}")
+    return c.fail(f"handles 1-D, 2-D and 3-D inputs, not rank {rank}")
 
 
 def from_4d(y: tf.Tensor, was_1d: bool) -> Any:
@@ -82,9 +82,60 @@ def _geometry(c: NodeCtx, x: tf.Tensor, was_1d: bool, kernel: list[int]) -> tupl
     return kernel, s, d, pads
 
 
+#: NCDHW <-> NDHWC: TF's 3-D convolution and pools (and TFLite's CONV_3D) take channels last.
+_TO_NDHWC, _TO_NCDHW = [0, 2, 3, 4, 1], [0, 4, 1, 2, 3]
+
+
+def _volume(c: NodeCtx, kernel: list[int]) -> tuple[tf.Tensor, list[int], Any]:
+    """A rank-5 (video) input as NDHWC, its strides and its pads (per axis, or ``"SAME"``)."""
+    if any(int(v) != 1 for v in (c.attr("dilations") or [])):
+        c.fail("dilated 3-D convolution or pooling is not supported (TF's CPU kernels have none)")
+    x = tf.transpose(c.t(0), _TO_NDHWC)
+    s = [int(v) for v in (c.attr("strides") or [1, 1, 1])]
+    dhw = x.shape.as_list()[1:4]
+    pads = spatial_pads(c, dhw, kernel, s, [1, 1, 1])
+    if not isinstance(pads, str) and _is_same(pads, dhw, kernel, s, [1, 1, 1]):
+        return x, s, "SAME"
+    return x, s, pads
+
+
+def _conv3d(c: NodeCtx, w: np.ndarray) -> Any:
+    if int(c.attr("group", 1)) != 1:
+        c.fail("grouped 3-D convolution is not supported")
+    x, s, pads = _volume(c, list(w.shape[2:]))
+    if not isinstance(pads, str):
+        x = _pad_nhwc(x, pads)
+    dhwio = np.ascontiguousarray(np.transpose(w, (2, 3, 4, 1, 0)))  # kD, kH, kW, C, M
+    y = tf.nn.conv3d(x, c.env.materialize(dhwio), [1, *s, 1], "SAME" if pads == "SAME" else "VALID")
+    if c.has(2):
+        y = tf.nn.bias_add(y, c.t(2))
+    return tf.transpose(y, _TO_NCDHW)
+
+
+def _pool3d(c: NodeCtx, fn: Any, lowest: bool) -> Any:
+    """A 3-D max or average pool as two 2-D pools (over H and W per frame, then over D), since a box's max or
+    mean is that of its slices': TFLite has no 3-D pool builtin, and each axis keeps its own padding."""
+    if int(c.attr("ceil_mode", 0)) or int(c.attr("count_include_pad", 0)):
+        c.fail("ceil_mode and count_include_pad are not supported for 3-D pools")
+    k = [int(v) for v in c.attr("kernel_shape")]
+    x, s, pads = _volume(c, k)
+    padding = "SAME" if pads == "SAME" else "VALID"
+    if not isinstance(pads, str) and any(a or b for a, b in pads):
+        if not lowest:
+            c.fail("padded 3-D average pooling is not supported")
+        x = _pad_nhwc(x, pads, float(x.dtype.min))
+    n, d, h, w, ch = (tf.shape(x)[i] for i in range(5))
+    frames = fn(tf.reshape(x, [n * d, h, w, ch]), k[1:], s[1:], padding)
+    h2, w2 = tf.shape(frames)[1], tf.shape(frames)[2]
+    y = fn(tf.reshape(frames, [n, d, h2 * w2, ch]), [k[0], 1], [s[0], 1], padding)
+    return tf.transpose(tf.reshape(y, [n, tf.shape(y)[1], h2, w2, ch]), _TO_NCDHW)
+
+
 @op("Conv")
 def _conv(c: NodeCtx) -> Any:
     w = c.static(1, "weight")
+    if c.rank(0) == 5:
+        return _conv3d(c, w)
     group = int(c.attr("group", 1))
     x, was_1d = to_4d(c)
     k, s, d, pads = _geometry(c, x, was_1d, list(w.shape[2:]))
@@ -141,6 +192,8 @@ def _pool_pads(c: NodeCtx, x: tf.Tensor, was_1d: bool, kernel: list[int]) -> tup
 def _max_pool(c: NodeCtx) -> Any:
     if len(c.node.outputs) > 1 and c.node.outputs[1]:
         c.fail("the Indices output is not supported")
+    if c.rank(0) == 5:
+        return _pool3d(c, tf.nn.max_pool2d, lowest=True)
     x, was_1d = to_4d(c)
     k, s, pads, extra = _pool_pads(c, x, was_1d, list(c.attr("kernel_shape")))
     hw = x.shape.as_list()[1:3]
@@ -155,6 +208,8 @@ def _max_pool(c: NodeCtx) -> Any:
 
 @op("AveragePool")
 def _avg_pool(c: NodeCtx) -> Any:
+    if c.rank(0) == 5:
+        return _pool3d(c, tf.nn.avg_pool2d, lowest=False)
     x, was_1d = to_4d(c)
     k, s, pads, extra = _pool_pads(c, x, was_1d, list(c.attr("kernel_shape")))
     include = bool(int(c.attr("count_include_pad", 0)))

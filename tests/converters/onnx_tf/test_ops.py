@@ -195,6 +195,31 @@ def _nn_cases() -> list[Case]:
             {"pads": [1, 2], "strides": [2]},
             id="Conv-1d",
         ),
+        Case(  # torchvision's video stem (r3d_18): (3, 7, 7) kernel, strided over H and W only
+            "Conv",
+            [rt("x", f(2, 3, 4, 9, 10)), k("w", f(5, 3, 3, 7, 7)), k("b", f(5))],
+            {"pads": [1, 3, 3, 1, 3, 3], "strides": [1, 2, 2]},
+            id="Conv-3d",
+        ),
+        Case(
+            "Conv",
+            [rt("x", f(2, 3, 4, 9, 10)), k("w", f(5, 3, 1, 3, 3))],
+            {"auto_pad": "SAME_UPPER"},
+            id="Conv-3d-same",
+        ),
+        Case(
+            "MaxPool",
+            [rt("x", f(2, 3, 4, 9, 10))],
+            {"kernel_shape": [1, 3, 3], "strides": [1, 2, 2], "pads": [0, 1, 1, 0, 1, 1]},
+            id="MaxPool-3d",
+        ),
+        Case(
+            "MaxPool",
+            [rt("x", f(2, 3, 5, 9, 10))],
+            {"kernel_shape": [3, 3, 3], "strides": [2, 2, 2], "auto_pad": "SAME_UPPER"},
+            id="MaxPool-3d-same",
+        ),
+        Case("AveragePool", [rt("x", f(2, 3, 4, 9, 10))], {"kernel_shape": [2, 2, 2]}, id="AvgPool-3d"),
         Case("MaxPool", [IMG], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
         Case("MaxPool", [IMG], {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, id="MaxPool-ceil"),
         Case(
