@@ -184,18 +184,89 @@ def scan_meta_graph(mg: Any) -> list[OpFinding]:
     # a saver function also reachable from one of them gets no exemption.
     other_roots = {c for n in graph.node if n.name not in save | restore for c in _called_functions(n)}
     reached = _closure(other_roots | (set(funcs) - save_fns - restore_fns), calls)
+    main_assets = {a.tensor_info.name.split(":")[0] for a in mg.asset_file_def if _inside(a.filename)}
+    own_assets = _asset_arguments(mg, funcs, {c for cs in calls.values() for c in cs}, main_assets)
     found: list[OpFinding] = []
     for n in graph.node:
-        found.extend(_check(n, "main graph", save=n.name in save, restore=n.name in restore))
+        found.extend(_check(n, "main graph", save=n.name in save, restore=n.name in restore, assets=main_assets))
     for name, f in funcs.items():
         ok_save, ok_restore = name in save_fns - reached, name in restore_fns - reached
         for n in f.node_def:
-            found.extend(_check(n, f"function {name}", save=ok_save, restore=ok_restore))
+            found.extend(
+                _check(n, f"function {name}", save=ok_save, restore=ok_restore, assets=own_assets.get(name, set()))
+            )
     return found
 
 
-def _check(node: Any, where: str, *, save: bool, restore: bool) -> Iterator[OpFinding]:
+#: Ops that read a vocabulary file: allowed when the file is one of the SavedModel's own assets.
+_VOCAB_OPS = frozenset({"InitializeTableFromTextFile", "InitializeTableFromTextFileV2"})
+
+
+def _inside(filename: str) -> bool:
+    """An asset name TF resolves inside the SavedModel's ``assets/`` (no absolute path, no ``..``)."""
+    from pathlib import PurePosixPath
+
+    p = PurePosixPath(filename.replace("\\", "/"))
+    return bool(filename) and not p.is_absolute() and ".." not in p.parts and ":" not in filename
+
+
+def _asset_arguments(
+    mg: Any, funcs: dict[str, Any], called_by_functions: set[str], main_assets: set[str]
+) -> dict[str, set[str]]:
+    """Per library function, the arguments that can only be one of the SavedModel's own asset files.
+
+    A TF2 SavedModel binds a function's trailing arguments to object-graph nodes (``bound_inputs``): a
+    vocabulary table's initializer takes its file as an ``asset`` node, which the loader resolves to
+    ``assets/<filename>``. Its TF1-style main graph calls the same initializer with the ``asset_file_def``
+    tensor, which the loader feeds the same way. Any other caller could pass any path: then no argument
+    qualifies.
+    """
+    nodes = mg.object_graph_def.nodes
+    files = mg.asset_file_def
+    callers: dict[str, list[Any]] = {}
+    for n in mg.graph_def.node:
+        for fn in _called_functions(n):
+            callers.setdefault(fn, []).append(n)
+    main_assets = main_assets | _asset_variables(mg.graph_def, main_assets)
+    out: dict[str, set[str]] = {}
+    for name, cf in mg.object_graph_def.concrete_functions.items():
+        f = funcs.get(name)
+        if f is None or name in called_by_functions:
+            continue
+        args = [a.name for a in f.signature.input_arg]
+        first = len(args) - len(cf.bound_inputs)
+        for i, node_id in enumerate(cf.bound_inputs, start=first):
+            node = nodes[node_id] if 0 <= node_id < len(nodes) else None
+            if node is None or node.WhichOneof("kind") != "asset":
+                continue
+            index = node.asset.asset_file_def_index
+            fed = all(len(c.input) > i and c.input[i].split(":")[0] in main_assets for c in callers.get(name, []))
+            if 0 <= index < len(files) and _inside(files[index].filename) and fed:
+                out.setdefault(name, set()).add(args[i])
+    return out
+
+
+def _asset_variables(graph: Any, main_assets: set[str]) -> set[str]:
+    """Main-graph reads of a variable that is only ever assigned an asset path: ``tf.saved_model.save``
+    keeps each asset path in such a variable (assigned from the ``asset_file_def`` placeholder)."""
+    assigned: dict[str, set[str]] = {}
+    for n in graph.node:
+        if n.op in ("AssignVariableOp", "Assign") and len(n.input) > 1:
+            assigned.setdefault(n.input[0].split(":")[0], set()).add(n.input[1].split(":")[0])
+    return {
+        n.name
+        for n in graph.node
+        if n.op == "ReadVariableOp"
+        and n.input
+        and (values := assigned.get(n.input[0].split(":")[0]))
+        and values <= main_assets
+    }
+
+
+def _check(node: Any, where: str, *, save: bool, restore: bool, assets: set[str]) -> Iterator[OpFinding]:
     op = node.op
+    if op in _VOCAB_OPS and len(node.input) > 1 and node.input[1].split(":")[0] in assets:
+        return  # the SavedModel's own vocabulary file (assets/), which TF reads at load
     if op in DENIED_OPS:
         yield OpFinding(op, node.name, where, DENIED_OPS[op])
     elif op in SAVE_OPS and not save:

@@ -176,6 +176,51 @@ def test_print_to_a_file_is_refused(tmp_path: Path) -> None:
     assert any("PrintV2" in f and "file://" in f for f in _scan_dir(tmp_path / "p"))
 
 
+def test_a_vocabulary_table_over_the_savedmodels_own_asset_passes_and_one_over_a_host_path_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The seeds' "SavedModel signatures and assets": ``tf.lookup.TextFileInitializer`` copies its file into
+    ``assets/`` and the loader hands the initializer that copy, so reading it stays inside the model. An
+    asset entry edited to name a host path (absolute, or out through ``..``) reads whatever it names, and is
+    refused."""
+    import shutil
+
+    import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from fwx.errors import UnsafeModelError
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("the\ncat\nsat\n")
+
+    class Vocab(tf.Module):
+        def __init__(self) -> None:
+            init = tf.lookup.TextFileInitializer(
+                str(vocab), tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER
+            )
+            self.table = tf.lookup.StaticHashTable(init, -1)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="words")])
+        def serve(self, words: Any) -> Any:
+            return {"ids": self.table.lookup(words)}
+
+    mod = Vocab()
+    tf.saved_model.save(mod, str(tmp_path / "asset"), signatures={"serving_default": mod.serve})
+    assert (tmp_path / "asset" / "assets" / "vocab.txt").is_file()
+    assert _scan_dir(tmp_path / "asset") == []
+    check_model(Format.SAVEDMODEL, tmp_path / "asset", trust=False)
+    for key, target in (("absolute", "/etc/hostname"), ("escape", "../../../etc/hostname")):
+        shutil.copytree(tmp_path / "asset", tmp_path / key)
+        sm = saved_model_pb2.SavedModel()
+        sm.ParseFromString((tmp_path / key / "saved_model.pb").read_bytes())
+        sm.meta_graphs[0].asset_file_def[0].filename = target
+        (tmp_path / key / "saved_model.pb").write_bytes(sm.SerializeToString())
+        found = _scan_dir(tmp_path / key)
+        assert any("InitializeTableFromTextFileV2 (reads a vocabulary file)" in f for f in found), (key, found)
+        with pytest.raises(UnsafeModelError, match="reads a vocabulary file"):
+            check_model(Format.SAVEDMODEL, tmp_path / key, trust=False)
+
+
 # --- ONNX and TFLite -----------------------------------------------------------------------------------------
 
 
