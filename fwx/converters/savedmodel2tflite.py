@@ -123,6 +123,13 @@ class SavedModelToTFLite(Converter):
         try:
             flat, notes = _first_good(tries, fn, sig)
         except UnsupportedOpsError as exc:
+            if any(s.dtype in ("float16", "bfloat16") for s in (*sig.inputs, *sig.outputs)):
+                raise UnsupportedOpsError(
+                    "TFLite builtins on half-precision tensors",
+                    exc.ops,
+                    hint="TFLite computes in float32 (or int8): export the float32 model and pass --quantize fp16 "
+                    "to store its weights in half precision",
+                ) from exc
             raise _lookup_reason(fn, exc) from exc
         out.write_bytes(flat)
         return ConvertResult(out, sig, tool=self.tool, tool_version=tf.__version__, layout=src.layout, notes=notes)

@@ -21,7 +21,7 @@ from fwx.sources.samples import InputConfig, generate_inputs
 from fwx.validators.compare import OutputAccumulator
 from fwx.validators.layout import inputs_to, output_back, shape_to
 from fwx.validators.masking import hide_padding
-from fwx.validators.policy import Policy
+from fwx.validators.policy import Policy, computed_in
 from fwx.validators.report import ArtifactResult, OutputResult, ValidationReport
 
 Sample = dict[str, np.ndarray]
@@ -164,6 +164,7 @@ def _measure(
 
 
 def _judge(acc: OutputAccumulator, precision: str, policy: Policy, *, measured: bool) -> OutputResult:
+    precision = computed_in(precision, {acc.ref_dtype, *acc.dtypes}) or precision
     m = acc.result(policy.rtol_for(precision, acc.name))
     reasons = list(acc.problems)
     if not measured:

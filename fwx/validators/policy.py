@@ -7,7 +7,8 @@ atol is per unit of the output's magnitude (its largest ``|ref|``) when that
 exceeds 1: float rounding grows with the size of the values a layer sums, so
 a logit near 0 in an output that reaches 37 carries the rounding of 37-sized
 terms (torchvision's EfficientNet-B0: 2e-4 between correct runtimes, 6e-6 of
-the output's range). A tolerance the user gives is absolute. INT8 is not
+the output's range). An output computed in float16 or bfloat16 (a half-precision
+source) is held to that precision's tolerance. A tolerance the user gives is absolute. INT8 is not
 judged element-wise by default (quantisation error is not small everywhere):
 it needs cosine similarity >= 0.99 and top-1 agreement >= 99% on class-score
 outputs, or, when labels are given, an accuracy drop of at most one point.
@@ -61,6 +62,19 @@ def precision_class(precision: str | None) -> str:
     if p in ("bf16", "bfloat16"):
         return "bf16"
     return "fp32"
+
+
+_HALF = {"float16": "fp16", "bfloat16": "bf16"}
+
+
+def computed_in(precision: str | None, dtypes: set[str]) -> str | None:
+    """The precision an output is judged at: a float16 (bfloat16) output is held to that precision's
+    tolerance even from an fp32 artifact, since a half-precision model (a ``model.half()`` ONNX source)
+    differs by half-precision rounding between correct runtimes; quantised artifacts keep their own."""
+    half = sorted(_HALF[d] for d in dtypes if d in _HALF)
+    if half and precision_class(precision) == "fp32":
+        return "bf16" if "bf16" in half else half[0]
+    return precision
 
 
 @dataclass
