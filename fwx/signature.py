@@ -127,13 +127,14 @@ _GENERATED = re.compile(r"s\d+|unk__\d+|-1")
 def dim_text(d: Dim, axis: int, name: str, shared: Mapping[str, str] | None = None) -> str:
     """The one spelling of a dim in user output: N for a dynamic first axis, NAME_dI for another
     dynamic axis unless the user named it (seq), the number otherwise; never -1 or s40. ``shared``
-    spells a made-up symbol that several tensors share by its first tensor's name."""
+    spells a made-up symbol that several tensors share by its first tensor's name, and tells apart
+    first axes that are different sizes."""
     if not is_dynamic(d):
         return str(d)
-    if axis == 0:
-        return "N"
     if shared and str(d) in shared:
         return shared[str(d)]
+    if axis == 0:
+        return "N"
     return f"{name}_d{axis}" if _GENERATED.fullmatch(str(d)) else str(d)
 
 
@@ -190,11 +191,17 @@ class Signature:
     def __str__(self) -> str:
         # a made-up symbol (s53) shared by input_ids and attention_mask reads input_ids_d1 in both:
         # spelled per tensor, a .pt2 that shares its sequence axis would look as if it did not
+        # and two batch-like axes that are not the same size (CLIP's texts and images) are not both N
+        leading = {s.shape[0] for s in self.inputs if s.rank and isinstance(s.shape[0], str) and s.shape[0] != "-1"}
         shared: dict[str, str] = {}
         for spec in (*self.inputs, *self.outputs):
             for i, d in enumerate(spec.shape):
-                if i and isinstance(d, str) and _GENERATED.fullmatch(d) and d != "-1":
+                if not isinstance(d, str) or d == "-1":
+                    continue
+                if i and _GENERATED.fullmatch(d):
                     shared.setdefault(d, f"{spec.name}_d{i}")
+                elif not i and len(leading) > 1:
+                    shared.setdefault(d, f"{spec.name}_d0" if _GENERATED.fullmatch(d) else d)
 
         def text(specs: tuple[TensorSpec, ...]) -> str:
             return ", ".join(f"{s.name}:{s.dtype}{shape_text(s.shape, s.name, shared)}" for s in specs)

@@ -88,3 +88,29 @@ def test_a_made_up_symbol_shared_between_tensors_is_spelled_once() -> None:
         str(apart)
         == "(input_ids:int64[N,input_ids_d1], attention_mask:int64[N,attention_mask_d1]) -> (out:float32[N,seq])"
     )
+
+
+def test_first_axes_of_different_sizes_are_not_all_spelled_n() -> None:
+    """CLIP takes texts and images in separate batches: spelling both N (and the output's images x texts as
+    [N,input_ids_d0]) hid that they differ. With one leading symbol it stays N."""
+    from fwx.signature import Signature, TensorSpec
+
+    pinned = Signature(
+        (
+            TensorSpec("input_ids", "int64", ("input_ids_d0", "input_ids_d1")),
+            TensorSpec("pixel_values", "float32", ("pixel_values_d0", 3, 32, 32)),
+        ),
+        (TensorSpec("logits_per_image", "float32", ("pixel_values_d0", "input_ids_d0")),),
+    )
+    assert str(pinned) == (
+        "(input_ids:int64[input_ids_d0,input_ids_d1], pixel_values:float32[pixel_values_d0,3,32,32])"
+        " -> (logits_per_image:float32[pixel_values_d0,input_ids_d0])"
+    )
+    read_back = Signature(
+        (TensorSpec("input_ids", "int64", ("s43", "s53")), TensorSpec("pixel_values", "float32", ("s99", 3, 32, 32))),
+        (TensorSpec("logits_per_image", "float32", ("s99", "s43")),),
+    )
+    assert str(read_back) == (
+        "(input_ids:int64[input_ids_d0,input_ids_d1], pixel_values:float32[pixel_values_d0,3,32,32])"
+        " -> (logits_per_image:float32[pixel_values_d0,input_ids_d0])"
+    )
