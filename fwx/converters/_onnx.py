@@ -89,8 +89,81 @@ def _erfc_handler(ctx: Any, node: Any, name: str, args: Any) -> None:
     ctx.replace_inputs(node, [one.output[0], erf.output[0]])
 
 
+def _bucketize_handler(ctx: Any, node: Any, name: str, args: Any) -> None:
+    """``Bucketize(x, boundaries)`` (Keras ``Discretization``) as the number of boundaries ``<= x``:
+    ``ReduceSum(Cast(x[..., None] >= boundaries), -1)``. TF's buckets are ``[b_i, b_{i+1})``, so a value equal
+    to a boundary falls in the bucket above it, which ``>=`` counts."""
+    import numpy as np
+    from tf2onnx import utils
+
+    bounds = np.array(node.get_attr_value("boundaries"), dtype=np.float32)
+    x = node.input[0]
+    if ctx.get_dtype(x) != utils.map_numpy_to_onnx_dtype(np.float32):
+        x = ctx.make_node("Cast", [x], attr={"to": utils.map_numpy_to_onnx_dtype(np.float32)}).output[0]
+    axis = ctx.make_const(utils.make_name(f"{node.name}_axis"), np.array([-1], dtype=np.int64)).output[0]
+    col = ctx.make_node("Unsqueeze", [x, axis]).output[0]
+    table = ctx.make_const(utils.make_name(f"{node.name}_bounds"), bounds).output[0]
+    above = ctx.make_node("GreaterOrEqual", [col, table]).output[0]
+    ones = ctx.make_node("Cast", [above], attr={"to": utils.map_numpy_to_onnx_dtype(np.int32)}).output[0]
+    node.type = "ReduceSum"
+    ctx.replace_inputs(node, [ones, axis])
+    for key in list(node.attr):
+        del node.attr[key]
+    node.set_attr("keepdims", 0)
+
+
+def _bincount_size(ctx: Any, name: str) -> int | None:
+    """The ``size`` of a ``DenseBincount``: a constant, or Keras' ``min(maxlength, max(minlength, ...))`` with
+    ``minlength == maxlength`` (``CategoryEncoding(num_tokens)``), which is that constant whatever the data."""
+    node = ctx.get_node_by_output(name)
+    if node.is_const():
+        return int(node.get_tensor_value())
+    if node.type not in ("Minimum", "Min"):  # TF's name, or ONNX's once tf2onnx has mapped it
+        return None
+    consts = [ctx.get_node_by_output(i) for i in node.input]
+    top = [int(c.get_tensor_value()) for c in consts if c.is_const()]
+    inner = [c for c in consts if c.type in ("Maximum", "Max")]
+    if len(top) != 1 or len(inner) != 1:
+        return None
+    low = [int(c.get_tensor_value()) for c in map(ctx.get_node_by_output, inner[0].input) if c.is_const()]
+    return top[0] if low == top else None
+
+
+def _bincount_handler(ctx: Any, node: Any, name: str, args: Any) -> None:
+    """``DenseBincount`` (Keras ``CategoryEncoding`` multi_hot/count, the last step of a lookup layer's
+    ``output_mode="multi_hot"``) as ``Reduce(Cast(x[..., None] == arange(size)), -2)``: tf2onnx writes it with
+    ``Unique``/``Compress``, which no ONNX translator and no TFLite builtin takes."""
+    import numpy as np
+    from tf2onnx import utils
+
+    size = _bincount_size(ctx, node.input[1])
+    weights = ctx.get_node_by_output(node.input[2])
+    if size is None or not (weights.is_const() and weights.get_tensor_value(as_list=False).size == 0):
+        raise ValueError(f"DenseBincount {node.name}: needs a constant size and no weights")
+    out_type = ctx.get_dtype(node.output[0])
+    i64 = utils.map_numpy_to_onnx_dtype(np.int64)
+    x = ctx.make_node("Cast", [node.input[0]], attr={"to": i64}).output[0]
+    last = ctx.make_const(utils.make_name(f"{node.name}_last"), np.array([-1], dtype=np.int64)).output[0]
+    col = ctx.make_node("Unsqueeze", [x, last]).output[0]
+    tokens = ctx.make_const(utils.make_name(f"{node.name}_tokens"), np.arange(size, dtype=np.int64)).output[0]
+    hits = ctx.make_node("Cast", [ctx.make_node("Equal", [col, tokens]).output[0]], attr={"to": out_type}).output[0]
+    axis = ctx.make_const(utils.make_name(f"{node.name}_axis"), np.array([-2], dtype=np.int64)).output[0]
+    binary = bool(node.get_attr_value("binary_output"))
+    ctx.remove_node(node.name)
+    if binary and ctx.opset < 18:  # ReduceMax takes its axes as an attribute before opset 18
+        ctx.make_node("ReduceMax", [hits], attr={"axes": [-2], "keepdims": 0}, outputs=[node.output[0]], name=name)
+    else:
+        ctx.make_node(
+            "ReduceMax" if binary else "ReduceSum", [hits, axis], attr={"keepdims": 0}, outputs=[node.output[0]], name=name
+        )
+
+
 #: TF ops tf2onnx cannot map by itself, handled here (``custom_op_handlers``: per call, no global registry).
-CUSTOM_HANDLERS: dict[str, tuple[Any, list[Any]]] = {"Erfc": (_erfc_handler, [])}
+CUSTOM_HANDLERS: dict[str, tuple[Any, list[Any]]] = {
+    "Erfc": (_erfc_handler, []),
+    "Bucketize": (_bucketize_handler, []),
+    "DenseBincount": (_bincount_handler, []),
+}
 
 
 def tf2onnx_convert(

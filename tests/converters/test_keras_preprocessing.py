@@ -104,3 +104,39 @@ def test_freeze_captures_leaves_a_model_without_extra_inputs_alone(tmp_path: Pat
     model = onnx.load(str(path))
     assert [i.name for i in model.graph.input] == ["x"]
     assert [i.name for i in model.graph.initializer] == ["c:0"]
+
+
+def test_discretization_and_category_encoding_reach_every_format(tmp_path: Path) -> None:
+    """The structured-data tutorial's bucketing: ``Discretization`` is TF ``Bucketize`` and ``CategoryEncoding``
+    (multi_hot, count) is ``DenseBincount``; tf2onnx had no handler for the first and wrote the second with
+    ``Unique``/``Compress``, so only a SavedModel came out. Judged on ages on and around every boundary."""
+    import keras
+
+    from fwx.exporter import ExportOptions, export
+    from fwx.formats import Format
+    from fwx.runtimes.base import load_runtime
+
+    keras.utils.set_random_seed(0)
+    age = keras.Input((3,), name="age")
+    ids = keras.Input((4,), dtype="int64", name="ids")
+    buckets = keras.layers.Discretization(bin_boundaries=[18.0, 30.0, 50.0])(age)
+    multi = keras.layers.CategoryEncoding(num_tokens=4, output_mode="multi_hot")(buckets)
+    count = keras.layers.CategoryEncoding(num_tokens=6, output_mode="count")(ids)
+    y = keras.layers.Dense(2, name="y")(keras.layers.Concatenate()([multi, count]))
+    model = keras.Model([age, ids], y)
+    src = tmp_path / "tabular.keras"
+    model.save(src)
+    res = export(src, ["all"], ExportOptions(out=tmp_path / "repo"))
+    assert sorted(res.manifest.artifacts) == ["onnx", "pt2", "savedmodel", "tflite", "torchscript"], res.failures
+    feeds = {
+        "age": np.array([[17.9, 18.0, 29.99], [30.0, 50.0, 80.0]], np.float32),
+        "ids": np.array([[0, 5, 5, 2], [1, 1, 1, 1]], np.int64),
+    }
+    want = model.predict(feeds, verbose=0)
+    for key, entry in res.manifest.artifacts.items():
+        rt = load_runtime(Format(entry.format), res.version_dir / entry.path, signature_hint=res.signature)
+        try:
+            got = rt.infer(feeds)["y"]
+        finally:
+            rt.close()
+        np.testing.assert_allclose(got, want, atol=1e-5, err_msg=key)
