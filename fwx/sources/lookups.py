@@ -1,4 +1,5 @@
-"""What a model's lookup tables hold (Keras ``StringLookup``/``IntegerLookup``), read as data.
+"""What a model's lookup tables hold (Keras ``StringLookup``/``IntegerLookup``, and ``Discretization``'s
+bucket boundaries), read as data.
 
 Random samples miss a vocabulary: ids 0..9 or strings ``"sample 3"`` are all
 out of vocabulary, so every runtime returns the same OOV index and a wrong
@@ -120,15 +121,29 @@ def lookup_values(src: LoadedSource, sig: Signature) -> dict[str, tuple[Any, ...
         return {}
     out: dict[str, list[Any]] = {}
     for feeds, keys in tables:
-        strings = keys.dtype.kind in "OSU"
-        kind = [s.name for s in sig.inputs if (s.dtype == "bytes" if strings else s.dtype.startswith(("int", "uint")))]
-        names = [feeds] if feeds in kind else (kind if len(kind) == 1 else [])
+        kind = [s.name for s in sig.inputs if _feeds_kind(s.dtype, keys.dtype.kind)]
+        # a lone string or id input feeds the table somehow; a float input only counts when it is the one
+        alone = len(kind) == 1 and keys.dtype.kind != "f"
+        names = [feeds] if feeds in kind else (kind if alone else [])
         for name in names:
             out.setdefault(name, []).extend(_choices(keys))
     return {name: tuple(dict.fromkeys(v)) for name, v in out.items()}
 
 
+def _feeds_kind(dtype: str, kind: str) -> bool:
+    """Whether an input of ``dtype`` can feed keys of numpy ``kind`` (strings, integers, float boundaries)."""
+    if kind in "OSU":
+        return dtype == "bytes"
+    if kind == "f":
+        return dtype.startswith(("float", "bfloat"))
+    return dtype.startswith(("int", "uint"))
+
+
 def _choices(keys: np.ndarray) -> list[Any]:
+    if keys.dtype.kind == "f":  # bucket boundaries: each one, a value inside every bucket, and both ends
+        edges = sorted({float(k) for k in keys})
+        inside = [(a + b) / 2 for a, b in zip(edges, edges[1:], strict=False)]
+        return sorted({*edges, *inside, edges[0] - 1.0, edges[-1] + 1.0}) if edges else []
     keys = np.sort(keys)  # a hash table exports in no fixed order; samples must not depend on it
     if keys.size > MAX_CHOICES:
         keys = keys[np.linspace(0, keys.size - 1, MAX_CHOICES).astype(int)]
@@ -141,19 +156,24 @@ def _choices(keys: np.ndarray) -> list[Any]:
 
 
 def _keras_tables(model: Any) -> list[tuple[str | None, np.ndarray]]:
-    """(input name it reads, keys) for each Keras lookup layer."""
+    """(input name it reads, keys) for each Keras lookup layer, and (input, bin boundaries) for each
+    ``Discretization``: normal samples around 0 all fall in the bucket below ``age >= 18``."""
     out: list[tuple[str | None, np.ndarray]] = []
     inputs = {id(t): str(getattr(t, "name", "")).split(":")[0] for t in getattr(model, "inputs", [])}
     for layer in model._flatten_layers():
         table = getattr(layer, "lookup_table", None)
-        if table is None or not hasattr(table, "export"):
+        bounds = getattr(layer, "bin_boundaries", None) if type(layer).__name__ == "Discretization" else None
+        if bounds is not None and len(bounds):
+            keys = np.asarray(bounds, dtype=np.float64)
+        elif table is None or not hasattr(table, "export"):
             continue
-        keys, _ = table.export()
+        else:
+            keys = table.export()[0].numpy()
         feeds = None
         for node in getattr(layer, "_inbound_nodes", []):
             for t in getattr(getattr(node, "arguments", None), "keras_tensors", []):
                 feeds = inputs.get(id(t), feeds)
-        out.append((feeds, keys.numpy()))
+        out.append((feeds, keys))
     return out
 
 

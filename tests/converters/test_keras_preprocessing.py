@@ -128,6 +128,8 @@ def test_discretization_and_category_encoding_reach_every_format(tmp_path: Path)
     model.save(src)
     res = export(src, ["all"], ExportOptions(out=tmp_path / "repo"))
     assert sorted(res.manifest.artifacts) == ["onnx", "pt2", "savedmodel", "tflite", "torchscript"], res.failures
+    # validation drew ages on every boundary and inside every bucket, not normal noise below 18
+    assert res.manifest.samples["input_values"]["age"] == [17.0, 18.0, 24.0, 30.0, 40.0, 50.0, 51.0]
     feeds = {
         "age": np.array([[17.9, 18.0, 29.99], [30.0, 50.0, 80.0]], np.float32),
         "ids": np.array([[0, 5, 5, 2], [1, 1, 1, 1]], np.int64),
