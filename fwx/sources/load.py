@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fwx import ui
 from fwx.errors import InputError, UsageError
 from fwx.formats import Format, detect_format
 from fwx.frameworks import require, version_of
@@ -23,7 +24,7 @@ from fwx.sources import torch_source as ts
 from fwx.sources.onnx_external import external_files
 from fwx.sources.pt2 import pt2_inputs, pt2_sizes
 from fwx.sources.readers import onnx_signature, savedmodel_signature
-from fwx.sources.tf_source import keras_io, load_keras
+from fwx.sources.tf_source import built_batch, keras_io, load_keras
 
 
 @dataclass
@@ -172,6 +173,12 @@ def _pt2(path: Path, trust: bool) -> LoadedSource:
 def _keras(path: Path, trust: bool) -> LoadedSource:
     model = load_keras(path, trust=trust)
     inputs, outputs = keras_io(model)
+    inputs, outputs, fixed = built_batch(model, inputs, outputs)
+    if fixed:
+        ui.warn(
+            f"{path.name} records a fixed batch ({fixed}), the batch Keras built it with; fwx keeps the batch "
+            f"dynamic, as model.export() does (pin --input {fixed} to keep it fixed)"
+        )
     return LoadedSource(
         Format.KERAS,
         Format.KERAS,

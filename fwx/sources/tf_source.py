@@ -14,7 +14,7 @@ from typing import Any
 from fwx.errors import InputError, UnsafeModelError, first_line
 from fwx.frameworks import quiet, require
 from fwx.runtimes.files import CORRUPT_HINT
-from fwx.signature import TensorSpec, spec_from_dims
+from fwx.signature import BATCH, TensorSpec, spec_from_dims
 from fwx.sources.readers import keras_code_risks, keras_config, keras_custom_classes
 from fwx.sources.torch_source import TRUST_HINT
 
@@ -69,6 +69,36 @@ def keras_io(model: Any) -> tuple[tuple[TensorSpec, ...] | None, tuple[TensorSpe
     except (AttributeError, ValueError, TypeError):
         return None, None
     return inputs, outputs
+
+
+def built_batch(
+    model: Any, inputs: tuple[TensorSpec, ...] | None, outputs: tuple[TensorSpec, ...] | None
+) -> tuple[tuple[TensorSpec, ...] | None, tuple[TensorSpec, ...] | None, str]:
+    """``inputs`` and ``outputs`` with a fixed batch made dynamic when Keras only recorded the batch the model
+    was built on, and the input that said so (empty when nothing changed).
+
+    A ``Sequential`` without an ``Input`` is built by its first call (``fit`` on batches of 32 records
+    ``batch_shape [32, 6]``), and pinning that would make every artifact take exactly 32 rows, while
+    Keras' own ``model.export()`` keeps the batch dynamic. A stateful RNN needs its fixed batch: kept.
+    """
+    fixed = {s.shape[0] for s in inputs or () if s.rank and isinstance(s.shape[0], int) and s.shape[0] > 1}
+    if len(fixed) != 1 or any(getattr(layer, "stateful", False) for layer in _layers(model)):
+        return inputs, outputs, ""
+    batch = fixed.pop()
+
+    def free(specs: tuple[TensorSpec, ...] | None) -> tuple[TensorSpec, ...] | None:
+        if specs is None:
+            return None
+        return tuple(
+            TensorSpec(s.name, s.dtype, (BATCH, *s.shape[1:])) if s.rank and s.shape[0] == batch else s for s in specs
+        )
+
+    said = next(str(s) for s in inputs or () if s.rank and s.shape[0] == batch)
+    return free(inputs), free(outputs), said
+
+
+def _layers(model: Any) -> list[Any]:
+    return list(model._flatten_layers()) if hasattr(model, "_flatten_layers") else []
 
 
 def _dtype(tensor: Any) -> Any:

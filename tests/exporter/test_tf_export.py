@@ -200,3 +200,28 @@ def test_erfc_is_exported_as_one_minus_erf(tmp_path: Path) -> None:
     x = np.linspace(-3, 3, 10, dtype=np.float32).reshape(2, 5)
     got = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, tf.math.erfc(x).numpy(), atol=1e-6)
+
+
+def test_a_sequential_built_by_fit_keeps_a_dynamic_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ``Sequential`` without ``Input`` records the first batch it saw (``fit`` on 32 rows: ``[32, 6]``);
+    pinning that made every artifact take exactly 32 rows, where Keras' ``model.export()`` keeps the batch
+    dynamic. A stateful RNN, which needs its batch, keeps it."""
+    import keras
+    import numpy as np
+
+    from fwx.sources.load import load_source
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.layers.Dense(4, activation="relu"), keras.layers.Dense(2)])
+    model.compile("adam", "mse")
+    model.fit(np.zeros((32, 6), "float32"), np.zeros((32, 2), "float32"), batch_size=32, epochs=1, verbose=0)
+    path = tmp_path / "fitted.keras"
+    model.save(path)
+    res = export(path, ["onnx", "tflite"], ExportOptions(out=tmp_path / "repo"))
+    assert str(res.signature) == "(input_layer:float32[N,6]) -> (output_0:float32[N,2])"
+    assert all(e.validation["passed"] for e in res.manifest.artifacts.values())
+    assert "records a fixed batch (input_layer:float32[32,6])" in capsys.readouterr().err
+    x = keras.Input((5, 3), batch_size=4, name="x")
+    stateful = tmp_path / "stateful.keras"
+    keras.Model(x, keras.layers.LSTM(2, stateful=True)(x)).save(stateful)
+    assert load_source(stateful).inputs[0].shape == (4, 5, 3)  # type: ignore[index]
