@@ -23,6 +23,8 @@ from typing import Any
 
 from fwx.digits import is_digits
 from fwx.signature import BATCH, Dim, TensorSpec, normalize_dtype
+from fwx.sources.guards import guards, holds, sizes_read
+from fwx.sources.samples import BATCH_SIZES, DIM_SIZES
 
 _SYMBOL = re.compile(r"^[a-z]+\d+$")
 
@@ -90,6 +92,7 @@ def pt2_sizes(ep: Any, inputs: tuple[TensorSpec, ...] | None) -> dict[str, tuple
     for e in exprs.values():
         if e.is_Symbol and not _fits_defaults(ranges.get(str(e)), batch=str(e) in leading):
             needed.add(str(e))
+    needed |= {str(exprs[sym]) for sym in _refused_defaults(ep, inputs, exprs, leading) if exprs[sym].is_Symbol}
     if not needed:
         return {}
     values = {f: _two_values(ranges.get(f), batch=f in leading) for f in needed}
@@ -100,6 +103,28 @@ def pt2_sizes(ep: Any, inputs: tuple[TensorSpec, ...] | None) -> dict[str, tuple
             pair = tuple(int(e.subs({f: values[str(f)][i] for f in e.free_symbols})) for i in (0, 1))
             out[sym] = (pair[0], pair[1])
     return out
+
+
+def _refused_defaults(ep: Any, inputs: tuple[TensorSpec, ...], exprs: dict[str, Any], leading: set[str]) -> set[str]:
+    """Pinned symbols in a guard of the program that fwx's own validation sizes (batch 1 and 3, other dims
+    8 and 12) break. ``torch.export`` checks more than the ``Dim`` ranges on every call (``_guards_code``):
+    an ``nn.EmbeddingBag`` over 2-D ids records ``batch >= 2`` although its ``Dim`` starts at 1."""
+    checks = guards(ep)
+    if not checks:
+        return set()
+    axes = {(spec.name, axis): d for spec in inputs for axis, d in enumerate(spec.shape)}
+    refused: set[str] = set()
+    for i in (0, 1):
+        plan = {sym: (BATCH_SIZES if str(e) in leading else DIM_SIZES)[i] for sym, e in exprs.items()}
+
+        def size(name: str, axis: int, plan: dict[str, int] = plan) -> int:
+            d = axes[(name, axis)]
+            return plan[d] if isinstance(d, str) else int(d)
+
+        for check in checks:
+            if not holds(check, size):
+                refused |= {d for key in sizes_read(check) if isinstance(d := axes.get(key), str) and d in exprs}
+    return refused
 
 
 def _bounds(vr: Any) -> tuple[int, int | None]:

@@ -45,3 +45,61 @@ def test_diff_with_n_other_than_one_is_still_refused() -> None:
 
     with pytest.raises(Exception, match="diff"):
         torch.onnx.export(Twice(), (torch.zeros(2, 5),), io.BytesIO(), dynamo=False, opset_version=17)
+
+
+class _Bags(torch.nn.Module):
+    """Recommender-style pooled id features: 1-D ids with offsets, and fixed-size 2-D bags."""
+
+    def __init__(self, mode: str, **kw: object) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.bags = torch.nn.EmbeddingBag(50, 4, mode=mode, **kw)  # type: ignore[arg-type]
+
+    def forward(self, ids: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        psw = weights if self.bags.mode == "sum" else None
+        return self.bags(ids, offsets, per_sample_weights=psw)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 17])
+@pytest.mark.parametrize(
+    ("mode", "kw"),
+    [("sum", {}), ("mean", {}), ("mean", {"padding_idx": 0}), ("sum", {"include_last_offset": True})],
+    ids=["sum", "mean", "mean-padding", "sum-last-offset"],
+)
+def test_embedding_bag_exports_without_a_loop_and_matches(opset: int, mode: str, kw: dict[str, object]) -> None:
+    """The stock symbolic is an ONNX ``Loop`` over the bags, which no ONNX translator and no TFLite builtin
+    takes; fwx's is a bag-by-index one-hot times the gathered rows. Checked at other counts of ids and bags,
+    with an empty bag, the padding row and per-sample weights."""
+    import onnx
+
+    from fwx.converters import torch_symbolics
+
+    torch_symbolics.register(opset)
+    model = _Bags(mode, **kw).eval()
+    last = bool(kw.get("include_last_offset"))
+    ids, offsets = torch.tensor([3, 0, 7, 7, 1, 0, 9]), torch.tensor([0, 2, 2, 5] + ([7] if last else []))
+    f = io.BytesIO()
+    torch.onnx.export(
+        model,
+        (ids, offsets, torch.rand(7)),
+        f,
+        dynamo=False,
+        opset_version=opset,
+        input_names=["ids", "offsets", "weights"],
+        dynamic_axes={"ids": {0: "n"}, "offsets": {0: "b"}, "weights": {0: "n"}},
+    )
+    assert "Loop" not in {n.op_type for n in onnx.load_from_string(f.getvalue()).graph.node}
+    session = ort.InferenceSession(f.getvalue())
+    cases = [
+        (ids, offsets),
+        (torch.tensor([4, 0, 0, 2, 8, 8, 8, 1, 3, 0, 5]), torch.tensor([0, 1, 6] + ([11] if last else []))),
+    ]
+    for i, o in cases:
+        w = torch.rand(len(i), generator=torch.Generator().manual_seed(len(i)))
+        feeds = {"ids": i.numpy(), "offsets": o.numpy(), "weights": w.numpy()}
+        want = model(i, o, w).detach().numpy()
+        np.testing.assert_allclose(
+            session.run(None, {k: v for k, v in feeds.items() if k in {x.name for x in session.get_inputs()}})[0],
+            want,
+            atol=1e-6,
+        )

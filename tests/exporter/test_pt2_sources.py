@@ -251,3 +251,51 @@ def test_a_program_returning_an_unknown_type_that_is_not_a_dict_is_refused_namin
     path = _save_without_the_type(tmp_path, "fwxtest.custom.Packed", lambda keys: {"fields": keys})
     with pytest.raises(InputError, match="outputs are a fwxtest.custom.Packed, a type torch rebuilds only by"):
         load_source(path)
+
+
+class _Pooled(torch.nn.Module):
+    """A recommender's pooled ids: ``nn.EmbeddingBag`` over fixed-size 2-D bags."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bags = torch.nn.EmbeddingBag(30, 4, mode="mean")
+
+    def forward(self, ids: Any) -> Any:
+        return self.bags(ids)
+
+
+def test_sizes_keep_to_the_programs_guards_not_only_its_dim_ranges(tmp_path: Path) -> None:
+    """``torch.export`` of ``EmbeddingBag`` over 2-D ids records ``batch >= 2`` as a guard although the
+    ``Dim`` starts at 1: validating at batch 1 failed the source itself ("Guard failed") and nothing was
+    published. Sizes now keep to the guards (read as data, never evaluated as code); the ONNX file, which
+    admits batch 1, is checked at 2 and 3."""
+    from fwx.sources.guards import guards
+    from fwx.sources.load import load_source
+
+    torch.manual_seed(0)
+    b, seq = torch.export.Dim("b", min=1, max=64), torch.export.Dim("seq", min=2, max=32)
+    src = _program(_Pooled(), (torch.randint(0, 30, (4, 5)),), ({0: b, 1: seq},), tmp_path / "pooled.pt2")
+    program = torch.export.load(src)
+    assert guards(program)  # the guard the test is about is really there
+    assert load_source(src).sizes["N"] == (2, 3)
+    res = export(src, ["onnx"], ExportOptions(out=tmp_path / "repo"))
+    assert res.ok, res.failures
+    assert res.manifest.samples["sizes"]["N"] == [2, 3]
+
+
+def test_a_guard_that_is_not_size_arithmetic_is_not_read() -> None:
+    from types import SimpleNamespace
+
+    from fwx.sources.guards import guards, holds
+
+    ep = SimpleNamespace(
+        _guards_code=[
+            "L['x'].size()[0] >= 2",
+            "__import__('os').system('touch /tmp/fwx-pwned') == 0",
+            "L['x'].size()[0] != L['y'].size()[1] // 2",
+        ]
+    )
+    kept = guards(ep)
+    assert len(kept) == 2
+    sizes = {("x", 0): 1, ("y", 1): 2}
+    assert [holds(g, lambda n, a: sizes[(n, a)]) for g in kept] == [False, False]
