@@ -218,9 +218,10 @@ def test_a_sequential_built_by_fit_keeps_a_dynamic_batch(tmp_path: Path, capsys:
     path = tmp_path / "fitted.keras"
     model.save(path)
     res = export(path, ["onnx", "tflite"], ExportOptions(out=tmp_path / "repo"))
-    assert str(res.signature) == "(input_layer:float32[N,6]) -> (output_0:float32[N,2])"
+    assert res.signature.inputs[0].shape == ("N", 6)  # Keras numbers the name (input_layer_2) per process
+    assert res.signature.outputs[0].shape == ("N", 2)
     assert all(e.validation["passed"] for e in res.manifest.artifacts.values())
-    assert "records a fixed batch (input_layer:float32[32,6])" in capsys.readouterr().err
+    assert f"records a fixed batch ({res.signature.inputs[0].name}:float32[32,6])" in capsys.readouterr().err
     x = keras.Input((5, 3), batch_size=4, name="x")
     stateful = tmp_path / "stateful.keras"
     keras.Model(x, keras.layers.LSTM(2, stateful=True)(x)).save(stateful)
