@@ -154,7 +154,11 @@ def _bincount_handler(ctx: Any, node: Any, name: str, args: Any) -> None:
         ctx.make_node("ReduceMax", [hits], attr={"axes": [-2], "keepdims": 0}, outputs=[node.output[0]], name=name)
     else:
         ctx.make_node(
-            "ReduceMax" if binary else "ReduceSum", [hits, axis], attr={"keepdims": 0}, outputs=[node.output[0]], name=name
+            "ReduceMax" if binary else "ReduceSum",
+            [hits, axis],
+            attr={"keepdims": 0},
+            outputs=[node.output[0]],
+            name=name,
         )
 
 

@@ -284,3 +284,41 @@ def test_onnx_label_encoder_becomes_a_tf_hash_table(tmp_path: Path) -> None:
     tr.save(tmp_path / "sm")
     fn = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
     np.testing.assert_array_equal(fn(w=tf.constant(words.astype(bytes)))["y"].numpy(), want)
+
+
+def test_a_tflite_lookup_model_answers_a_first_request_of_one_word(tmp_path: Path) -> None:
+    """A vocabulary lookup feeding a mean over a dynamic number of words (a ``tf.lookup`` table over the
+    SavedModel's own vocabulary asset). LiteRT cannot prepare that graph when its very first run has one
+    word ("XNNPack delegate failed to reshape"), which is exactly a server's warm-up: it passed the export
+    (validated at 8 and 12 words) and every server fell back to ONNX. The runtime primes it once."""
+    import tensorflow as tf
+
+    from fwx.formats import Format
+    from fwx.runtimes.base import load_runtime
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(WORDS) + "\n")
+
+    class Bag(tf.Module):
+        def __init__(self) -> None:
+            init = tf.lookup.TextFileInitializer(
+                str(vocab), tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER
+            )
+            self.table = tf.lookup.StaticHashTable(init, -1)
+            self.emb = tf.Variable(tf.random.stateless_normal([len(WORDS) + 1, 4], seed=[0, 1]))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.string, name="words")])
+        def serve(self, words: Any) -> Any:
+            return {"vec": tf.reduce_mean(tf.gather(self.emb, self.table.lookup(words) + 1), 1)}
+
+    bag = Bag()
+    tf.saved_model.save(bag, str(tmp_path / "bag"), signatures={"serving_default": bag.serve})
+    result = _export(tmp_path / "bag", ["tflite"], tmp_path / "repo")
+    assert result.ok, result.failures
+    one = np.array([[WORDS[1].encode()]], dtype=object)
+    want = bag.serve(tf.constant(one))["vec"].numpy()
+    rt = load_runtime(Format.TFLITE, Path(result.version_dir) / result.manifest.artifacts["tflite"].path)
+    try:
+        np.testing.assert_allclose(rt.infer({"words": one})["vec"], want, atol=1e-6)
+    finally:
+        rt.close()
