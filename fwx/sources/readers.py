@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import zipfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -159,26 +160,28 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def _config_nodes(node: Any) -> Iterator[dict[str, Any]]:
+    """Every dict in a Keras config, depth first (layers, their nested layers and objects)."""
+    if isinstance(node, dict):
+        yield node
+        for v in node.values():
+            yield from _config_nodes(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _config_nodes(v)
+
+
 def keras_code_risks(config: Any) -> tuple[list[str], list[str]]:
     """Lambda layers (Python bytecode in the file) and classes from modules outside Keras."""
     lambdas: list[str] = []
     foreign: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            cls = node.get("class_name")
-            if cls in ("Lambda", "__lambda__", "TFOpLambda"):
-                lambdas.append(str((node.get("config") or {}).get("name") or node.get("name") or cls))
-            module = node.get("module")
-            if cls and isinstance(module, str) and not _keras_module(module):
-                foreign.append(f"{module}.{node.get('registered_name') or cls}")
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(config)
+    for node in _config_nodes(config):
+        cls = node.get("class_name")
+        if cls in ("Lambda", "__lambda__", "TFOpLambda"):
+            lambdas.append(str((node.get("config") or {}).get("name") or node.get("name") or cls))
+        module = node.get("module")
+        if cls and isinstance(module, str) and not _keras_module(module):
+            foreign.append(f"{module}.{node.get('registered_name') or cls}")
     return sorted(set(lambdas)), sorted(set(foreign))
 
 
@@ -186,19 +189,10 @@ def keras_custom_classes(config: Any) -> dict[str, str | None]:
     """Classes the file names that are not Keras' own -> the module it says defines them (None when saved
     from a script: ``register_keras_serializable`` in ``__main__`` leaves no module to import)."""
     found: dict[str, str | None] = {}
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            cls, module = node.get("class_name"), node.get("module")
-            if cls and (node.get("registered_name") or module) and not _keras_module(module):
-                found[str(node.get("registered_name") or cls)] = None if module in (None, "__main__") else str(module)
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(config)
+    for node in _config_nodes(config):
+        cls, module = node.get("class_name"), node.get("module")
+        if cls and (node.get("registered_name") or module) and not _keras_module(module):
+            found[str(node.get("registered_name") or cls)] = None if module in (None, "__main__") else str(module)
     return dict(sorted(found.items()))
 
 
