@@ -304,3 +304,37 @@ def _layer_norm(c: NodeCtx) -> Any:
         y = y + c.t(2)
     extra = [o for o in c.node.outputs[1:] if o]
     return (y, mean, inv) if extra else y
+
+
+def _block_channels(c: NodeCtx, channels: int, block: int) -> np.ndarray | None:
+    """For ``mode="CRD"`` (what ``nn.PixelShuffle`` exports), the channel order that turns it into TF's
+    ``depth_to_space`` order (DCR: the block offset major, the output channel minor); None for DCR."""
+    if str(c.attr("mode", "DCR")) != "CRD":
+        return None
+    out = channels // (block * block)
+    return np.array([ch * block * block + k for k in range(block * block) for ch in range(out)], dtype=np.int32)
+
+
+@op("DepthToSpace")
+def _depth_to_space(c: NodeCtx) -> Any:
+    """``nn.PixelShuffle`` (super-resolution heads) as TF's ``depth_to_space`` on channels-last (TFLite's
+    DEPTH_TO_SPACE); a CRD graph first reorders its channels, once, with a constant gather."""
+    block = int(c.attr("blocksize"))
+    if c.rank(0) != 4:
+        c.fail(f"handles 4-D inputs, not rank {c.rank(0)}")
+    channels = c.shape(0)[1]
+    if channels is None:
+        c.fail("needs a static channel count")
+    x = c.cl(0)
+    order = _block_channels(c, int(channels), block)
+    if order is not None:
+        x = tf.gather(x, order, axis=3)
+    return ChannelsLast(tf.nn.depth_to_space(x, block))
+
+
+@op("SpaceToDepth")
+def _space_to_depth(c: NodeCtx) -> Any:
+    """``nn.PixelUnshuffle``: ONNX's one order is TF's ``space_to_depth`` on channels-last."""
+    if c.rank(0) != 4:
+        c.fail(f"handles 4-D inputs, not rank {c.rank(0)}")
+    return ChannelsLast(tf.nn.space_to_depth(c.cl(0), int(c.attr("blocksize"))))

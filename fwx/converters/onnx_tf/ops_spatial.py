@@ -145,13 +145,83 @@ _LINEAR = {
 }
 
 
+def _axis_matrix(c: NodeCtx, n_in: int, scale: float | None, size: int | None) -> np.ndarray:
+    """``[n_in, n_out]``: this node's Resize along one axis, computed by onnx's reference implementation on
+    an identity (every mode, coordinate mapping, ``cubic_coeff_a`` and ``exclude_outside`` exactly as ONNX
+    defines them), with the node's own scale or size so the coordinates map as in the graph."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    eye = np.eye(n_in, dtype=np.float32).reshape(n_in, 1, 1, n_in)
+    if scale is not None:
+        names, extra = ["x", "", "scales"], numpy_helper.from_array(np.array([1, 1, 1, scale], np.float32), "scales")
+    else:
+        names, extra = ["x", "", "", "sizes"], numpy_helper.from_array(np.array([n_in, 1, 1, size], np.int64), "sizes")
+    graph = helper.make_graph(
+        [helper.make_node("Resize", names, ["y"], **c.node.attrs)],
+        "axis",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(eye.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[extra],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", max(c.opset, 13))])
+    result: Any = ReferenceEvaluator(model).run(None, {"x": eye})
+    return np.ascontiguousarray(result[0][:, 0, 0, :], dtype=np.float32)
+
+
+def _static_sizes(c: NodeCtx, i: int) -> np.ndarray | None:
+    """The ``sizes`` input when its H and W are known at conversion, even if N and C come from the input's
+    shape at run time (``F.interpolate(size=(16, 16))``: ``Concat(Shape(x)[:2], [16, 16])``)."""
+    if i < 0 or not c.has(i):
+        return None
+    known = c.const(i)
+    if known is not None:
+        return known
+    from tensorflow.python.framework import tensor_util
+
+    dims = tensor_util.constant_value_as_shape(c.t(i)).as_list()
+    if dims is None or len(dims) != 4 or dims[2] is None or dims[3] is None:
+        return None
+    return np.array([-1 if d is None else d for d in dims], np.int64)
+
+
+def _resize_by_matrices(c: NodeCtx, x: tf.Tensor, scales_i: int, sizes_i: int) -> tf.Tensor | None:
+    """A resize TF's ops do not reproduce (bicubic with ONNX's ``a = -0.75``, other coordinate mappings) as
+    two products with constant interpolation matrices, when the input and output sizes are static:
+    MatMul and Transpose, TFLite builtins. None when a size is only known at run time."""
+    hw = x.shape.as_list()[1:3]
+    sizes = _static_sizes(c, sizes_i)
+    scales = c.const(scales_i) if scales_i >= 0 and c.has(scales_i) else None
+    if c.opset < 11 or any(v is None for v in hw) or (sizes is None or not sizes.size) and scales is None:
+        return None
+    per_axis = []
+    for axis, n_in in enumerate(hw):
+        if sizes is not None and sizes.size:
+            per_axis.append(_axis_matrix(c, int(n_in), None, int(sizes.reshape(-1)[2 + axis])))
+        else:
+            assert scales is not None
+            per_axis.append(_axis_matrix(c, int(n_in), float(scales.reshape(-1)[2 + axis]), None))
+    a_h, a_w = (c.env.materialize(m) for m in per_axis)
+    y = tf.transpose(x, [0, 3, 2, 1]) @ a_h  # N, C, W, H'
+    y = tf.transpose(y, [0, 1, 3, 2]) @ a_w  # N, C, H', W'
+    return tf.transpose(y, [0, 2, 3, 1])
+
+
 def _resize(c: NodeCtx, x: tf.Tensor, size: Any, mode: str, coords: str, nearest: str) -> tf.Tensor:
+    native = (
+        mode == "linear" and coords in _LINEAR or mode == "nearest" and (coords, nearest) == ("asymmetric", "floor")
+    )
+    if not native and c.node.op == "Resize":
+        y = _resize_by_matrices(c, tf.cast(x, tf.float32), -1 if c.opset < 11 else 2, -1 if c.opset < 11 else 3)
+        if y is not None:
+            return y
     if mode == "linear" and coords not in _LINEAR:
         c.fail(f"linear resize with coordinate_transformation_mode {coords!r} is not supported")
     if mode != "linear" and not (mode == "nearest" and coords == "asymmetric" and nearest == "floor"):
         c.fail(
-            f"{mode} resize with {coords!r} coordinates and nearest_mode {nearest!r} is not supported "
-            "(nearest: asymmetric + floor; linear: half_pixel, pytorch_half_pixel, align_corners, asymmetric)"
+            f"{mode} resize with {coords!r} coordinates and nearest_mode {nearest!r} is not supported on "
+            "dynamic sizes (nearest: asymmetric + floor; linear: half_pixel, pytorch_half_pixel, align_corners, "
+            "asymmetric; any mode when the input and output sizes are fixed)"
         )
     if isinstance(size, _ByScale):
         return _resize_by_scale(x, size.scales, mode, coords)

@@ -318,6 +318,22 @@ def split_equal(x: Tensor, parts: int, axis: int) -> List[Tensor]:  # noqa: UP00
     return list(torch.split(x, (n + parts - 1) // parts, axis))
 
 
+def depth_to_space(x: Tensor, block: int, crd: bool) -> Tensor:
+    """ONNX DepthToSpace: CRD is ``pixel_shuffle``; DCR takes the block offset as the major channel index."""
+    if crd:
+        return F.pixel_shuffle(x, block)
+    n, c, h, w = x.shape
+    y = x.reshape(n, block, block, c // (block * block), h, w).permute(0, 3, 4, 1, 5, 2)
+    return y.reshape(n, c // (block * block), h * block, w * block)
+
+
+def space_to_depth(x: Tensor, block: int) -> Tensor:
+    """ONNX SpaceToDepth: the block offset is the major channel index (DCR order)."""
+    n, c, h, w = x.shape
+    y = x.reshape(n, c, h // block, block, w // block, block).permute(0, 3, 5, 1, 2, 4)
+    return y.reshape(n, c * block * block, h // block, w // block)
+
+
 def split_sizes(x: Tensor, sizes: List[int], axis: int) -> List[Tensor]:  # noqa: UP006
     return list(torch.split(x, sizes, axis))
 

@@ -217,3 +217,15 @@ def test_resize_modes_torch_cannot_match_are_listed() -> None:
         coordinate_transformation_mode="asymmetric",
     )
     assert unsupported_ops(model) == ["Resize(linear asymmetric)"]
+
+
+@pytest.mark.parametrize(
+    ("op_type", "attrs", "channels"),
+    [("DepthToSpace", {"mode": "DCR"}, 8), ("DepthToSpace", {"mode": "CRD"}, 8), ("SpaceToDepth", {}, 2)],
+    ids=["DepthToSpace-DCR", "DepthToSpace-CRD", "SpaceToDepth"],
+)
+def test_depth_and_space(op_type: str, attrs: dict[str, Any], channels: int) -> None:
+    """``nn.PixelShuffle``/``PixelUnshuffle`` (super-resolution models), at two batch and spatial sizes."""
+    x, other = rand(2, channels, 4, 6), rand(3, channels, 6, 2)
+    dims = {"x": ["n", channels, "h", "w"]}
+    check_model(node_model(op_type, {"x": x}, dims=dims, blocksize=2, **attrs), {"x": x}, others=[{"x": other}])

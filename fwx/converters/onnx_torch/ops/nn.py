@@ -141,6 +141,14 @@ def _avg_pool(b: GraphBuilder, n: OnnxNode) -> Value:
     return b.call(gf.avg_pool_exclude_pad, xp, ones, kernel, strides, ceil_mode)
 
 
+@op("DepthToSpace", "SpaceToDepth")
+def _depth_space(b: GraphBuilder, n: OnnxNode) -> Value:
+    block = int(n.attr("blocksize"))
+    if n.op_type == "SpaceToDepth":
+        return b.call(gf.space_to_depth, n.need(0), block)
+    return b.call(gf.depth_to_space, n.need(0), block, str(n.attr("mode", "DCR")) == "CRD")
+
+
 @op("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(b: GraphBuilder, n: OnnxNode) -> Value:
     x = n.need(0)
