@@ -9,6 +9,7 @@ layout TF's CPU kernels (and TFLite) need, with no transposes between them.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -75,11 +76,22 @@ class Env:
         self.store = store
         self.opset = opset
         self.folding = False
+        #: Runs a sub-graph's nodes in an environment (set by the translator, which owns the op table, so
+        #: that an ``If`` handler can run its branches without importing it).
+        self.run_nodes: Callable[[list[Node], Env], None] | None = None
         #: Partly known integer vectors (outputs of Shape and friends): (rank 0/1, elements or None).
         self.known: dict[str, tuple[int, list[int | None]]] = {}
         self._nchw: dict[str, tf.Tensor] = {}
         self._nhwc: dict[str, tf.Tensor] = {}
         self._consts: dict[int, tuple[np.ndarray, tf.Tensor]] = {}
+
+    def child(self, initializers: dict[str, np.ndarray]) -> Env:
+        """A scope for a sub-graph: sees every value so far (outer tensors are captured), adds its own."""
+        env = Env({}, self.store, self.opset)
+        env.values = {**self.values, **initializers}
+        env.known = dict(self.known)
+        env.run_nodes = self.run_nodes
+        return env
 
     def materialize(self, arr: np.ndarray) -> tf.Tensor:
         if self.folding:

@@ -34,6 +34,9 @@ class Node:
     inputs: list[str]
     outputs: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
+    #: Sub-graphs (``If``'s branches), parsed, and the outer values they read (ordering needs them too).
+    graphs: dict[str, Graph] = field(default_factory=dict)
+    implicit: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -85,7 +88,9 @@ def _attr_value(attr: Any) -> Any:
     return value
 
 
-def _node(proto: Any) -> Node:
+def _node(proto: Any, opset: int) -> Node:
+    graphs = {a.name: _subgraph(a.g, opset) for a in proto.attribute if a.type == a.GRAPH}
+    outer = sorted({name for g in graphs.values() for name in _reads(g)})
     return Node(
         proto.op_type,
         proto.domain,
@@ -93,7 +98,28 @@ def _node(proto: Any) -> Node:
         list(proto.input),
         list(proto.output),
         {a.name: _attr_value(a) for a in proto.attribute},
+        graphs,
+        outer,
     )
+
+
+def _reads(graph: Graph) -> set[str]:
+    """Values a (sub-)graph reads from the scope around it."""
+    made = set(graph.initializers) | {s.name for s in graph.inputs} | {o for n in graph.nodes for o in n.outputs}
+    return {i for n in graph.nodes for i in [*n.inputs, *n.implicit] if i and i not in made}
+
+
+def _subgraph(g: Any, opset: int) -> Graph:
+    """A body (``If`` branch) as a ``Graph``: its own constants and nodes; what it reads from outside stays
+    a name the enclosing scope resolves."""
+    from onnx import numpy_helper
+
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    nodes = [_node(n, opset) for n in g.node]
+    made = set(inits) | {o for n in nodes for o in n.outputs} | {v.name for v in g.input}
+    outer = {i for n in nodes for i in [*n.inputs, *n.implicit] if i and i not in made}
+    ordered = _toposort(nodes, set(inits) | outer | {v.name for v in g.input})
+    return Graph(ordered, inits, [_spec(v) for v in g.input], [_spec(v) for v in g.output], opset)
 
 
 def _spec(value_info: Any) -> TensorSpec:
@@ -121,10 +147,10 @@ def _toposort(nodes: list[Node], available: set[str]) -> list[Node]:
     pending = list(nodes)
     ordered: list[Node] = []
     while pending:
-        rest = [n for n in pending if not all(i in ready for i in n.inputs)]
-        progressed = [n for n in pending if all(i in ready for i in n.inputs)]
+        rest = [n for n in pending if not all(i in ready for i in [*n.inputs, *n.implicit])]
+        progressed = [n for n in pending if all(i in ready for i in [*n.inputs, *n.implicit])]
         if not progressed:
-            missing = sorted({i for n in rest for i in n.inputs if i not in ready})
+            missing = sorted({i for n in rest for i in [*n.inputs, *n.implicit] if i not in ready})
             raise ExportError(
                 f"the ONNX graph uses values nothing produces: {', '.join(missing[:5])}",
                 hint="check the model with onnx.checker.check_model",
@@ -144,9 +170,10 @@ def parse(model: Any) -> Graph:
     inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     inputs = [_spec(v) for v in g.input if v.name not in inits]
     outputs = [_spec(v) for v in g.output]
-    nodes = _toposort([_node(n) for n in g.node], set(inits) | {s.name for s in inputs})
+    opset = default_opset(model)
+    nodes = _toposort([_node(n, opset) for n in g.node], set(inits) | {s.name for s in inputs})
     unshaped = {v.name for v in g.output if not v.type.tensor_type.HasField("shape")}
-    return Graph(nodes, inits, inputs, outputs, default_opset(model), unshaped)
+    return Graph(nodes, inits, inputs, outputs, opset, unshaped)
 
 
 def _walk(nodes: Iterable[Any]) -> Iterable[Any]:

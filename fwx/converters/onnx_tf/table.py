@@ -14,6 +14,7 @@ Handler = Callable[[Any], Any]
 
 OPS: dict[str, Handler] = {}
 _MODULES = (
+    "ops_control",
     "ops_elementwise",
     "ops_math",
     "ops_nn",

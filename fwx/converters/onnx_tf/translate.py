@@ -103,7 +103,7 @@ def _settle(v: Any, env: Env, name: str) -> Any:
 
 def _run_node(node: onnx_model.Node, env: Env, handler: Handler) -> None:
     ctx = NodeCtx(node, env)
-    fold = all(isinstance(env.values[i], np.ndarray) for i in node.inputs if i)
+    fold = all(isinstance(env.values[i], np.ndarray) for i in [*node.inputs, *node.implicit] if i)
     try:
         with tf.name_scope(_scope(node)):
             if fold:
@@ -190,12 +190,16 @@ def translate(
     store = WeightStore(module)
     outputs_seen: dict[str, Any] = {}
 
+    def run_nodes(nodes: list[onnx_model.Node], env: Env) -> None:
+        for node in nodes:
+            _run_node(node, env, handlers[node.key])
+
     def body(*args: tf.Tensor) -> dict[str, tf.Tensor]:
         env = Env(graph.initializers, store, graph.opset)
+        env.run_nodes = run_nodes
         for s, arg in zip(graph.inputs, args, strict=True):
             env.values[s.name] = ChannelsLast(arg) if nhwc and arg.shape.rank == 4 else arg
-        for node in graph.nodes:
-            _run_node(node, env, handlers[node.key])
+        run_nodes(graph.nodes, env)
         result = {}
         for o in graph.outputs:
             if o.name not in env.values:

@@ -212,3 +212,71 @@ def test_resize_by_scales_on_dynamic_sizes_uses_onnx_mapping(attrs: dict[str, st
     m = model([helper.make_node("Resize", ["x", "", "sc"], ["y"], **attrs)], [x], ["y"], {"sc": sc})
     for h, w in ((8, 10), (9, 7), (5, 13)):
         assert_matches(m, {"x": _rng.standard_normal((1, 2, h, w)).astype(np.float32)})
+
+
+def _if_model() -> Any:
+    """``if x.sum() > 0: relu(x) * 2 else: -x + y`` (the else branch reads ``y`` from the outer scope), then an
+    ``If`` on a condition known at conversion (the batch is not 0): what a scripted TorchScript exports."""
+    f32 = TensorProto.FLOAT
+    then_g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "two"], ["t_out"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t_out", f32, None)],
+        initializer=[numpy_helper.from_array(np.array(2.0, np.float32), "two")],
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["neg"]), helper.make_node("Add", ["neg", "y"], ["e_out"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e_out", f32, None)],
+    )
+    keep = helper.make_graph(
+        [helper.make_node("Identity", ["z"], ["k_out"])],
+        "keep",
+        [],
+        [helper.make_tensor_value_info("k_out", f32, None)],
+    )
+    drop = helper.make_graph(
+        [helper.make_node("Neg", ["z"], ["d_out"])], "drop", [], [helper.make_tensor_value_info("d_out", f32, None)]
+    )
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["c"]),
+        helper.make_node("If", ["c"], ["z"], then_branch=then_g, else_branch=else_g),
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "axis0"], ["n"]),
+        helper.make_node("Greater", ["n", "none"], ["known"]),
+        helper.make_node("If", ["known"], ["out"], then_branch=keep, else_branch=drop),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", f32, [3, 4]),
+        helper.make_tensor_value_info("y", f32, [3, 4]),
+    ]
+    inits = {"zero": np.array(0.0, np.float32), "axis0": np.array(0, np.int64), "none": np.array(0, np.int64)}
+    return model(nodes, inputs, ["out"], inits)
+
+
+def test_if_runs_the_branch_the_condition_picks_and_inlines_a_known_one() -> None:
+    m = _if_model()
+    y = _rng.standard_normal((3, 4)).astype(np.float32)
+    for x in (
+        np.abs(_rng.standard_normal((3, 4))).astype(np.float32),
+        -np.abs(_rng.standard_normal((3, 4))).astype(np.float32),
+    ):
+        tr = assert_matches(m, {"x": x, "y": y})
+    ops = op_types(tr)
+    assert ops.count("If") + ops.count("StatelessIf") == 1  # the known condition ran its branch inline
+
+
+@pytest.mark.slow
+def test_if_converts_to_tflite_builtins() -> None:
+    from .opcheck import _run_tflite
+
+    m = _if_model()
+    tr = translate(m)
+    y = _rng.standard_normal((3, 4)).astype(np.float32)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for x in (np.abs(y), -np.abs(y)):
+        got = _run_tflite(tr, {"x": x, "y": y})
+        np.testing.assert_allclose(next(iter(got.values())), sess.run(None, {"x": x, "y": y})[0], atol=1e-6)
