@@ -95,7 +95,9 @@ def pt2_sizes(ep: Any, inputs: tuple[TensorSpec, ...] | None) -> dict[str, tuple
     needed |= {str(exprs[sym]) for sym in _refused_defaults(ep, inputs, exprs, leading) if exprs[sym].is_Symbol}
     if not needed:
         return {}
-    values = {f: _two_values(ranges.get(f), batch=f in leading) for f in needed}
+    values: dict[str, tuple[int, int]] = {}
+    for f in sorted(needed):  # distinct values per Dim where the ranges allow: outputs are matched by size
+        values[f] = _two_values(ranges.get(f), batch=f in leading, taken={v for p in values.values() for v in p})
     out: dict[str, tuple[int, int]] = {}
     for sym, e in exprs.items():
         free = {str(f) for f in e.free_symbols}
@@ -147,11 +149,14 @@ def _fits_defaults(vr: Any, *, batch: bool) -> bool:
     return lo <= (1 if batch else 2) and (hi is None or hi >= _DEFAULT_HI)
 
 
-def _two_values(vr: Any, *, batch: bool) -> tuple[int, int]:
+def _two_values(vr: Any, *, batch: bool, taken: set[int] | None = None) -> tuple[int, int]:
     lo, hi = _bounds(vr)
     lo = max(lo, 2)  # torch.export specialises 0 and 1
     top = hi if hi is not None else max(lo, _DEFAULT_HI) + 1
     a, b = (min(max(w, lo), top) for w in _WANTED[batch])
     if a == b:  # both clamped to one end: take its neighbour inside the range
         b = a + 1 if a + 1 <= top else max(lo, a - 1)
+    step = 0
+    while taken and {a, b} & taken and b + 2 <= top and step < 64:  # another Dim has these: move up
+        a, b, step = a + 2, b + 2, step + 1
     return a, b

@@ -112,6 +112,26 @@ def is_mask(name: str) -> bool:
     return "mask" in name.lower()
 
 
+def is_offsets(spec: TensorSpec) -> bool:
+    """Where each bag starts in a flat id list (``nn.EmbeddingBag(ids, offsets)``): a 1-D integer input
+    named like ``*offsets*``. Random integers are not offsets (``offsets[0] has to be 0``)."""
+    return spec.rank == 1 and "offset" in spec.name.lower() and spec.dtype.startswith(("int", "uint"))
+
+
+def bag_offsets(feeds: dict[str, np.ndarray], specs: Sequence[TensorSpec], rng: np.random.Generator) -> None:
+    """Redraw offsets inputs, in place, as bag starts into the first other 1-D integer input: 0, then
+    sorted positions up to its length (an empty bag is allowed, as torch allows it)."""
+    flat = [s.name for s in specs if s.rank == 1 and s.dtype.startswith(("int", "uint")) and not is_offsets(s)]
+    if not flat:
+        return
+    n = int(feeds[flat[0]].shape[0])
+    for spec in specs:
+        if is_offsets(spec) and spec.name not in flat:
+            count = int(feeds[spec.name].shape[0])
+            starts = np.sort(rng.integers(0, n + 1, max(count - 1, 0)))
+            feeds[spec.name] = np.concatenate([[0], starts])[:count].astype(feeds[spec.name].dtype)
+
+
 def _mask(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """1s with padding (0s) at the end of each row along the last axis; the first row and every row keep
     at least one 1, so no row attends to nothing (such rows legitimately differ between runtimes)."""
@@ -252,6 +272,8 @@ def generate_inputs(sig: Signature, cfg: InputConfig | None = None) -> list[dict
         for spec in sig.inputs:
             shape = tuple(plan[symbol_key(spec, a)] if is_dynamic(d) else int(d) for a, d in enumerate(spec.shape))
             sample[spec.name] = draw(spec, shape, rng, cfg)
+        if not any(spec.name in cfg.values for spec in sig.inputs if is_offsets(spec)):
+            bag_offsets(sample, sig.inputs, rng)
         samples.append(sample)
     return samples
 
@@ -310,6 +332,8 @@ def make_feeds(
             feeds[s.name] = _fit_example(np.asarray(examples[s.name]), shape).astype(s.dtype)
         else:
             feeds[s.name] = draw(s, shape, rng, cfg)
+    if not examples:
+        bag_offsets(feeds, specs, rng)
     return feeds
 
 

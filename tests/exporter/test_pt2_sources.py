@@ -299,3 +299,30 @@ def test_a_guard_that_is_not_size_arithmetic_is_not_read() -> None:
     assert len(kept) == 2
     sizes = {("x", 0): 1, ("y", 1): 2}
     assert [holds(g, lambda n, a: sizes[(n, a)]) for g in kept] == [False, False]
+
+
+class _Bags(torch.nn.Module):
+    """The canonical recommender input: a flat id list and where each bag starts in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bags = torch.nn.EmbeddingBag(40, 4, mode="sum")
+        self.head = torch.nn.Linear(4, 1)
+
+    def forward(self, item_ids: Any, offsets: Any) -> Any:
+        return self.head(self.bags(item_ids, offsets))
+
+
+def test_ids_with_offsets_reach_every_format_and_the_output_follows_the_bags(tmp_path: Path) -> None:
+    """Random integers are no offsets ("offsets[0] has to be 0"): an input named ``*offsets*`` is drawn as
+    bag starts into the flat ids. Two ``Dim``s whose ranges both start at 2 were given the same sizes, so
+    the output's rows (one per bag) were matched to the ids; each ``Dim`` now gets sizes of its own."""
+    ids, bags = torch.export.Dim("ids", min=2, max=4096), torch.export.Dim("bags", min=2, max=256)
+    src = _program(
+        _Bags(), (torch.randint(0, 40, (10,)), torch.tensor([0, 3, 7])), ({0: ids}, {0: bags}), tmp_path / "r.pt2"
+    )
+    res = export(src, ["all"], ExportOptions(out=tmp_path / "repo"))
+    assert sorted(res.manifest.artifacts) == ["onnx", "pt2", "savedmodel", "tflite", "torchscript"], res.failures
+    assert res.signature.outputs[0].shape == ("offsets_d0", 1)
+    sizes = res.manifest.samples["sizes"]
+    assert sizes["item_ids_d0"] != sizes["offsets_d0"]

@@ -98,3 +98,18 @@ def test_torch_ids_take_the_smallest_embedding() -> None:
 
     src = LoadedSource(Format.PYTORCH, Format.PYTORCH, None, "test", "torch", "", obj=Bert())
     assert id_ranges(src, SIG) == {"input_ids": (0, 2), "token_type_ids": (0, 2)}
+
+
+def test_offsets_are_bag_starts_into_the_flat_ids() -> None:
+    """``nn.EmbeddingBag(ids, offsets)``: offsets start at 0, never decrease and stay within the ids (an
+    empty bag is allowed); for validation samples and for tracing feeds alike."""
+    sig = Signature(
+        (TensorSpec("item_ids", "int64", ("n",)), TensorSpec("offsets", "int64", ("b",))),
+        (TensorSpec("y", "float32", ("b", 1)),),
+    )
+    feeds = [*generate_inputs(sig, InputConfig(samples=4)), make_feeds(sig.inputs, {"n": 5, "b": 3})]
+    for sample in feeds:
+        offsets, n = sample["offsets"], len(sample["item_ids"])
+        assert offsets[0] == 0
+        assert np.all(np.diff(offsets) >= 0)
+        assert offsets.max() <= n
