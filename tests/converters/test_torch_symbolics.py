@@ -60,6 +60,7 @@ class _Bags(torch.nn.Module):
         return self.bags(ids, offsets, per_sample_weights=psw)
 
 
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # torch's own checks of per_sample_weights
 @pytest.mark.parametrize("opset", [11, 13, 17])
 @pytest.mark.parametrize(
     ("mode", "kw"),
