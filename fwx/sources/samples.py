@@ -15,7 +15,7 @@ input instead of a ``MemoryError``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -118,15 +118,18 @@ def is_offsets(spec: TensorSpec) -> bool:
     return spec.rank == 1 and "offset" in spec.name.lower() and spec.dtype.startswith(("int", "uint"))
 
 
-def bag_offsets(feeds: dict[str, np.ndarray], specs: Sequence[TensorSpec], rng: np.random.Generator) -> None:
+def _bag_offsets(
+    feeds: dict[str, np.ndarray], specs: Sequence[TensorSpec], rng: np.random.Generator, given: Iterable[str]
+) -> None:
     """Redraw offsets inputs, in place, as bag starts into the first other 1-D integer input: 0, then
-    sorted positions up to its length (an empty bag is allowed, as torch allows it)."""
+    sorted positions up to its length (an empty bag is allowed, as torch allows it). Inputs in ``given``
+    (the user's values or examples) are left as they are."""
     flat = [s.name for s in specs if s.rank == 1 and s.dtype.startswith(("int", "uint")) and not is_offsets(s)]
     if not flat:
         return
-    n = int(feeds[flat[0]].shape[0])
+    n, keep = int(feeds[flat[0]].shape[0]), set(given)
     for spec in specs:
-        if is_offsets(spec) and spec.name not in flat:
+        if is_offsets(spec) and spec.name not in keep:
             count = int(feeds[spec.name].shape[0])
             starts = np.sort(rng.integers(0, n + 1, max(count - 1, 0)))
             feeds[spec.name] = np.concatenate([[0], starts])[:count].astype(feeds[spec.name].dtype)
@@ -272,8 +275,7 @@ def generate_inputs(sig: Signature, cfg: InputConfig | None = None) -> list[dict
         for spec in sig.inputs:
             shape = tuple(plan[symbol_key(spec, a)] if is_dynamic(d) else int(d) for a, d in enumerate(spec.shape))
             sample[spec.name] = draw(spec, shape, rng, cfg)
-        if not any(spec.name in cfg.values for spec in sig.inputs if is_offsets(spec)):
-            bag_offsets(sample, sig.inputs, rng)
+        _bag_offsets(sample, sig.inputs, rng, cfg.values)
         samples.append(sample)
     return samples
 
@@ -332,8 +334,7 @@ def make_feeds(
             feeds[s.name] = _fit_example(np.asarray(examples[s.name]), shape).astype(s.dtype)
         else:
             feeds[s.name] = draw(s, shape, rng, cfg)
-    if not examples:
-        bag_offsets(feeds, specs, rng)
+    _bag_offsets(feeds, specs, rng, [*cfg.values, *(examples or {})])
     return feeds
 
 

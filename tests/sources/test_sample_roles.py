@@ -113,3 +113,5 @@ def test_offsets_are_bag_starts_into_the_flat_ids() -> None:
         assert offsets[0] == 0
         assert np.all(np.diff(offsets) >= 0)
         assert offsets.max() <= n
+    given = make_feeds(sig.inputs, {"n": 5, "b": 2}, cfg=InputConfig(values={"offsets": (0.0,)}))
+    assert given["offsets"].tolist() == [0, 0]  # --input-values wins, in tracing feeds as in samples
