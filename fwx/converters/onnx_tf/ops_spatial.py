@@ -63,7 +63,7 @@ def _conv_transpose(c: NodeCtx) -> Any:
 
 def _out_size(c: NodeCtx, x: tf.Tensor, scales_i: int, sizes_i: int) -> Any:
     """(H, W) of the result from ``sizes`` or ``scales`` (N and C must not be resized)."""
-    known = c.const(sizes_i) if sizes_i >= 0 else None
+    known = _static_sizes(c, sizes_i)
     if known is not None and known.size:
         return [int(v) for v in known.reshape(-1)[2:4]]
     if sizes_i >= 0 and c.has(sizes_i) and known is None:
@@ -190,17 +190,16 @@ def _resize_by_matrices(c: NodeCtx, x: tf.Tensor, scales_i: int, sizes_i: int) -
     two products with constant interpolation matrices, when the input and output sizes are static:
     MatMul and Transpose, TFLite builtins. None when a size is only known at run time."""
     hw = x.shape.as_list()[1:3]
-    sizes = _static_sizes(c, sizes_i)
-    scales = c.const(scales_i) if scales_i >= 0 and c.has(scales_i) else None
-    if c.opset < 11 or any(v is None for v in hw) or (sizes is None or not sizes.size) and scales is None:
+    if c.opset < 11 or any(v is None for v in hw):
         return None
-    per_axis = []
-    for axis, n_in in enumerate(hw):
-        if sizes is not None and sizes.size:
-            per_axis.append(_axis_matrix(c, int(n_in), None, int(sizes.reshape(-1)[2 + axis])))
-        else:
-            assert scales is not None
-            per_axis.append(_axis_matrix(c, int(n_in), float(scales.reshape(-1)[2 + axis]), None))
+    sizes = _static_sizes(c, sizes_i)
+    scales = c.const(scales_i) if c.has(scales_i) else None
+    if sizes is not None and sizes.size:  # the node's own choice decides how coordinates map: sizes ...
+        per_axis = [_axis_matrix(c, int(n), None, int(sizes.reshape(-1)[2 + a])) for a, n in enumerate(hw)]
+    elif scales is not None and scales.size:  # ... or scales
+        per_axis = [_axis_matrix(c, int(n), float(scales.reshape(-1)[2 + a]), None) for a, n in enumerate(hw)]
+    else:
+        return None
     a_h, a_w = (c.env.materialize(m) for m in per_axis)
     y = tf.transpose(x, [0, 3, 2, 1]) @ a_h  # N, C, W, H'
     y = tf.transpose(y, [0, 1, 3, 2]) @ a_w  # N, C, H', W'
@@ -211,13 +210,10 @@ def _resize(c: NodeCtx, x: tf.Tensor, size: Any, mode: str, coords: str, nearest
     native = (
         mode == "linear" and coords in _LINEAR or mode == "nearest" and (coords, nearest) == ("asymmetric", "floor")
     )
-    if not native and c.node.op == "Resize":
-        y = _resize_by_matrices(c, tf.cast(x, tf.float32), -1 if c.opset < 11 else 2, -1 if c.opset < 11 else 3)
+    if not native:
+        y = _resize_by_matrices(c, tf.cast(x, tf.float32), 2, 3) if c.node.op == "Resize" else None
         if y is not None:
             return y
-    if mode == "linear" and coords not in _LINEAR:
-        c.fail(f"linear resize with coordinate_transformation_mode {coords!r} is not supported")
-    if mode != "linear" and not (mode == "nearest" and coords == "asymmetric" and nearest == "floor"):
         c.fail(
             f"{mode} resize with {coords!r} coordinates and nearest_mode {nearest!r} is not supported on "
             "dynamic sizes (nearest: asymmetric + floor; linear: half_pixel, pytorch_half_pixel, align_corners, "
