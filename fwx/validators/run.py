@@ -201,9 +201,12 @@ def _pt2_sizes(col: Collection, sig: Signature) -> dict[str, tuple[int, int]]:
     for art in col.artifacts:
         if art.format is not Format.PT2 or art.runtime is None:
             continue
+        from fwx.runtimes.pt2 import ExportedProgramRuntime  # torch is loaded: a .pt2 artifact is
         from fwx.sources.pt2 import pt2_inputs, pt2_sizes
 
-        ep = art.runtime.program  # type: ignore[attr-defined]  # an ExportedProgramRuntime
+        if not isinstance(art.runtime, ExportedProgramRuntime):
+            continue
+        ep = art.runtime.program
         specs = pt2_inputs(ep)
         sizes = pt2_sizes(ep, specs)
         if not specs or not sizes or len(specs) != len(sig.inputs):
