@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from fwx.sources.lookups import captured_tables as read_tables
+from fwx.sources.tf_source import model_layers
 
 #: Integer keys spread over at most this many values get a dense table (8 MiB of int64).
 DENSE_LIMIT = 1 << 20
@@ -71,10 +72,10 @@ class LookupFreezer:
 
 def keras_labels(model: Any) -> dict[int, str]:
     """id(table resource handle) -> ``"StringLookup layer 'name'"`` for a Keras model's lookup layers."""
-    if model is None or not hasattr(model, "_flatten_layers"):
+    if model is None:
         return {}
     out: dict[int, str] = {}
-    for layer in model._flatten_layers():
+    for layer in model_layers(model):
         table = getattr(layer, "lookup_table", None)
         handle = getattr(table, "resource_handle", None)
         if handle is not None:

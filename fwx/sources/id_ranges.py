@@ -17,6 +17,7 @@ from fwx.runtimes.files import load_onnx
 from fwx.signature import Signature
 from fwx.sources.load import LoadedSource
 from fwx.sources.samples import is_mask
+from fwx.sources.tf_source import model_layers
 
 
 def id_ranges(src: LoadedSource, sig: Signature) -> dict[str, tuple[int, int]]:
@@ -64,5 +65,4 @@ def _torch_vocabs(module: Any) -> list[int]:
 def _keras_vocabs(model: Any) -> list[int]:
     import keras  # the source is a loaded Keras model: keras is imported already
 
-    layers = model._flatten_layers() if hasattr(model, "_flatten_layers") else getattr(model, "layers", [])
-    return [int(layer.input_dim) for layer in layers if isinstance(layer, keras.layers.Embedding)]
+    return [int(layer.input_dim) for layer in model_layers(model) if isinstance(layer, keras.layers.Embedding)]

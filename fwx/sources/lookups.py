@@ -19,6 +19,7 @@ import numpy as np
 from fwx.formats import Format
 from fwx.signature import Signature
 from fwx.sources.load import LoadedSource
+from fwx.sources.tf_source import model_layers
 
 #: A sample choice list longer than this takes an even spread of the keys (a 1M-id vocabulary needs no 1M choices).
 MAX_CHOICES = 256
@@ -160,7 +161,7 @@ def _keras_tables(model: Any) -> list[tuple[str | None, np.ndarray]]:
     ``Discretization``: normal samples around 0 all fall in the bucket below ``age >= 18``."""
     out: list[tuple[str | None, np.ndarray]] = []
     inputs = {id(t): str(getattr(t, "name", "")).split(":")[0] for t in getattr(model, "inputs", [])}
-    for layer in model._flatten_layers():
+    for layer in model_layers(model):
         table = getattr(layer, "lookup_table", None)
         bounds = getattr(layer, "bin_boundaries", None) if type(layer).__name__ == "Discretization" else None
         if bounds is not None and len(bounds):

@@ -82,7 +82,7 @@ def built_batch(
     Keras' own ``model.export()`` keeps the batch dynamic. A stateful RNN needs its fixed batch: kept.
     """
     fixed = {s.shape[0] for s in inputs or () if s.rank and isinstance(s.shape[0], int) and s.shape[0] > 1}
-    if len(fixed) != 1 or any(getattr(layer, "stateful", False) for layer in _layers(model)):
+    if len(fixed) != 1 or any(getattr(layer, "stateful", False) for layer in model_layers(model)):
         return inputs, outputs, ""
     batch = fixed.pop()
 
@@ -97,8 +97,11 @@ def built_batch(
     return free(inputs), free(outputs), said
 
 
-def _layers(model: Any) -> list[Any]:
-    return list(model._flatten_layers()) if hasattr(model, "_flatten_layers") else []
+def model_layers(model: Any) -> list[Any]:
+    """Every layer of a loaded Keras model, nested ones included (the one walk the sources share)."""
+    if hasattr(model, "_flatten_layers"):
+        return list(model._flatten_layers())
+    return list(getattr(model, "layers", []))
 
 
 def _dtype(tensor: Any) -> Any:
@@ -122,7 +125,7 @@ def time_distributed_over_dynamic_time(model: Any) -> str | None:
     ONNX, TFLite) comes out with the batch size as its time length, while eager Keras is right.
     """
     keras = require("keras", "reading Keras models")
-    for layer in model._flatten_layers() if hasattr(model, "_flatten_layers") else []:
+    for layer in model_layers(model):
         if not isinstance(layer, keras.layers.TimeDistributed):
             continue
         try:
