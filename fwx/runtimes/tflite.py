@@ -87,7 +87,7 @@ class TFLiteRuntime(Runtime):
             self._interp = litert.Interpreter(model_path=str(self.path), num_threads=int(threads) if threads else None)
             deferred = self._allocate()
         self._lock = threading.Lock()
-        self._first_run = True  # the first run may need priming (``_prime``)
+        self._first_run = True  # a first run LiteRT cannot prepare is run once at another shape (``_invoke``)
         self._runner: Any = None
         sigs = self._interp.get_signature_list()
         if sigs:
@@ -161,6 +161,25 @@ class TFLiteRuntime(Runtime):
         return {io.name: dequantize(raw[io.name], io) if io.quantized else raw[io.name] for io in self._outputs}
 
     def _invoke(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self._set(feed)
+        try:
+            self._interp.invoke()
+        except RuntimeError:
+            if not self._first_run:
+                raise
+            # LiteRT cannot prepare a graph whose tensor shapes are only known at run time (a lookup table's
+            # output feeding a MEAN) when its very first run has a length-1 dim ("Invalid axis index",
+            # "XNNPack delegate failed to reshape"); once it has run at another shape it takes this one too
+            self._first_run = False
+            self._set({name: np.concatenate([x, x[:1]]) if x.ndim else x for name, x in feed.items()})
+            self._interp.invoke()
+            self._set(feed)
+            self._interp.invoke()
+        self._first_run = False
+        return {io.name: self._interp.get_tensor(io.index) for io in self._outputs}
+
+    def _set(self, feed: dict[str, np.ndarray]) -> None:
+        """Plan the tensors for ``feed``'s shapes where they changed, then set the inputs."""
         interp = self._interp
         changed = [io for io in self._inputs if self._shapes[io.index] != feed[io.name].shape]
         try:
@@ -178,39 +197,6 @@ class TFLiteRuntime(Runtime):
             ) from exc
         for io in changed:
             self._shapes[io.index] = feed[io.name].shape
-        try:
-            interp.invoke()
-        except RuntimeError:
-            if not self._first_run:
-                raise
-            self._first_run = False
-            self._prime(feed)
-            interp.invoke()
-        self._first_run = False
-        return {io.name: interp.get_tensor(io.index) for io in self._outputs}
-
-    def _prime(self, feed: dict[str, np.ndarray]) -> None:
-        """Run once at one row more, then plan this request's shapes again and set its inputs.
-
-        LiteRT cannot prepare a graph whose tensor shapes are only known at run time (a lookup table's
-        output feeding a ``MEAN``) when its very first run has a length-1 dim ("Invalid axis index",
-        "XNNPack delegate failed to reshape"); once it has run at other shapes it takes those too.
-        """
-        interp = self._interp
-        for io in self._inputs:
-            shape = list(feed[io.name].shape)
-            interp.resize_tensor_input(io.index, [shape[0] + 1, *shape[1:]] if shape else shape, strict=False)
-        interp.allocate_tensors()
-        for io in self._inputs:
-            x = feed[io.name]
-            interp.set_tensor(io.index, np.concatenate([x, x[:1]]) if x.ndim else x)
-        interp.invoke()
-        for io in self._inputs:
-            interp.resize_tensor_input(io.index, list(feed[io.name].shape), strict=False)
-            self._shapes[io.index] = feed[io.name].shape
-        interp.allocate_tensors()
-        for io in self._inputs:
-            interp.set_tensor(io.index, feed[io.name])
 
     def close(self) -> None:
         self._interp = None
