@@ -22,9 +22,9 @@ import re
 from typing import Any
 
 from fwx.digits import is_digits
-from fwx.signature import BATCH, Dim, TensorSpec, normalize_dtype
+from fwx.signature import BATCH, Dim, Signature, TensorSpec, normalize_dtype
 from fwx.sources.guards import guards, holds, sizes_read
-from fwx.sources.samples import BATCH_SIZES, DIM_SIZES
+from fwx.sources.samples import InputConfig, size_plans
 
 _SYMBOL = re.compile(r"^[a-z]+\d+$")
 
@@ -92,7 +92,7 @@ def pt2_sizes(ep: Any, inputs: tuple[TensorSpec, ...] | None) -> dict[str, tuple
     for e in exprs.values():
         if e.is_Symbol and not _fits_defaults(ranges.get(str(e)), batch=str(e) in leading):
             needed.add(str(e))
-    needed |= {str(exprs[sym]) for sym in _refused_defaults(ep, inputs, exprs, leading) if exprs[sym].is_Symbol}
+    needed |= {str(exprs[sym]) for sym in _refused_defaults(ep, inputs, exprs) if exprs[sym].is_Symbol}
     if not needed:
         return {}
     values: dict[str, tuple[int, int]] = {}
@@ -107,7 +107,7 @@ def pt2_sizes(ep: Any, inputs: tuple[TensorSpec, ...] | None) -> dict[str, tuple
     return out
 
 
-def _refused_defaults(ep: Any, inputs: tuple[TensorSpec, ...], exprs: dict[str, Any], leading: set[str]) -> set[str]:
+def _refused_defaults(ep: Any, inputs: tuple[TensorSpec, ...], exprs: dict[str, Any]) -> set[str]:
     """Pinned symbols in a guard of the program that fwx's own validation sizes (batch 1 and 3, other dims
     8 and 12) break. ``torch.export`` checks more than the ``Dim`` ranges on every call (``_guards_code``):
     an ``nn.EmbeddingBag`` over 2-D ids records ``batch >= 2`` although its ``Dim`` starts at 1."""
@@ -116,8 +116,7 @@ def _refused_defaults(ep: Any, inputs: tuple[TensorSpec, ...], exprs: dict[str, 
         return set()
     axes = {(spec.name, axis): d for spec in inputs for axis, d in enumerate(spec.shape)}
     refused: set[str] = set()
-    for i in (0, 1):
-        plan = {sym: (BATCH_SIZES if str(e) in leading else DIM_SIZES)[i] for sym, e in exprs.items()}
+    for plan in size_plans(Signature(inputs), InputConfig()):  # what validation draws by default
 
         def size(name: str, axis: int, plan: dict[str, int] = plan) -> int:
             d = axes[(name, axis)]
