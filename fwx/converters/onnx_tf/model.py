@@ -39,6 +39,11 @@ class Node:
     implicit: list[str] = field(default_factory=list)
 
     @property
+    def needs(self) -> list[str]:
+        """Every value the node reads: its inputs and what its sub-graphs read from outside."""
+        return [*self.inputs, *self.implicit]
+
+    @property
     def label(self) -> str:
         return f"{self.op} node {self.name or self.outputs[0]!r}"
 
@@ -90,7 +95,7 @@ def _attr_value(attr: Any) -> Any:
 
 def _node(proto: Any, opset: int) -> Node:
     graphs = {a.name: _subgraph(a.g, opset) for a in proto.attribute if a.type == a.GRAPH}
-    outer = sorted({name for g in graphs.values() for name in _reads(g)})
+    outer = sorted({i for g in graphs.values() for i in _outside(g.nodes, _own(g))})
     return Node(
         proto.op_type,
         proto.domain,
@@ -103,10 +108,14 @@ def _node(proto: Any, opset: int) -> Node:
     )
 
 
-def _reads(graph: Graph) -> set[str]:
-    """Values a (sub-)graph reads from the scope around it."""
-    made = set(graph.initializers) | {s.name for s in graph.inputs} | {o for n in graph.nodes for o in n.outputs}
-    return {i for n in graph.nodes for i in [*n.inputs, *n.implicit] if i and i not in made}
+def _own(graph: Graph) -> set[str]:
+    return set(graph.initializers) | {s.name for s in graph.inputs}
+
+
+def _outside(nodes: list[Node], own: set[str]) -> set[str]:
+    """Values ``nodes`` read that neither they nor ``own`` (a body's constants and inputs) make."""
+    made = own | {o for n in nodes for o in n.outputs}
+    return {i for n in nodes for i in n.needs if i and i not in made}
 
 
 def _subgraph(g: Any, opset: int) -> Graph:
@@ -114,12 +123,15 @@ def _subgraph(g: Any, opset: int) -> Graph:
     a name the enclosing scope resolves."""
     from onnx import numpy_helper
 
-    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
-    nodes = [_node(n, opset) for n in g.node]
-    made = set(inits) | {o for n in nodes for o in n.outputs} | {v.name for v in g.input}
-    outer = {i for n in nodes for i in [*n.inputs, *n.implicit] if i and i not in made}
-    ordered = _toposort(nodes, set(inits) | outer | {v.name for v in g.input})
-    return Graph(ordered, inits, [_spec(v) for v in g.input], [_spec(v) for v in g.output], opset)
+    body = Graph(
+        [_node(n, opset) for n in g.node],
+        {t.name: numpy_helper.to_array(t) for t in g.initializer},
+        [_spec(v) for v in g.input],
+        [_spec(v) for v in g.output],
+        opset,
+    )
+    body.nodes = _toposort(body.nodes, _own(body) | _outside(body.nodes, _own(body)))
+    return body
 
 
 def _spec(value_info: Any) -> TensorSpec:
@@ -147,10 +159,10 @@ def _toposort(nodes: list[Node], available: set[str]) -> list[Node]:
     pending = list(nodes)
     ordered: list[Node] = []
     while pending:
-        rest = [n for n in pending if not all(i in ready for i in [*n.inputs, *n.implicit])]
-        progressed = [n for n in pending if all(i in ready for i in [*n.inputs, *n.implicit])]
+        rest = [n for n in pending if not all(i in ready for i in n.needs)]
+        progressed = [n for n in pending if all(i in ready for i in n.needs)]
         if not progressed:
-            missing = sorted({i for n in rest for i in [*n.inputs, *n.implicit] if i not in ready})
+            missing = sorted({i for n in rest for i in n.needs if i not in ready})
             raise ExportError(
                 f"the ONNX graph uses values nothing produces: {', '.join(missing[:5])}",
                 hint="check the model with onnx.checker.check_model",

@@ -103,7 +103,7 @@ def _settle(v: Any, env: Env, name: str) -> Any:
 
 def _run_node(node: onnx_model.Node, env: Env, handler: Handler) -> None:
     ctx = NodeCtx(node, env)
-    fold = all(isinstance(env.values[i], np.ndarray) for i in [*node.inputs, *node.implicit] if i)
+    fold = all(isinstance(env.values[i], np.ndarray) for i in node.needs if i)
     try:
         with tf.name_scope(_scope(node)):
             if fold:
