@@ -17,6 +17,15 @@ from fwx.errors import UsageError
 MiB = 2**20
 
 
+def _removed_grpc_server(value: str | None) -> None:
+    """``--grpc-server`` is gone (one gRPC server, grpc.aio); ``aio``, the old default, is still accepted."""
+    if value is not None and value != "aio":
+        raise UsageError(
+            f"--grpc-server {value} was removed: fwx serve has one gRPC server (grpc.aio)",
+            hint="drop the flag",
+        )
+
+
 @click.command("serve", context_settings={"max_content_width": 100})
 @click.argument("repository", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 exposes it).")
@@ -52,13 +61,7 @@ MiB = 2**20
     show_default=True,
     help="Serving processes sharing the ports, each with its own models (auto = one per CPU).",
 )
-@click.option(
-    "--grpc-server",
-    type=click.Choice(["aio", "sync"]),
-    default="aio",
-    show_default=True,
-    help="gRPC handlers as coroutines on the event loop (aio) or on a thread pool (sync).",
-)
+@click.option("--grpc-server", hidden=True, expose_value=False, callback=lambda _c, _p, v: _removed_grpc_server(v))
 @click.option(
     "--instances", default=1, show_default=True, help="Concurrent batches (compute threads) per model version."
 )
@@ -126,7 +129,6 @@ def serve(
     max_queue_delay_ms: float,
     max_queue_size: int,
     workers: str,
-    grpc_server: str,
     instances: int,
     request_timeout_s: float,
     max_body_mb: float,
@@ -178,7 +180,6 @@ def serve(
             max_queue_size=max_queue_size,
             workers=instances,
             worker_processes=n,
-            grpc_server=grpc_server,
             request_timeout_s=request_timeout_s,
             max_body_bytes=int(max_body_mb * MiB),
             grpc_max_message_bytes=int(grpc_max_message_mb * MiB),

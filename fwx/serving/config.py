@@ -100,7 +100,6 @@ class ServerConfig:
     workers: int = 1  # concurrent batches per model version (compute threads; CLI --instances)
     worker_processes: int = 1  # serving processes sharing the ports (CLI --workers; fwx.serving.supervisor)
     reuse_port: bool = False  # SO_REUSEPORT on both listeners (set for supervised workers)
-    grpc_server: str = "aio"  # "aio": handlers on the data plane's loop; "sync": thread pool + loop hop
     log_level: str = "info"
 
     def __post_init__(self) -> None:
@@ -151,8 +150,6 @@ class ServerConfig:
         for name, fvalue in non_negative.items():
             if fvalue < 0:
                 raise UsageError(f"--{name.replace('_', '-')} must not be negative, got {fvalue}")
-        if self.grpc_server not in ("aio", "sync"):
-            raise UsageError(f"unknown --grpc-server {self.grpc_server!r}", hint="use aio or sync")
         if self.device != "cpu" and not self.device.startswith("cuda"):
             raise UsageError(f"unknown device {self.device!r}", hint="use cpu, cuda or cuda:N")
         if self.log_level.lower() not in ("critical", "error", "warning", "info", "debug"):

@@ -145,3 +145,21 @@ def test_usage_examples_name_both_rest_styles_and_tritonclient(tmp_path: Path, m
     assert "InferenceServerClient('127.0.0.1:9001')" in text
     assert "Authorization: Bearer" in text
     assert '"datatype": "INT64"' in text
+
+
+def test_the_removed_grpc_server_sync_is_a_one_line_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One gRPC server (grpc.aio): ``--grpc-server sync`` says it was removed; ``aio``, the old default, still parses."""
+    import dataclasses
+
+    from fwx.cli import cli, main
+
+    with pytest.raises(SystemExit) as info:
+        main(["serve", str(tmp_path), "--grpc-server", "sync"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2, err
+    assert "--grpc-server sync was removed" in err
+    assert "Traceback" not in err
+    assert "grpc_server" not in {f.name for f in dataclasses.fields(ServerConfig)}
+    assert "--grpc-server" not in CliRunner().invoke(cli, ["serve", "--help"]).output

@@ -12,7 +12,7 @@ checking the caller's token, exactly as REST does with a body that is not JSON.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -57,46 +57,50 @@ class _Capture:
         self.services[service] = handlers
 
 
-def add_servicer(server: grpc.Server, add_to_server: Callable[[Any, Any], None], servicer: Any) -> None:
+def add_servicer(server: grpc.aio.Server, add_to_server: Callable[[Any, Any], None], servicer: Any) -> None:
     """``add_to_server(servicer, server)`` (a generated function), with safe request decoding."""
     capture = _Capture()
     add_to_server(servicer, capture)
     for service, handlers in capture.services.items():
         safe = {name: _safe(name, handler) for name, handler in handlers.items()}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, safe),))
-        server.add_registered_method_handlers(service, safe)
 
 
 def _safe(rpc: str, handler: Any) -> Any:
+    """``handler`` taking raw bytes: it decodes them itself, refusing what does not parse."""
     parse = handler.request_deserializer
     if parse is None:
         return handler
 
-    def decode(raw: bytes, context: grpc.ServicerContext) -> Any:
+    async def decode(raw: bytes, context: Any) -> Any:
         message, refused = parse_or_refuse(rpc, parse, raw)
         if refused is not None:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, refused)  # raises
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, refused)  # raises
         return message
 
     if handler.unary_unary is not None:
         unary = handler.unary_unary
-        return handler._replace(
-            request_deserializer=None, unary_unary=lambda raw, context: unary(decode(raw, context), context)
-        )
+
+        async def unary_unary(raw: bytes, context: Any) -> Any:
+            return await unary(await decode(raw, context), context)
+
+        return handler._replace(request_deserializer=None, unary_unary=unary_unary)
     if handler.unary_stream is not None:
-        unary_stream = handler.unary_stream
-        return handler._replace(
-            request_deserializer=None, unary_stream=lambda raw, context: unary_stream(decode(raw, context), context)
-        )
-    streaming = handler.stream_stream or handler.stream_unary
+        replies = handler.unary_stream
 
-    def each(raws: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[Any]:
-        return (decode(raw, context) for raw in raws)
+        async def unary_stream(raw: bytes, context: Any) -> AsyncIterator[Any]:
+            async for reply in replies(await decode(raw, context), context):
+                yield reply
 
-    if handler.stream_stream is not None:
-        return handler._replace(
-            request_deserializer=None, stream_stream=lambda raws, context: streaming(each(raws, context), context)
-        )
-    return handler._replace(
-        request_deserializer=None, stream_unary=lambda raws, context: streaming(each(raws, context), context)
-    )
+        return handler._replace(request_deserializer=None, unary_stream=unary_stream)
+    streaming = handler.stream_stream  # the services have no client-streaming (stream_unary) RPC
+
+    async def each(raws: AsyncIterator[bytes], context: Any) -> AsyncIterator[Any]:
+        async for raw in raws:
+            yield await decode(raw, context)
+
+    async def stream_stream(raws: AsyncIterator[bytes], context: Any) -> AsyncIterator[Any]:
+        async for reply in streaming(each(raws, context), context):
+            yield reply
+
+    return handler._replace(request_deserializer=None, stream_stream=stream_stream)

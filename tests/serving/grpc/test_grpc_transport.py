@@ -1,4 +1,4 @@
-"""Both gRPC servers (``--grpc-server aio`` on the loop, ``sync`` on a thread pool) answer alike."""
+"""The one gRPC server (grpc.aio on the data plane's loop): infer, health, undecodable bytes, unknown models."""
 
 from __future__ import annotations
 
@@ -13,15 +13,12 @@ from fwx.serving.proto import grpc_service_pb2 as pb
 from fwx.serving.proto import health_pb2
 
 
-@pytest.fixture(scope="module", params=["aio", "sync"])
+@pytest.fixture(scope="module")
 def url(
-    request: pytest.FixtureRequest,
-    live_server: Callable[..., Any],
-    make_repo: Callable[..., Any],
-    tmp_path_factory: pytest.TempPathFactory,
+    live_server: Callable[..., Any], make_repo: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory
 ) -> str:
-    repo = make_repo(tmp_path_factory.mktemp(f"grpc-{request.param}"), {"linear": "linear"})
-    return str(live_server(repo, grpc_port=0, http_port=-1, grpc_server=request.param).grpc_url)
+    repo = make_repo(tmp_path_factory.mktemp("grpc"), {"linear": "linear"})
+    return str(live_server(repo, grpc_port=0, http_port=-1).grpc_url)
 
 
 def _raw(channel: grpc.Channel, method: str, payload: bytes) -> bytes:
