@@ -38,6 +38,41 @@ class EvalResult:
 
 
 @dataclass
+class BudgetResult:
+    """What the accuracy budget did: the layers it kept in float, each step it tried, the size it cost.
+
+    ``plain``/``final`` are measures (``drop_points``, ``cosine_mean``,
+    ``agreement``) of plain INT8 and of the published model; ``steps`` lists
+    every layer tried, in ranking order, and whether keeping it in float helped.
+    """
+
+    budget: str  # e.g. "top-1 drop <= 0.5 pt"
+    met: bool
+    ranking: str  # the tool and metric that ordered the layers
+    data: str = ""  # the samples the budget was measured on
+    plain: dict[str, Any] = field(default_factory=dict)
+    final: dict[str, Any] = field(default_factory=dict)
+    float_layers: list[dict[str, Any]] = field(default_factory=list)  # {name, op, score} as named in the artifact
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    size_int8: int = 0  # plain INT8
+    size_final: int = 0
+
+    @property
+    def size_cost_pct(self) -> float:
+        """How much larger the published model is than plain INT8, in percent."""
+        return round((self.size_final / self.size_int8 - 1) * 100, 2) if self.size_int8 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["size_cost_pct"] = self.size_cost_pct
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BudgetResult:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
 class QuantInfo:
     """The receipt of one quantisation (ONNX post-processing or TFLite conversion)."""
 
@@ -58,6 +93,7 @@ class QuantInfo:
     calibration_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     eval: EvalResult | None = None
+    budget: BudgetResult | None = None  # --max-drop / --min-cosine / --min-agreement
 
     @property
     def size_ratio(self) -> float | None:
@@ -76,13 +112,17 @@ class QuantInfo:
         data = asdict(self)
         data["size_ratio"] = self.size_ratio
         data["eval"] = self.eval.to_json() if self.eval else None
+        data["budget"] = self.budget.to_json() if self.budget else None
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> QuantInfo:
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         ev = fields.pop("eval", None)
+        budget = fields.pop("budget", None)
         info = cls(**fields)
+        if budget:
+            info.budget = BudgetResult.from_json(budget)
         if ev:
             info.eval = EvalResult(**{k: v for k, v in ev.items() if k in EvalResult.__dataclass_fields__})
         return info

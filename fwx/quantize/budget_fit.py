@@ -1,0 +1,116 @@
+"""The accuracy budget applied to one format: measure plain INT8, rank the layers, search.
+
+Each format brings what ``fwx.quantize.budget.search`` needs: a way to write
+the model with some layers in float (ONNX: ``quantize_static`` with
+``nodes_to_exclude``; TFLite: the calibrated model quantised again with
+``denylisted_nodes``, no second calibration) and the runtime that scores it
+against the float model, the same ``fwx.runtimes`` the validators and the
+server use.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from fwx.errors import InputError
+from fwx.formats import Format
+from fwx.quantize.budget import Budget, Layer, Measure, Measurer, Quantizer, measure_with, search
+from fwx.quantize.data import Source, open_source
+from fwx.quantize.evaluate import evaluate, runtime_runner
+from fwx.quantize.info import BudgetResult
+from fwx.quantize.stream import BatchStream, batch_size_for
+from fwx.signature import Signature
+
+#: A caller's own score (e.g. mAP) of one model, in points: higher is better. Gets the model's runner.
+Scorer = Callable[[Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]], float]
+
+
+def budget_source(
+    eval_data: str | None, calibration: Source | None, signature: Signature, budget: Budget, preprocess: object
+) -> Source:
+    """The samples a budget is measured on: --eval-data, else (cosine/agreement only) the calibration data."""
+    if eval_data:
+        src = open_source(eval_data, signature, preprocess, purpose="eval")  # type: ignore[arg-type]
+        src.check(signature, src.count)
+    elif calibration is not None and not budget.needs_labels:
+        src = calibration
+    else:
+        raise InputError(
+            f"the budget {budget.describe()} needs labelled --eval-data",
+            hint="pass --eval-data FILE.npz with a 'labels' array, or budget on --min-cosine/--min-agreement",
+        )
+    if budget.needs_labels and src.labels() is None:
+        raise InputError(
+            f"--max-drop counts top-1 points, but {src.describe()} has no labels",
+            hint="add a 'labels' array (one class per sample), or use --min-cosine/--min-agreement",
+        )
+    return src
+
+
+def measurer(
+    fmt: Format, float_path: Path, source: Source, signature: Signature, scorer: Scorer | None = None
+) -> tuple[Measurer, Callable[[], None]]:
+    """Score written models of ``fmt`` against ``float_path``; returns the measurer and its close()."""
+    run_f, close_f = runtime_runner(fmt, float_path)
+    if scorer is None:
+        return measure_with(
+            run_f, lambda p: runtime_runner(fmt, p), lambda f, q: evaluate(f, q, source, signature)
+        ), close_f
+    base = scorer(run_f)
+    cosine = measure_with(run_f, lambda p: runtime_runner(fmt, p), lambda f, q: evaluate(f, q, source, signature))
+
+    def measure(path: Path) -> Measure:
+        run_q, close_q = runtime_runner(fmt, path)
+        try:
+            drop = round(base - scorer(run_q), 4)
+        finally:
+            close_q()
+        return Measure(drop=drop, cosine=cosine(path).cosine)
+
+    return measure, close_f
+
+
+def fit(
+    budget: Budget,
+    out: Path,
+    quantize: Quantizer,
+    measure: Measurer,
+    rank: Callable[[], list[Layer]],
+    *,
+    ranked_by: str,
+    data: str,
+) -> BudgetResult:
+    """Measure the plain INT8 at ``out``; when it misses, search with the ranking ``rank`` builds."""
+    plain = measure(out)
+    if budget.holds(plain):
+        return search(quantize, measure, [], budget, out, plain=plain, ranked_by="not needed", data=data)
+    return search(quantize, measure, rank(), budget, out, plain=plain, ranked_by=ranked_by, data=data)
+
+
+def rank_batches(source: Source, signature: Signature, n: int) -> Iterator[dict[str, np.ndarray]]:
+    """The first ``n`` samples as batches, for the rankings."""
+    n = min(n, source.count)
+    return iter(BatchStream(source, signature, n, batch_size_for(signature, n)))
+
+
+def tflite_dataset(
+    source: Source, signature: Signature, input_names: Sequence[str], n: int
+) -> Callable[[], Iterator[list[np.ndarray]]]:
+    """The debugger's dataset: one sample at a time, as a list in the TFLite model's input order."""
+    order = [_signature_name(name, signature, i) for i, name in enumerate(input_names)]
+
+    def gen() -> Iterator[list[np.ndarray]]:
+        for batch in BatchStream(source, signature, min(n, source.count), 1):
+            yield [np.asarray(batch[k]) for k in order]
+
+    return gen
+
+
+def _signature_name(tflite_name: str, signature: Signature, index: int) -> str:
+    """``serving_default_image:0`` -> ``image`` (the converter's naming); by position when it does not match."""
+    bare = re.sub(r"^serving_default_|:\d+$", "", tflite_name)
+    return bare if bare in signature.input_names else signature.input_names[index]
