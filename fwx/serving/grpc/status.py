@@ -1,4 +1,11 @@
-"""The one mapping of an exception to a gRPC status, and the request metadata the servicers read."""
+"""The one mapping of an exception to a gRPC status, and the request metadata the servicers read.
+
+The hint travels in trailing metadata (``fwx-hint``), whose values must be
+printable ASCII: one ``µ`` or newline there and grpc replaces the whole answer
+with ``INTERNAL "Invalid metadata"``. So ``status_of`` makes every hint
+metadata-safe, and no servicer sets metadata by any other path. The status
+message itself may hold any text (grpc percent-encodes it).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +23,8 @@ log = logging.getLogger("fwx.serving.grpc")
 
 HINT_KEY = "fwx-hint"
 _NO_DEADLINE_S = 1e8  # grpc reports "no deadline" as a huge time_remaining()
+#: Readable ASCII for the non-ASCII characters fwx's own messages use; anything else is escaped.
+_SPELLED = str.maketrans({"µ": "u", "×": "x", "–": "-", "—": "-", "‘": "'", "’": "'", "“": '"', "”": '"', "…": "..."})
 
 
 class Context(Protocol):
@@ -30,11 +39,17 @@ class Context(Protocol):
     async def abort(self, code: grpc.StatusCode, details: str = "") -> None: ...
 
 
+def ascii_metadata(text: str) -> str:
+    """``text`` as a valid metadata value: printable ASCII on one line (``µs`` -> ``us``, others ``\\xNN``)."""
+    flat = " ".join(text.translate(_SPELLED).split())  # newlines and tabs are refused too
+    return flat.encode("ascii", "backslashreplace").decode("ascii")
+
+
 def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str, str | None]:
-    """(gRPC status, message, hint) of any exception."""
+    """(gRPC status, message, hint) of any exception; the hint is already metadata-safe."""
     if isinstance(exc, FwxError):
         code = getattr(grpc.StatusCode, exc.grpc_code, grpc.StatusCode.INTERNAL)
-        return code, exc.message, exc.hint
+        return code, exc.message, ascii_metadata(exc.hint) if exc.hint else None
     if isinstance(exc, (concurrent.futures.CancelledError, asyncio.CancelledError)):
         return grpc.StatusCode.CANCELLED, "the request was cancelled", None
     log.error("gRPC request failed", exc_info=exc)
