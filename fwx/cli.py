@@ -52,7 +52,9 @@ class LazyGroup(click.Group):
                 return _unavailable(cmd_name)
             raise
         cmd: click.Command = getattr(module, attr)
-        return cmd
+        from fwx.commands import sandboxing
+
+        return sandboxing.wrap(cmd_name, cmd)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Help text comes from COMMANDS so listing commands imports none of them.
@@ -89,11 +91,16 @@ def main(argv: list[str] | None = None) -> None:
     if os.environ.get("FWX_DEBUG"):
         ui.state.debug = True
     debug = ui.state.debug or "--debug" in (sys.argv[1:] if argv is None else argv)
-    from fwx.quiet import filter_native_stderr, quiet_frameworks
+    from fwx import quiet
 
-    quiet_frameworks(debug)
-    if argv is None and not debug:  # the real command line only: in-process callers (tests) keep their stderr
-        filter_native_stderr()
+    quiet.install(debug, filter_fd=False)
+    if argv is None:  # the real command line: this process runs one command and may sandbox itself for it
+        from fwx.commands import sandboxing
+
+        sandboxing.command_process = True
+        if not debug:  # the fd 2 filter only here (in-process callers keep their stderr), started after the
+            # sandbox: its pump thread would otherwise run outside it (fwx.safety.landlock)
+            sandboxing.after_start.append(lambda: quiet.install(debug, filter_fd=True))
     try:
         rc = cli.main(args=argv, prog_name="fwx", standalone_mode=False)
         # standalone_mode=False returns ctx.exit(code) instead of exiting.
@@ -102,7 +109,9 @@ def main(argv: list[str] | None = None) -> None:
     except FwxError as exc:
         if ui.state.debug:
             raise
-        ui.fail(exc.message, exc.hint, exc.exit_code)
+        from fwx.safety.snapshot import display
+
+        ui.fail(display(exc.message), exc.hint, exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:

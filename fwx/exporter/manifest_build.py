@@ -17,6 +17,7 @@ from fwx.exporter.runner import WORK, Attempt, HopRun, RunContext
 from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.frameworks import EXTRAS, version_of
 from fwx.manifest import ArtifactEntry, Hop, Manifest, SourceInfo, sha256_path, size_of
+from fwx.safety.snapshot import original
 from fwx.signature import Signature
 from fwx.sources.load import LoadedSource
 from fwx.sources.samples import hints_to_json
@@ -57,7 +58,7 @@ def build_manifest(
     skipped: dict[str, str] | None = None,
 ) -> Manifest:
     source = SourceInfo(
-        path=str(src.path.resolve()) if src.path else src.kind,
+        path=str(original(src.path).resolve()) if src.path else src.kind,  # as the user named it
         sha256=src.sha256,
         format=src.format.value,
         framework=src.framework,

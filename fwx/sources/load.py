@@ -19,6 +19,7 @@ from fwx.formats import Format, detect_format
 from fwx.frameworks import require, version_of
 from fwx.manifest import sha256_path
 from fwx.safety import check_model
+from fwx.safety.snapshot import loadable
 from fwx.signature import TensorSpec
 from fwx.sources import torch_source as ts
 from fwx.sources.onnx_external import external_files
@@ -75,7 +76,8 @@ def load_source(
     if isinstance(source, str) and is_factory_ref(source):
         module = ts.build_module(source, kwargs).eval()
         return _torch(Format.PYTORCH, None, f"factory {source}", module)
-    path = Path(source)
+    # the private copy is the only one read from here on: what is checked is what loads (fwx.safety.snapshot)
+    path = loadable(source, trust=trust)
     fmt = detect_format(path)
     check_model(fmt, path, trust=trust)  # SavedModel I/O ops, ONNX custom domains: refused before any load
     if fmt is Format.PYTORCH:

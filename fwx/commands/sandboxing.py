@@ -1,0 +1,177 @@
+"""Run ``fwx export``, ``validate`` and ``inspect`` on private snapshots, inside the Landlock sandbox.
+
+Wrapping the command's callback keeps the commands themselves unaware of it:
+after click has parsed the command line and before the command imports any
+framework, the models it names are copied into private snapshots (the only
+copy any framework will read), every other file named on the command line is
+granted for reading, the outputs for writing, and the process restricts itself
+(``fwx.safety.sandbox``). With ``--trust-model-code`` nothing changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fwx.safety import sandbox, snapshot
+
+
+@dataclass(frozen=True)
+class Spec:
+    models: tuple[str, ...]  # parameters naming model files or folders (snapshotted)
+    writes: tuple[str, ...] = ()  # parameters naming outputs: folders (created) or files
+
+
+SPECS: dict[str, Spec] = {
+    "export": Spec(models=("source",), writes=("out",)),
+    "validate": Spec(models=("paths",), writes=("reports",)),
+    "inspect": Spec(models=("path",)),
+}
+
+REQUIRE_OPTION = click.Option(
+    ["--require-sandbox"],
+    is_flag=True,
+    help="Fail instead of warning when the Landlock sandbox cannot be applied (also FWX_REQUIRE_SANDBOX=1).",
+)
+
+
+#: Set by ``fwx.cli.main`` when it runs the real command line: this process exists for this one command.
+command_process = False
+#: What the CLI starts once the sandbox is in place (threads started before it would stay outside it).
+after_start: list[Callable[[], None]] = []
+
+
+def _started() -> None:
+    while after_start:
+        after_start.pop(0)()
+
+
+def wrap(name: str, cmd: click.Command) -> click.Command:
+    """Give ``cmd`` the snapshot + sandbox start, once (commands are module-level objects)."""
+    spec = SPECS.get(name)
+    if spec is None or cmd.callback is None:
+        _started()
+        return cmd
+    if getattr(cmd.callback, "_fwx_sandboxed", False):
+        return cmd
+    inner = cmd.callback
+
+    @functools.wraps(inner)
+    def callback(**params: Any) -> Any:
+        require = bool(params.pop("require_sandbox", False))
+        try:
+            if not params.get("trust_model_code") and not params.get("plan"):
+                params = start(spec, params, require=require, what=f"fwx {name}")
+        finally:
+            _started()
+        return inner(**params)
+
+    callback._fwx_sandboxed = True  # type: ignore[attr-defined]
+    cmd.callback = callback
+    cmd.params.append(REQUIRE_OPTION)
+    return cmd
+
+
+def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str) -> dict[str, Any]:
+    """Snapshot the models ``params`` name, then sandbox this process when it is one we may restrict."""
+    params = dict(params)
+    roots: list[Path] = []
+    for key in spec.models:
+        value = params.get(key)
+        if value is None:
+            continue
+        taken = [_snap(v, roots) for v in (value if isinstance(value, tuple) else (value,))]
+        params[key] = tuple(taken) if isinstance(value, tuple) else taken[0]
+    if not _own_process():
+        # an in-process call (a test, a notebook): frameworks may be loaded and other threads running,
+        # so the restriction could not cover them and would outlive the call; the snapshots still hold
+        sandbox.status.reason = "in-process call"
+        if sandbox.required(require):
+            raise sandbox.SandboxRequiredError(
+                f"cannot sandbox {what}: it runs inside another program", hint="run the fwx command itself"
+            )
+        return params
+    reads = [*roots, *_named_files(params, skip=(*spec.models, *spec.writes))]
+    reads += [d for d in (_module_dir(params.get("model_class")), _module_dir(params.get("source"))) if d]
+    policy = sandbox.Policy(
+        read=tuple(reads),
+        write=tuple(_outputs(params, spec.writes)),
+        gpu=str(params.get("device", "cpu")).startswith(("cuda", "auto")),
+    )
+    sandbox.enter(policy, require=require, what=what)
+    return params
+
+
+def _snap(value: Any, roots: list[Path]) -> Any:
+    if not isinstance(value, str | Path) or not os.path.exists(value):
+        return value  # a factory reference, or a path the command reports as missing itself
+    snap = snapshot.register(value)
+    roots.append(snap.root)
+    for extra in _manifest_source(Path(value)):
+        roots.append(snapshot.register(extra).root)
+    return type(value)(snap.path) if isinstance(value, Path) else str(snap.path)
+
+
+def _manifest_source(path: Path) -> Iterable[Path]:
+    """A version folder's source model (``fwx validate`` rebuilds it as the reference): snapshot it too."""
+    manifest = path / "fwx.json"
+    if not manifest.is_file():
+        return ()
+    import json
+
+    try:
+        source = json.loads(manifest.read_text(encoding="utf-8")).get("source", {}).get("path")
+    except (ValueError, OSError, AttributeError):
+        return ()
+    return (Path(source),) if isinstance(source, str) and os.path.exists(source) else ()
+
+
+def _own_process() -> bool:
+    """True when this is the ``fwx`` process itself, started for this command, with one thread."""
+    return command_process and threading.active_count() == 1 and len(os.listdir("/proc/self/task")) == 1
+
+
+def _values(value: Any) -> Iterable[Any]:
+    return value if isinstance(value, tuple | list) else (value,)
+
+
+def _named_files(params: dict[str, Any], skip: Iterable[str]) -> list[Path]:
+    """Every existing file or folder named by another parameter: data the user asked fwx to read."""
+    out: list[Path] = []
+    for key, value in params.items():
+        if key in skip:
+            continue
+        for v in _values(value):
+            if isinstance(v, str | Path) and str(v) and os.path.exists(v):
+                out.append(Path(v).resolve())
+    return out
+
+
+def _outputs(params: dict[str, Any], keys: Iterable[str]) -> list[Path]:
+    """Output folders are created now (the sandbox grants paths that exist); output files are created empty."""
+    out: list[Path] = []
+    for key in keys:
+        for v in _values(params.get(key)):
+            if not isinstance(v, str | Path) or not str(v):
+                continue
+            p = Path(v)
+            if p.suffix and not p.is_dir():
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.touch()
+            else:
+                p.mkdir(parents=True, exist_ok=True)
+            out.append(p.resolve())
+    return out
+
+
+def _module_dir(ref: Any) -> Path | None:
+    if not isinstance(ref, str) or ":" not in ref or os.path.exists(ref):
+        return None
+    return sandbox.module_dir(ref)
