@@ -19,7 +19,8 @@ from fwx.converters._lookup import LookupFreezer
 from fwx.converters._tf import tf_specs
 from fwx.converters.base import ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError, first_line
-from fwx.frameworks import quiet, require, version_of
+from fwx.frameworks import require, version_of
+from fwx.quiet import quiet
 from fwx.signature import Signature, is_dynamic
 
 #: Default ONNX opset for every fwx ONNX edge: the TorchScript-based exporter

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from fwx.errors import first_line
-from fwx.frameworks import quiet, require, silence_stderr_fd
+from fwx.frameworks import require
+from fwx.quiet import quiet
 from fwx.signature import Signature
 from fwx.sources.samples import make_feeds
 
@@ -66,7 +67,7 @@ def export_mode() -> Iterator[None]:
     if mha is not None:
         mha.set_fastpath_enabled(False)
     try:
-        with quiet(), silence_stderr_fd(stdout=True), torch.no_grad():
+        with quiet(native=True, stdout=True), torch.no_grad():
             yield
     finally:
         if mha is not None:

@@ -14,7 +14,8 @@ from fwx.converters._tf import keras_fn, tf_specs
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, first_line
 from fwx.formats import Format
-from fwx.frameworks import quiet, require
+from fwx.frameworks import require
+from fwx.quiet import quiet
 from fwx.signature import hop_signature
 
 SERVING_KEY = "serving_default"

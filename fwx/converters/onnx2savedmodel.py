@@ -15,7 +15,8 @@ from fwx import __version__
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, FwxError, UsageError, first_line
 from fwx.formats import LAYOUTS, NCHW, NHWC, Format
-from fwx.frameworks import quiet, require
+from fwx.frameworks import require
+from fwx.quiet import quiet
 from fwx.signature import Signature, TensorSpec, concrete_shape, is_dynamic
 
 

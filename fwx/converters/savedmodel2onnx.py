@@ -14,7 +14,8 @@ from fwx.converters._onnx import tf2onnx_convert
 from fwx.converters._tf import signature_fn, tf_function
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.formats import Format
-from fwx.frameworks import quiet, require
+from fwx.frameworks import require
+from fwx.quiet import quiet
 from fwx.signature import hop_signature
 
 

@@ -29,7 +29,8 @@ from fwx.converters._tf import signature_fn, tf_function
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError, first_line
 from fwx.formats import Format
-from fwx.frameworks import quiet, require, silence_stderr_fd
+from fwx.frameworks import require
+from fwx.quiet import quiet
 from fwx.signature import Signature, hop_signature
 from fwx.sources.samples import make_feeds
 
@@ -75,7 +76,7 @@ def _failure_hint(message: str) -> str:
 def convert_flat(make: Callable[[], Any]) -> bytes:
     """Run one ``TFLiteConverter``; unsupported ops become ``UnsupportedOpsError`` listing all of them."""
     try:
-        with quiet() as log, silence_stderr_fd():
+        with quiet(native=True) as log:
             flat: bytes = make().convert()
         return flat
     except Exception as exc:  # noqa: BLE001 - ConverterError lists the ops TFLite lacks
@@ -105,7 +106,7 @@ class SavedModelToTFLite(Converter):
         if opts.quantize:
             return self._quantized(src, out, opts)
         sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
-        with quiet(), silence_stderr_fd():
+        with quiet(native=True):
             loaded = tf.saved_model.load(str(src.path))
             fn = _concrete(tf, loaded, sig, opts.saved_model_signature, static=sig != src.signature)
         tries: list[tuple[str, Callable[[], Any]]] = [
@@ -209,7 +210,7 @@ def self_check(flat: bytes, fn: Any, sig: Signature) -> str | None:
     tf = require("tensorflow", "checking TFLite models")
     feeds = make_feeds(sig.inputs, {})
     try:
-        with quiet(), silence_stderr_fd():
+        with quiet(native=True):
             runner = litert.Interpreter(model_content=flat).get_signature_runner()
             got = runner(**feeds)
             want = _call(tf, fn, feeds, sig)

@@ -18,7 +18,8 @@ from fwx.converters import _torch as tc
 from fwx.converters.base import Converter, ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UsageError, first_line
 from fwx.formats import Format
-from fwx.frameworks import quiet, require
+from fwx.frameworks import require
+from fwx.quiet import quiet
 from fwx.signature import hop_signature
 
 MODES = ("auto", "script", "trace")

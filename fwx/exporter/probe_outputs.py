@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from fwx.formats import Format
-from fwx.frameworks import quiet, silence_stderr_fd
+from fwx.quiet import quiet
 from fwx.runtimes.base import load_runtime
 from fwx.signature import Dim, Signature, TensorSpec, is_dynamic
 from fwx.sources.load import LoadedSource
@@ -36,7 +36,7 @@ def resolve_outputs(
     if not sizes[0]:
         return tuple(outputs)
     try:
-        with quiet(), silence_stderr_fd():
+        with quiet(native=True):
             rt = load_runtime(Format.ONNX, src.path, signature_hint=Signature(tuple(inputs), tuple(outputs)))
             try:
                 runs = [rt.infer(make_feeds(inputs, size, examples, seed=i, cfg=cfg)) for i, size in enumerate(sizes)]

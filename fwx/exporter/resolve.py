@@ -18,7 +18,7 @@ from fwx.errors import FwxError, InputError, first_line
 from fwx.exporter.pinning import check_against_model, output_specs, resolve_inputs
 from fwx.exporter.probe_outputs import resolve_outputs, settle
 from fwx.formats import Format
-from fwx.frameworks import quiet
+from fwx.quiet import quiet
 from fwx.signature import Signature, TensorSpec, names_or_default
 from fwx.sources.load import LoadedSource
 from fwx.sources.samples import InputConfig, make_feeds, probe_sizes

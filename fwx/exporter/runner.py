@@ -26,8 +26,9 @@ from fwx.exporter.hopjob import HopFailed, hop_options, next_source
 from fwx.exporter.readback import baked_axes, check_readback
 from fwx.exporter.reference_memo import RememberingRuntime
 from fwx.formats import ARTIFACT_NAMES, Format
-from fwx.frameworks import quiet, require, silence_stderr_fd
+from fwx.frameworks import require
 from fwx.quantize.onnx import quantize_onnx
+from fwx.quiet import quiet
 from fwx.runtimes.base import Runtime, load_runtime
 from fwx.signature import Signature
 from fwx.sources.load import LoadedSource
@@ -338,7 +339,7 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
     res = attempt.result
     kw: dict[str, Any] = {"signature_name": "serving_default"} if target is Format.SAVEDMODEL else {}
     expect_opset = ctx.options.opset if target is Format.ONNX and ctx.options.opset else res.opset
-    with quiet(), silence_stderr_fd():
+    with quiet(native=True):
         rt = load_runtime(
             target,
             res.path,
@@ -365,7 +366,7 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
             _suspect_baked_prefix(ctx, target, attempt, rt, res)
             raise
         if ctx.validate:
-            with silence_stderr_fd(), ui.step(f"validate {target} against the source", sub=True):
+            with quiet(python=False, native=True), ui.step(f"validate {target} against the source", sub=True):
                 attempt.report = _validate(ctx, target, rt, res)
     finally:
         rt.close()
@@ -386,7 +387,7 @@ def _suspect_baked_prefix(ctx: RunContext, target: Format, attempt: Attempt, rt:
     baked = baked_axes(ctx.expected or ctx.signature, attempt.readback, (ctx.layout, res.layout))
     if not baked:
         return
-    with silence_stderr_fd():
+    with quiet(python=False, native=True):
         report = _validate(ctx, target, rt, res)
     if report.passed:
         return

@@ -23,7 +23,7 @@ from typing import Any
 
 from fwx.errors import ExportError, FwxError, SignatureMismatchError, UsageError, first_line
 from fwx.formats import Format
-from fwx.frameworks import quiet, require, silence_stderr_fd
+from fwx.frameworks import require
 from fwx.manifest import size_of
 from fwx.quantize.data import Source, open_source
 from fwx.quantize.info import QuantInfo
@@ -36,6 +36,7 @@ from fwx.quantize.options import (
     per_tensor_warning,
 )
 from fwx.quantize.stream import BatchStream, batch_size_for, stride_for, uniform_batches
+from fwx.quiet import quiet
 from fwx.runtimes.files import load_onnx, onnx_opset
 from fwx.signature import Signature
 
@@ -149,7 +150,7 @@ def _pre_process(fp32: Path, dest: Path, info: QuantInfo) -> Path:
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     try:
-        with quiet(), silence_stderr_fd():
+        with quiet(native=True):
             quant_pre_process(str(fp32), str(dest))
         return dest
     except Exception as exc:  # noqa: BLE001 - best effort: quantising the raw model still works
@@ -185,7 +186,7 @@ def _fp16(onnx: Any, fp32: Path, out: Path, info: QuantInfo) -> None:
 def _run(fn: Any, kind: str) -> None:
     """Run a quantiser quietly; any failure is one ``ExportError`` line."""
     try:
-        with quiet(), silence_stderr_fd():
+        with quiet(native=True):
             fn()
     except FwxError:
         raise

@@ -30,11 +30,12 @@ import numpy as np
 
 from fwx.errors import ExportError, FwxError, UnsupportedOpsError, first_line
 from fwx.formats import Format
-from fwx.frameworks import quiet, require, silence_stderr_fd
+from fwx.frameworks import require
 from fwx.quantize.data import Source, open_source
 from fwx.quantize.info import QuantInfo
 from fwx.quantize.options import RANDOM_WARNING, QuantOptions, QuantSettings
 from fwx.quantize.stream import BatchStream
+from fwx.quiet import quiet
 from fwx.signature import Signature
 
 #: Ops that only move data between float and integer at the model's edges.
@@ -97,7 +98,7 @@ def _calibration_source(s: QuantSettings, signature: Signature) -> Source | None
 
 def _converter(tf: Any, saved_model_dir: Path, key: str) -> Any:
     try:
-        with quiet(), silence_stderr_fd():
+        with quiet(native=True):
             return tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir), signature_keys=[key])
     except Exception as exc:  # noqa: BLE001 - TF raises many types for a bad SavedModel
         raise ExportError(
@@ -137,7 +138,7 @@ def _configure(
 
 def _convert(conv: Any, kind: str) -> bytes:
     try:
-        with quiet() as log, silence_stderr_fd():
+        with quiet(native=True) as log:
             data: bytes = conv.convert()
         return data
     except FwxError:

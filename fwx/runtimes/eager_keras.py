@@ -17,7 +17,8 @@ import numpy as np
 
 from fwx.errors import InputError
 from fwx.formats import Format
-from fwx.frameworks import require, silence_stderr_fd
+from fwx.frameworks import require
+from fwx.quiet import quiet
 from fwx.runtimes._common import gather, hint_names, np_dtypes
 from fwx.runtimes._tf import spec_from_tf, tf_device
 from fwx.runtimes.base import Runtime
@@ -66,7 +67,7 @@ class KerasRuntime(Runtime):
         assert self.path is not None
         if not self.path.exists():
             raise InputError(f"{self.path} does not exist", hint="check the path")
-        with silence_stderr_fd():
+        with quiet(python=False, native=True):
             model = keras.saving.load_model(str(self.path), compile=False, safe_mode=not self.trust_model_code)
         self._attach(model)
 

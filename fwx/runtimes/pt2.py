@@ -17,7 +17,7 @@ import torch
 
 from fwx.errors import FwxError, InputError, first_line
 from fwx.formats import Format
-from fwx.frameworks import quiet
+from fwx.quiet import quiet
 from fwx.runtimes._common import dynamic_dim, hint_names
 from fwx.runtimes._torch import TorchRuntimeBase, torch_dtype_name
 from fwx.runtimes.pt2_trees import call_flat, register_dict_types, unknown_types

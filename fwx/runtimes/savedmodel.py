@@ -14,7 +14,8 @@ import numpy as np
 
 from fwx.errors import InputError, first_line
 from fwx.formats import Format
-from fwx.frameworks import require, silence_stderr_fd
+from fwx.frameworks import require
+from fwx.quiet import quiet
 from fwx.runtimes._common import gather, np_dtypes
 from fwx.runtimes._tf import spec_from_tf, tf_device
 from fwx.runtimes.base import Runtime
@@ -34,7 +35,7 @@ class SavedModelRuntime(Runtime):
                 f"{self.path} is not a SavedModel folder (no saved_model.pb)",
                 hint="pass the folder written by tf.saved_model.save",
             )
-        with silence_stderr_fd(), tf.device(self._device):
+        with quiet(python=False, native=True), tf.device(self._device):
             self._loaded = tf.saved_model.load(str(self.path))
         name = self.options.get("signature_name") or "serving_default"
         sigs = self._loaded.signatures

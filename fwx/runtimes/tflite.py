@@ -21,7 +21,8 @@ import numpy as np
 
 from fwx.errors import InputError, UsageError, first_line
 from fwx.formats import Format
-from fwx.frameworks import require, silence_stderr_fd
+from fwx.frameworks import require
+from fwx.quiet import quiet
 from fwx.runtimes._common import check_device, gather, hint_names
 from fwx.runtimes.base import Runtime
 from fwx.runtimes.files import check_tflite_file
@@ -83,7 +84,7 @@ class TFLiteRuntime(Runtime):
             raise InputError(f"{self.path} is not a file", hint="pass a .tflite file")
         check_tflite_file(self.path)
         threads = self.options.get("threads")
-        with silence_stderr_fd():  # LiteRT prints its XNNPACK banner from C++ on the first allocation
+        with quiet(python=False, native=True):  # LiteRT prints its XNNPACK banner from C++ on the first allocation
             self._interp = litert.Interpreter(model_path=str(self.path), num_threads=int(threads) if threads else None)
             deferred = self._allocate()
         self._lock = threading.Lock()

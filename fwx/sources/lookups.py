@@ -189,7 +189,7 @@ def _has_lookups(path: Any) -> bool:
 def _savedmodel_tables(path: Any) -> list[tuple[str | None, np.ndarray]]:
     import tensorflow as tf
 
-    from fwx.frameworks import quiet
+    from fwx.quiet import quiet
 
     with quiet():
         loaded = tf.saved_model.load(str(path))

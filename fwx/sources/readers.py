@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from fwx.errors import InputError, first_line
-from fwx.frameworks import quiet, require
+from fwx.frameworks import require
+from fwx.quiet import quiet
 from fwx.runtimes.files import CORRUPT_HINT, check_tflite_file, load_onnx
 from fwx.signature import Signature, TensorSpec, spec_from_dims
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import InputError, UnsafeModelError, first_line
-from fwx.frameworks import quiet, require
+from fwx.frameworks import require
+from fwx.quiet import quiet
 from fwx.runtimes.files import CORRUPT_HINT
 from fwx.signature import BATCH, TensorSpec, spec_from_dims
 from fwx.sources.readers import keras_code_risks, keras_config, keras_custom_classes

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import FwxError, InputError, UnsafeModelError, UsageError, first_line
-from fwx.frameworks import quiet, require
+from fwx.frameworks import require
+from fwx.quiet import quiet
 
 TRUST_HINT = "pass --trust-model-code only if you trust where this file came from"
 _STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "net")

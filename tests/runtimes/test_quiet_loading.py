@@ -2,7 +2,7 @@
 
 TensorFlow logs CUDA-driver and CPU-feature lines from C++ at import, and LiteRT
 prints its XNNPACK banner on the first allocation; the runtimes import through
-``fwx.frameworks.require`` and load inside ``silence_stderr_fd``. Checked in a
+``fwx.frameworks.require`` and load inside ``fwx.quiet.quiet(native=True)``. Checked in a
 fresh process with none of the TF_* quieting variables the test session sets.
 """
 
@@ -43,6 +43,6 @@ def test_tf_runtimes_load_without_banners(keras_files: dict[str, Path]) -> None:
     assert proc.stdout.count("->") == 2, proc.stdout
     for banner in ("XNNPACK", "cuda", "oneDNN", "absl", "cpu_feature_guard"):
         assert banner not in proc.stderr, proc.stderr
-    from fwx.frameworks import _saved_fds
+    from fwx.quiet import _saved_fds
 
     assert not _saved_fds  # nothing in this process is left redirected

@@ -28,7 +28,7 @@ from fwx.converters.onnx_torch.verify import Check, fixed_symbols, references, s
 from fwx.converters.onnx_torch.writers import write_pt2, write_torchscript
 from fwx.errors import ExportError, InputError, first_line
 from fwx.formats import Format
-from fwx.frameworks import quiet
+from fwx.quiet import quiet
 from fwx.runtimes.files import load_onnx
 from fwx.signature import Signature
 
