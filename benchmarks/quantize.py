@@ -192,8 +192,7 @@ def _warm_up(spec: dict[str, Any]) -> Any:
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One quantisation in this (fresh) process; report its receipt and peak memory."""
-    from fwx.converters.base import ConvertOptions
-    from fwx.quantize import stream
+    from fwx.quantize import QuantOptions, stream
     from fwx.signature import Signature, parse_tensor_spec
 
     if not spec["strided"]:
@@ -209,7 +208,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     run, src = _warm_up(spec)
     before = peak_rss_mb()
     t0 = time.perf_counter()
-    info = run(src, Path(spec["out"]), sig, ConvertOptions(quantize=spec["kind"], quant=quant))
+    info = run(src, Path(spec["out"]), sig, QuantOptions(spec["kind"], **quant))
     wall = time.perf_counter() - t0
     peak = peak_rss_mb()
     return {

@@ -11,9 +11,9 @@ import click
 
 from fwx import ui
 from fwx.commands.sampling import parse_samples, sample_options
-from fwx.converters.base import ConvertOptions
-
-QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
+from fwx.converters.base import TORCHSCRIPT_MODES, ConvertOptions
+from fwx.formats import LAYOUTS
+from fwx.quantize.options import IO_DTYPES, KINDS, METHODS, quant_options
 
 
 @click.command("export", context_settings={"max_content_width": 100})
@@ -58,7 +58,7 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
 )
 @click.option(
     "--torchscript-mode",
-    type=click.Choice(["auto", "script", "trace"]),
+    type=click.Choice(TORCHSCRIPT_MODES),
     default="auto",
     show_default=True,
     help="auto = script, falling back to trace with a warning.",
@@ -66,7 +66,7 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
 @click.option("--opset", type=click.IntRange(7, 30), help="ONNX opset, written exactly (default 17).")
 @click.option(
     "--layout",
-    type=click.Choice(["nchw", "nhwc"], case_sensitive=False),
+    type=click.Choice(LAYOUTS, case_sensitive=False),
     help="Image layout of the artifacts (default: the source's). nhwc moves an NCHW model's channels last "
     "(SavedModel, TFLite).",
 )
@@ -110,16 +110,16 @@ QUANT_KINDS = ("int8", "int8-dynamic", "fp16")
     help="Convert the last target's file->file hops (e.g. SavedModel -> TFLite) in a second process "
     "meanwhile; auto: with 2+ cores, for inputs of 16 MiB or more. Default: $FWX_PREFETCH, else auto.",
 )
-@click.option("--quantize", type=click.Choice(QUANT_KINDS), help="Quantise ONNX/TFLite targets.")
+@click.option("--quantize", type=click.Choice(KINDS), help="Quantise ONNX/TFLite targets.")
 @click.option("--calibration-data", metavar="PATH", help="Calibration samples for --quantize int8 (or 'random').")
 @click.option(
     "--calibration-method",
-    type=click.Choice(["minmax", "entropy", "percentile"]),
+    type=click.Choice(METHODS),
     help="How int8 activation ranges are chosen (ONNX; TFLite uses min/max).",
 )
 @click.option("--calibration-samples", type=click.IntRange(min=1), help="How many calibration samples to use.")
 @click.option("--per-channel/--per-tensor", "per_channel", default=None, help="Weight quantisation granularity.")
-@click.option("--io-dtype", type=click.Choice(["int8", "uint8", "float32"]), help="TFLite int8 input/output dtype.")
+@click.option("--io-dtype", type=click.Choice(IO_DTYPES), help="TFLite int8 input/output dtype.")
 @click.option("--strict-int8", is_flag=True, help="TFLite: fail if any op cannot run in int8.")
 @click.option("--eval-data", metavar="PATH", help="Labelled samples to measure the quantised accuracy.")
 @click.option("--preprocess", metavar="SPEC", help="Preprocessing for image calibration/eval folders.")
@@ -173,23 +173,24 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
 
 
 def _options(kw: dict[str, Any]) -> ConvertOptions:
-    quant = {
-        "calibration_data": kw["calibration_data"],
-        "method": kw["calibration_method"],
-        "samples": kw["calibration_samples"],
-        "per_channel": kw["per_channel"],
-        "io_dtype": kw["io_dtype"],
-        "strict": kw["strict_int8"],
-        "eval_data": kw["eval_data"],
-        "preprocess": kw["preprocess"],
-    }
+    """The flags as the one typed value every hop reads; a flag that was not given is None, never dropped."""
+    quant = quant_options(
+        kw["quantize"],
+        calibration_data=kw["calibration_data"],
+        method=kw["calibration_method"],
+        samples=kw["calibration_samples"],
+        per_channel=kw["per_channel"],
+        io_dtype=kw["io_dtype"],
+        strict=kw["strict_int8"],
+        eval_data=kw["eval_data"],
+        preprocess=kw["preprocess"],
+    )
     return ConvertOptions(
         opset=kw["opset"],
         layout=kw["layout"],
         static_shapes=kw["static_shapes"],
         torchscript_mode=kw["torchscript_mode"],
-        quantize=kw["quantize"],
-        quant={k: v for k, v in quant.items() if v not in (None, False)},
+        quant=quant,
         trust_model_code=kw["trust_model_code"],
         saved_model_signature=kw["signature_name"],
     )

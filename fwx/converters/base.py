@@ -12,36 +12,52 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from fwx.errors import MissingDependencyError
+from fwx.errors import MissingDependencyError, UsageError
 from fwx.formats import Format
+from fwx.quantize.options import QuantOptions
 from fwx.signature import Signature
 
+#: ``--torchscript-mode``: auto = script, falling back to trace with a warning.
+TORCHSCRIPT_MODES = ("auto", "script", "trace")
 
-@dataclass
+
+@dataclass(frozen=True)
 class ConvertOptions:
-    """Everything a user can ask of an export; each edge honours a declared subset."""
+    """What a user asks of every conversion of one export; each edge honours a declared subset.
+
+    Only the user's choices: what a run learns (sample inputs, probe sizes)
+    travels with each hop's ``SourceModel`` instead.
+    """
 
     opset: int | None = None
     layout: str | None = None  # None = keep the source's layout; "nhwc"/"nchw" = force
     static_shapes: bool = False
-    torchscript_mode: str = "auto"  # auto | script | trace
-    quantize: str | None = None  # int8 | int8-dynamic | fp16
-    quant: dict[str, Any] = field(default_factory=dict)  # calibration data, method, per-channel, io dtype...
+    torchscript_mode: str = "auto"  # one of TORCHSCRIPT_MODES
+    quant: QuantOptions | None = None  # None: no quantisation
     trust_model_code: bool = False
     saved_model_signature: str = "serving_default"
-    sample_inputs: dict[str, Any] = field(default_factory=dict)  # name -> np.ndarray, for tracing/checks
-    # the second probe sizes (symbol -> size; within a .pt2's Dim ranges), where a trace is checked to hold
-    # its dynamic axes
-    other_sizes: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.torchscript_mode not in TORCHSCRIPT_MODES:
+            raise UsageError(
+                f"unknown --torchscript-mode {self.torchscript_mode!r}",
+                hint=f"use one of: {', '.join(TORCHSCRIPT_MODES)}",
+            )
+
+    @property
+    def quantize(self) -> str | None:
+        """The quantisation kind asked for (``int8``, ``int8-dynamic``, ``fp16``), or None."""
+        return self.quant.kind if self.quant is not None else None
 
 
 @dataclass
 class SourceModel:
-    """What a hop consumes: a file/folder on disk, or (for eager sources) a live model."""
+    """What a hop consumes: a file/folder on disk, or (for eager sources) a live model, and the run's samples."""
 
     format: Format
     path: Path | None
@@ -50,6 +66,10 @@ class SourceModel:
     layout: str | None = None
     opset: int | None = None
     precision: str = "fp32"
+    sample_inputs: Mapping[str, Any] = field(default_factory=dict)  # name -> np.ndarray, for tracing/checks
+    # the second probe sizes (symbol -> size; within a .pt2's Dim ranges), where a trace is checked to hold
+    # its dynamic axes
+    other_sizes: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass

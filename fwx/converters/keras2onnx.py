@@ -31,6 +31,6 @@ class KerasToOnnx(Converter):
     cost = 10
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
-        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        sig = hop_signature(src.signature, opts.static_shapes, src.sample_inputs)
         fn = tf_function(keras_fn(src.obj, sig), sig)
         return tf2onnx_convert(fn, sig, src, out, opts, keras_model=src.obj)

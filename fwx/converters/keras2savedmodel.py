@@ -32,7 +32,7 @@ class KerasToSavedModel(Converter):
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         keras = require("keras", "exporting Keras models")
         tf = require("tensorflow", "exporting Keras models")
-        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        sig = hop_signature(src.signature, opts.static_shapes, src.sample_inputs)
         try:
             with quiet():
                 archive = keras.export.ExportArchive()

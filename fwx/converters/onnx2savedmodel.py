@@ -40,7 +40,7 @@ def _static_shapes(src: SourceModel, opts: ConvertOptions) -> dict[str, tuple[in
     """Input shapes to pin: the sample inputs' shapes, else every dynamic dimension set to 1."""
     shapes: dict[str, tuple[int, ...]] = {}
     for spec in src.signature.inputs:
-        sample = opts.sample_inputs.get(spec.name)
+        sample = src.sample_inputs.get(spec.name)
         shapes[spec.name] = tuple(int(d) for d in sample.shape) if sample is not None else concrete_shape(spec)
     return shapes
 

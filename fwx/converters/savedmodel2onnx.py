@@ -33,6 +33,6 @@ class SavedModelToOnnx(Converter):
         assert src.path is not None
         with quiet():
             loaded = tf.saved_model.load(str(src.path))
-        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        sig = hop_signature(src.signature, opts.static_shapes, src.sample_inputs)
         fn = tf_function(signature_fn(loaded, sig, opts.saved_model_signature), sig)
         return tf2onnx_convert(fn, sig, src, out, opts)  # lookup tables and Normalization constants frozen in

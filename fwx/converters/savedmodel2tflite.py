@@ -105,7 +105,7 @@ class SavedModelToTFLite(Converter):
         assert src.path is not None
         if opts.quantize:
             return self._quantized(src, out, opts)
-        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        sig = hop_signature(src.signature, opts.static_shapes, src.sample_inputs)
         with quiet(native=True):
             loaded = tf.saved_model.load(str(src.path))
             fn = _concrete(tf, loaded, sig, opts.saved_model_signature, static=sig != src.signature)
@@ -139,8 +139,9 @@ class SavedModelToTFLite(Converter):
         from fwx.quantize.tflite import convert_quantized
 
         assert src.path is not None
+        assert opts.quant is not None
         with quiet():
-            info = convert_quantized(src.path, out, src.signature, opts)
+            info = convert_quantized(src.path, out, src.signature, opts.quant, key=opts.saved_model_signature)
         return ConvertResult(
             out,
             src.signature,

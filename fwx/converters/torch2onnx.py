@@ -81,7 +81,7 @@ class TorchToOnnx(Converter):
                     hint="try another --opset, or check that the model runs on the pinned inputs",
                 ) from exc
             raise self._unsupported(src, opts, opset, op) from exc
-        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        sig = hop_signature(src.signature, opts.static_shapes, src.sample_inputs)
         _pin_written(out, sig)
         return ConvertResult(
             out,
@@ -97,11 +97,11 @@ class TorchToOnnx(Converter):
         from fwx.converters import torch_symbolics
 
         torch_symbolics.register(opset)  # aten::diff (GPT-2's mask helpers)
-        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        sig = hop_signature(src.signature, opts.static_shapes, src.sample_inputs)
         with tc.export_mode():
             torch.onnx.export(
                 tc.wrap(src.obj, sig),
-                tc.tensors(opts.sample_inputs, sig),
+                tc.tensors(src.sample_inputs, sig),
                 f,
                 dynamo=False,
                 opset_version=opset,
@@ -151,13 +151,13 @@ class TorchToOnnxDynamo(Converter):
                 f"the dynamo ONNX exporter cannot write opset {opset} (it writes >= {DYNAMO_MIN_OPSET})",
                 hint=f"pass --opset {DYNAMO_MIN_OPSET} or higher for this exporter",
             )
-        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
+        sig = hop_signature(src.signature, opts.static_shapes, src.sample_inputs)
         shapes = tc.dims_for(sig)
         try:
             with tc.export_mode():
                 program: Any = torch.onnx.export(
                     tc.wrap(src.obj, sig),
-                    tc.tensors(opts.sample_inputs, sig),
+                    tc.tensors(src.sample_inputs, sig),
                     dynamo=True,
                     opset_version=opset,
                     input_names=sig.input_names,

@@ -26,8 +26,8 @@ class TorchToExportedProgram(Converter):
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         torch = require("torch", "exporting to .pt2")
-        sig = hop_signature(src.signature, opts.static_shapes, opts.sample_inputs)
-        args = tc.tensors(opts.sample_inputs, sig)
+        sig = hop_signature(src.signature, opts.static_shapes, src.sample_inputs)
+        args = tc.tensors(src.sample_inputs, sig)
         shapes = tc.dims_for(sig)
         try:
             with tc.export_mode():

@@ -61,7 +61,7 @@ class TorchToTorchScript(Converter):
             torch.jit.save(module, str(out))
         return ConvertResult(
             out,
-            hop_signature(src.signature, opts.static_shapes, opts.sample_inputs),
+            hop_signature(src.signature, opts.static_shapes, src.sample_inputs),
             tool=f"torch.jit.{how}",
             tool_version=torch.__version__,
             layout=src.layout,
@@ -71,7 +71,7 @@ class TorchToTorchScript(Converter):
 
     def _trace(self, src: SourceModel, opts: ConvertOptions) -> Any:
         torch = require("torch", "exporting to TorchScript")
-        args = tc.tensors(opts.sample_inputs, src.signature)
+        args = tc.tensors(src.sample_inputs, src.signature)
         wrapped = tc.wrap(src.obj, src.signature)
         try:
             with tc.export_mode():
@@ -82,7 +82,7 @@ class TorchToTorchScript(Converter):
                 hint="check that the model runs on the pinned --input shapes",
             ) from exc
         if not opts.static_shapes:
-            problem = tc.baked_sizes(traced, wrapped, src.signature, opts.sample_inputs, opts.other_sizes)
+            problem = tc.baked_sizes(traced, wrapped, src.signature, src.sample_inputs, src.other_sizes)
             if problem:
                 raise ExportError(
                     f"the traced TorchScript does not hold the pinned dynamic axes: {problem}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,35 +20,46 @@ from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, Source
 from fwx.errors import FwxError, first_line
 from fwx.formats import Format
 from fwx.host import write_atomic
+from fwx.quantize.options import QuantOptions
 from fwx.signature import Signature
 
-#: ConvertOptions fields the child receives as JSON; ``sample_inputs`` travel as an .npz file beside the job.
-_PLAIN = tuple(f.name for f in dataclasses.fields(ConvertOptions) if f.name != "sample_inputs")
 
-
-def next_source(entry: EdgeEntry, prev: ConvertResult) -> SourceModel:
-    """The input of a hop that converts a file an earlier hop wrote."""
+def next_source(
+    entry: EdgeEntry, prev: ConvertResult, *, sample_inputs: Mapping[str, Any], other_sizes: Mapping[str, int]
+) -> SourceModel:
+    """The input of a hop that converts a file an earlier hop wrote, with the run's samples."""
     return SourceModel(
-        entry.source, prev.path, prev.signature, layout=prev.layout, opset=prev.opset, precision=prev.precision
+        entry.source,
+        prev.path,
+        prev.signature,
+        layout=prev.layout,
+        opset=prev.opset,
+        precision=prev.precision,
+        sample_inputs=sample_inputs,
+        other_sizes=other_sizes,
     )
 
 
 def hop_options(opts: ConvertOptions, *, chained: bool, quantize: bool) -> ConvertOptions:
-    """A hop's options: an intermediate fwx wrote is read by ``serving_default``; only a quantising hop keeps ``quantize``."""
+    """A hop's options: an intermediate fwx wrote is read by ``serving_default``; only a quantising hop keeps ``quant``."""
     if chained:
         opts = dataclasses.replace(opts, saved_model_signature="serving_default")
-    return opts if quantize else dataclasses.replace(opts, quantize=None)
+    return opts if quantize else dataclasses.replace(opts, quant=None)
 
 
 def options_json(opts: ConvertOptions) -> dict[str, Any]:
-    return {name: getattr(opts, name) for name in _PLAIN}
+    data = {f.name: getattr(opts, f.name) for f in dataclasses.fields(ConvertOptions)}
+    data["quant"] = opts.quant.to_json() if opts.quant is not None else None
+    return data
 
 
-def options_from_json(data: dict[str, Any], samples: dict[str, Any]) -> ConvertOptions:
-    return ConvertOptions(**{k: v for k, v in data.items() if k in _PLAIN}, sample_inputs=samples)
+def options_from_json(data: dict[str, Any]) -> ConvertOptions:
+    quant = data.get("quant")
+    return ConvertOptions(**{**data, "quant": QuantOptions.from_json(quant) if quant is not None else None})
 
 
 def source_json(src: SourceModel) -> dict[str, Any]:
+    """A file source as JSON; its ``sample_inputs`` travel as an .npz file beside the job."""
     return {
         "format": src.format.value,
         "path": str(src.path),
@@ -55,10 +67,11 @@ def source_json(src: SourceModel) -> dict[str, Any]:
         "layout": src.layout,
         "opset": src.opset,
         "precision": src.precision,
+        "other_sizes": dict(src.other_sizes),
     }
 
 
-def source_from_json(data: dict[str, Any]) -> SourceModel:
+def source_from_json(data: dict[str, Any], samples: dict[str, Any]) -> SourceModel:
     return SourceModel(
         Format(data["format"]),
         Path(data["path"]),
@@ -66,6 +79,8 @@ def source_from_json(data: dict[str, Any]) -> SourceModel:
         layout=data["layout"],
         opset=data["opset"],
         precision=data["precision"],
+        sample_inputs=samples,
+        other_sizes=dict(data.get("other_sizes") or {}),
     )
 
 

@@ -165,7 +165,7 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     opts, sel = decided
     _check_quantize(sel.plans, opts, sig)
     if examples is None and opts.quantize:  # validate int8 on real samples, not on noise it was never calibrated for
-        examples = validation_examples(opts, sig)
+        examples = validation_examples(opts.quant, sig)
     return _run(repo, model_name, src, sig, sel, opts, examples, eo)
 
 
@@ -181,10 +181,8 @@ def default_name(source: str | Path) -> str:
 
 
 def _check_quantize(plans: Mapping[Format, list[Plan]], opts: ConvertOptions, sig: Signature) -> None:
-    if not opts.quantize and not any((opts.quant or {}).get(k) for k in ("calibration_data", "eval_data")):
-        return
     for fmt in plans:
-        check_options(fmt, opts, sig)
+        check_options(fmt, opts.quant, sig, opset=opts.opset)
 
 
 def _run(
@@ -323,15 +321,11 @@ def _context(
         values={**lookup_values(src, sig), **user.values},
         sizes={**{s: n for s, n in src.sizes.items() if s in symbols}, **user.sizes},
     )
-    opts = replace(
-        opts,
-        sample_inputs=make_feeds(sig.inputs, sizes[0], examples, cfg=cfg),
-        other_sizes=sizes[-1],
-    )
+    samples = make_feeds(sig.inputs, sizes[0], examples, cfg=cfg)
     val_inputs = (
         [make_feeds(sig.inputs, s, examples, seed=i, cfg=cfg) for i, s in enumerate(sizes)] if examples else None
     )
-    expected = static_signature(sig, opts.sample_inputs) if opts.static_shapes else sig
+    expected = static_signature(sig, samples) if opts.static_shapes else sig
     ctx = RunContext(
         src,
         sig,
@@ -343,6 +337,8 @@ def _context(
         val_inputs,
         expected=expected,
         input_config=cfg,
+        sample_inputs=samples,
+        other_sizes=sizes[-1],
     )
     try:
         yield ctx

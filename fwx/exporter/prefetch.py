@@ -159,7 +159,7 @@ class Prefetcher:
 
     def offer(self, ctx: RunContext) -> None:
         """Hand the idle child the last target's next hops, if their input exists and it pays off."""
-        if self.off or ctx.options.quantize or ctx.options.quant:
+        if self.off or ctx.options.quant is not None:
             return  # calibration data and quantising hops stay in-process
         if self.jobs and not self._dead() and not self.jobs[-1].finished():
             return
@@ -297,7 +297,12 @@ class Prefetcher:
         if first == 0:
             assert ctx.src.path is not None
             src = SourceModel(
-                ctx.src.plan_format, Path(ctx.src.path), ctx.signature, layout=ctx.layout, opset=ctx.src.opset
+                ctx.src.plan_format,
+                Path(ctx.src.path),
+                ctx.signature,
+                layout=ctx.layout,
+                opset=ctx.src.opset,
+                other_sizes=ctx.other_sizes,
             )
         else:  # a snapshot of the runner's file: the runner may move it to its final name meanwhile
             prev = ctx.cache[hop_key(ctx, hops, first - 1)].result
@@ -305,7 +310,7 @@ class Prefetcher:
             for name in prev.extra.get("files", []):
                 link_copy(prev.path.parent / name, mine.parent / name)
             link_copy(prev.path, mine)
-            src = next_source(hops[first], replace(prev, path=mine))
+            src = next_source(hops[first], replace(prev, path=mine), sample_inputs={}, other_sizes=ctx.other_sizes)
         opts = hop_options(ctx.options, chained=first > 0, quantize=False)
         request = {
             "dir": str(folder),
@@ -345,7 +350,7 @@ class Prefetcher:
         if self.samples is None:
             import numpy as np
 
-            arrays = {k: np.asarray(v) for k, v in ctx.options.sample_inputs.items()}
+            arrays = {k: np.asarray(v) for k, v in ctx.sample_inputs.items()}
             if any(a.dtype.hasobject for a in arrays.values()):
                 self.off = True
                 return None

@@ -55,8 +55,8 @@ def _samples(path: str | None) -> dict[str, Any]:
 
 def run_job(job: dict[str, Any]) -> None:
     folder = Path(job["dir"])
-    opts = options_from_json(job["options"], _samples(job.get("samples")))
-    src = source_from_json(job["input"])
+    opts = options_from_json(job["options"])
+    src = source_from_json(job["input"], _samples(job.get("samples")))
     for i, hop in enumerate(job["hops"]):
         entry = EdgeEntry(Format(hop["source"]), Format(hop["target"]), hop["module"], hop["cls"])
         (folder / f"started-{i}").touch()
@@ -81,7 +81,7 @@ def run_job(job: dict[str, Any]) -> None:
         except (TypeError, ValueError) as exc:  # a result that cannot travel: the exporter converts it itself
             write_json(folder / f"hop-{i}.json", {"ok": False, "fallback": str(exc)})
             return
-        src = next_source(entry, result)
+        src = next_source(entry, result, sample_inputs=src.sample_inputs, other_sizes=src.other_sizes)
 
 
 def _die_with(parent: int) -> None:

@@ -103,6 +103,8 @@ class RunContext:
     inputs: list[dict[str, Any]] | None  # validator inputs from --example-inputs, else generated
     expected: Signature | None = None  # what artifacts must read back as (the pin, fixed with --static-shapes)
     input_config: InputConfig | None = None  # how generated validation samples are drawn (ranges, values)
+    sample_inputs: dict[str, Any] = field(default_factory=dict)  # name -> array: what hops trace and check with
+    other_sizes: dict[str, int] = field(default_factory=dict)  # the second probe sizes (symbol -> size)
     reference: Runtime | None = None
     cache: dict[HopKey, HopRun] = field(default_factory=dict)
     failed: dict[HopKey, FwxError] = field(default_factory=dict)
@@ -276,10 +278,17 @@ def _hop(ctx: RunContext, entry: EdgeEntry, prev: ConvertResult | None, key: Hop
             return taken
     if prev is None:
         src = SourceModel(
-            ctx.src.plan_format, ctx.src.path, ctx.signature, obj=ctx.src.obj, layout=ctx.layout, opset=ctx.src.opset
+            ctx.src.plan_format,
+            ctx.src.path,
+            ctx.signature,
+            obj=ctx.src.obj,
+            layout=ctx.layout,
+            opset=ctx.src.opset,
+            sample_inputs=ctx.sample_inputs,
+            other_sizes=ctx.other_sizes,
         )
     else:  # an intermediate fwx wrote: its SavedModel signature is serving_default
-        src = next_source(entry, prev)
+        src = next_source(entry, prev, sample_inputs=ctx.sample_inputs, other_sizes=ctx.other_sizes)
     opts = hop_options(ctx.options, chained=prev is not None, quantize=last and entry.target not in POST_QUANTIZED)
     converter = cls()
     out = ctx.work_path(entry.target)
@@ -320,7 +329,8 @@ def _post_quantize(ctx: RunContext, target: Format, float_result: ConvertResult)
     out = ctx.work_path(target)
     t0 = time.perf_counter()
     with quiet():
-        info = quantize_onnx(float_result.path, out, ctx.signature, ctx.options)
+        assert ctx.options.quant is not None
+        info = quantize_onnx(float_result.path, out, ctx.signature, ctx.options.quant)
     result = ConvertResult(
         out,
         float_result.signature,

@@ -7,6 +7,6 @@ frameworks, this package does not. See docs/quantize.md.
 from __future__ import annotations
 
 from fwx.quantize.info import EvalResult, QuantInfo
-from fwx.quantize.options import KINDS, METHODS, QUANTIZABLE, QuantSettings, check_options
+from fwx.quantize.options import KINDS, METHODS, QUANTIZABLE, QuantOptions, check_options, quant_options
 
-__all__ = ["KINDS", "METHODS", "QUANTIZABLE", "EvalResult", "QuantInfo", "QuantSettings", "check_options"]
+__all__ = ["KINDS", "METHODS", "QUANTIZABLE", "EvalResult", "QuantInfo", "QuantOptions", "check_options", "quant_options"]

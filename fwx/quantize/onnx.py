@@ -32,7 +32,6 @@ from fwx.quantize.options import (
     MIN_PER_CHANNEL_OPSET,
     RANDOM_WARNING,
     QuantOptions,
-    QuantSettings,
     per_tensor_warning,
 )
 from fwx.quantize.stream import BatchStream, batch_size_for, stride_for, uniform_batches
@@ -57,9 +56,8 @@ def _model_facts(onnx: Any, path: Path, signature: Signature) -> int:
     return int(opset)
 
 
-def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, opts: QuantOptions) -> QuantInfo:
+def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, s: QuantOptions) -> QuantInfo:
     """Write the quantised ``out_path`` from ``fp32_path``; measure it on --eval-data if given."""
-    s = QuantSettings.from_options(opts)
     onnx, ort = require("onnx", "quantising ONNX models"), require("onnxruntime", "quantising ONNX models")
     fp32_path, out_path = Path(fp32_path), Path(out_path)
     opset = _model_facts(onnx, fp32_path, signature)
@@ -92,7 +90,7 @@ def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, opts: Q
     return info
 
 
-def _eval_source(s: QuantSettings, signature: Signature) -> Source | None:
+def _eval_source(s: QuantOptions, signature: Signature) -> Source | None:
     if not s.eval_data:
         return None
     src = open_source(s.eval_data, signature, s.preprocess, purpose="eval")
@@ -100,7 +98,7 @@ def _eval_source(s: QuantSettings, signature: Signature) -> Source | None:
     return src
 
 
-def _granularity(s: QuantSettings, opset: int, info: QuantInfo) -> bool:
+def _granularity(s: QuantOptions, opset: int, info: QuantInfo) -> bool:
     if opset < MIN_INT8_OPSET:
         raise UsageError(
             f"--quantize {s.kind} needs ONNX opset >= {MIN_INT8_OPSET} (QuantizeLinear), the model has {opset}",
@@ -113,7 +111,7 @@ def _granularity(s: QuantSettings, opset: int, info: QuantInfo) -> bool:
     return per_channel
 
 
-def _static(s: QuantSettings, fp32: Path, out: Path, signature: Signature, info: QuantInfo) -> None:
+def _static(s: QuantOptions, fp32: Path, out: Path, signature: Signature, info: QuantInfo) -> None:
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     assert info.opset is not None
@@ -124,7 +122,7 @@ def _static(s: QuantSettings, fp32: Path, out: Path, signature: Signature, info:
         info.warn(RANDOM_WARNING)
     n, bs = uniform_batches(min(s.samples, source.count), batch_size_for(signature))
     stream = BatchStream(source, signature, n, bs)
-    info.method, info.samples = s.method, stream.n
+    info.method, info.samples = s.calibration_method, stream.n
     info.calibration_data = source.describe()
     with tempfile.TemporaryDirectory(prefix="fwx-quant-") as tmp:
         model_in = _pre_process(fp32, Path(tmp) / "pre.onnx", info)
@@ -138,7 +136,7 @@ def _static(s: QuantSettings, fp32: Path, out: Path, signature: Signature, info:
                 per_channel=per_channel,
                 activation_type=QuantType.QInt8,
                 weight_type=QuantType.QInt8,
-                calibrate_method=getattr(CalibrationMethod, _METHODS[s.method]),
+                calibrate_method=getattr(CalibrationMethod, _METHODS[s.calibration_method]),
                 extra_options=extra,
             ),
             "int8",

@@ -1,17 +1,19 @@
-"""The quantisation flags, parsed once and checked before any heavy work.
+"""The quantisation flags as one typed, frozen value, checked before any heavy work.
 
-``fwx export`` stores ``--quantize`` in ``ConvertOptions.quantize`` and the rest
-in ``ConvertOptions.quant`` (keys: calibration_data, method, samples,
-per_channel, io_dtype, strict, eval_data, preprocess). ``check_options`` turns
-every mistake a user can make there into a one-line ``UsageError`` or
-``InputError`` before a model is loaded, so nothing half-done is published.
+``fwx export`` builds a ``QuantOptions`` once from ``--quantize`` and its flags
+(``quant_options``) and stores it in ``ConvertOptions.quant`` (None: no
+quantisation). Building it refuses an unknown kind, method or I/O dtype;
+``check_options`` then turns every other mistake a user can make (data that
+does not fit the model, a format that cannot hold it) into a one-line
+``UsageError`` or ``InputError`` before a model is loaded, so nothing
+half-done is published.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from fwx.errors import InputError, UsageError
 from fwx.formats import Format
@@ -23,6 +25,8 @@ IO_DTYPES = ("int8", "uint8", "float32")
 #: Formats that can hold a quantised model.
 QUANTIZABLE: tuple[Format, ...] = (Format.ONNX, Format.TFLITE)
 DEFAULT_SAMPLES = 200
+DEFAULT_METHOD = "minmax"
+DEFAULT_IO_DTYPE = "int8"  # TFLite full-integer: integer end to end
 MIN_INT8_OPSET = 10  # QuantizeLinear/DequantizeLinear
 MIN_PER_CHANNEL_OPSET = 13  # the axis attribute of QuantizeLinear/DequantizeLinear
 RANDOM = "random"
@@ -32,107 +36,125 @@ RANDOM_WARNING = (
 )
 
 
-class QuantOptions(Protocol):
-    """What quantisation reads from an export's options; ``fwx.converters.ConvertOptions`` has it.
+@dataclass(frozen=True)
+class QuantOptions:
+    """What to quantise to and how; the flag a field came from is named in its comment.
 
-    Declared here so quantize does not import the converters that call it.
+    ``None`` means "not given": the default applies, and a flag that does not
+    apply to a target is warned about only when it was given.
     """
 
-    @property
-    def quantize(self) -> str | None: ...
-    @property
-    def quant(self) -> Mapping[str, Any]: ...
-    @property
-    def opset(self) -> int | None: ...
-    @property
-    def saved_model_signature(self) -> str: ...
+    kind: str  # --quantize: int8 | int8-dynamic | fp16
+    calibration_data: str | None = None  # --calibration-data: .npz, folder, or "random"
+    method: str | None = None  # --calibration-method (ONNX); None: minmax
+    samples: int = DEFAULT_SAMPLES  # --calibration-samples
+    per_channel: bool | None = None  # --per-channel/--per-tensor; None: per-channel where the format/opset allows
+    io_dtype: str | None = None  # --io-dtype (TFLite int8); None: int8
+    strict: bool = False  # --strict-int8 (TFLite)
+    eval_data: str | None = None  # --eval-data: labelled samples to measure the cost on
+    preprocess: str | Mapping[str, Any] | None = None  # --preprocess, for image folders
 
-
-@dataclass(frozen=True)
-class QuantSettings:
-    """``ConvertOptions.quantize`` + ``.quant``, validated and with defaults filled in."""
-
-    kind: str
-    calibration_data: str | None = None
-    method: str = "minmax"
-    method_given: bool = False
-    samples: int = DEFAULT_SAMPLES
-    per_channel: bool | None = None  # None = per-channel where the format/opset allows it
-    io_dtype: str = "int8"
-    io_dtype_given: bool = False
-    strict: bool = False
-    eval_data: str | None = None
-    preprocess: Any = None  # str ("resize=32x32,scale=1/255,...") or dict
+    def __post_init__(self) -> None:
+        kind = str(self.kind or "").strip().lower()
+        if kind not in KINDS:
+            raise UsageError(f"unknown --quantize {self.kind!r}", hint=f"use one of: {', '.join(KINDS)}")
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "method", _choice(self.method, METHODS, "--calibration-method"))
+        object.__setattr__(self, "io_dtype", _choice(self.io_dtype, IO_DTYPES, "--io-dtype"))
+        object.__setattr__(self, "calibration_data", _opt_str(self.calibration_data))
+        object.__setattr__(self, "eval_data", _opt_str(self.eval_data))
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
+            raise UsageError(f"--calibration-samples must be a positive integer, got {self.samples!r}")
 
     @property
     def is_random(self) -> bool:
-        return self.calibration_data is not None and str(self.calibration_data).strip().lower() == RANDOM
+        return self.calibration_data is not None and self.calibration_data.strip().lower() == RANDOM
 
     @property
     def static(self) -> bool:
+        """Full-integer int8: the kind that calibrates activation ranges."""
         return self.kind == "int8"
 
+    @property
+    def calibration_method(self) -> str:
+        return self.method or DEFAULT_METHOD
+
+    @property
+    def tflite_io_dtype(self) -> str:
+        return self.io_dtype or DEFAULT_IO_DTYPE
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data (it crosses to the prefetch process and back unchanged through ``from_json``)."""
+        data = asdict(self)
+        if isinstance(self.preprocess, Mapping):
+            data["preprocess"] = dict(self.preprocess)
+        return data
+
     @classmethod
-    def from_options(cls, opts: QuantOptions) -> QuantSettings:
-        kind = (opts.quantize or "").strip().lower()
-        if kind not in KINDS:
-            raise UsageError(f"unknown --quantize {opts.quantize!r}", hint=f"use one of: {', '.join(KINDS)}")
-        q = dict(opts.quant or {})
-        method = str(q.get("method") or "minmax").strip().lower()
-        if method not in METHODS:
-            raise UsageError(f"unknown --calibration-method {method!r}", hint=f"use one of: {', '.join(METHODS)}")
-        io_dtype = str(q.get("io_dtype") or "int8").strip().lower()
-        if io_dtype not in IO_DTYPES:
-            raise UsageError(f"unknown --io-dtype {io_dtype!r}", hint=f"use one of: {', '.join(IO_DTYPES)}")
-        return cls(
-            kind=kind,
-            calibration_data=_opt_str(q.get("calibration_data")),
-            method=method,
-            method_given=q.get("method") is not None,
-            samples=_samples(q.get("samples")),
-            per_channel=q.get("per_channel"),
-            io_dtype=io_dtype,
-            io_dtype_given=q.get("io_dtype") is not None,
-            strict=bool(q.get("strict", False)),
-            eval_data=_opt_str(q.get("eval_data")),
-            preprocess=q.get("preprocess"),
-        )
+    def from_json(cls, data: Mapping[str, Any]) -> QuantOptions:
+        return cls(**dict(data))
+
+
+def quant_options(kind: str | None, **flags: Any) -> QuantOptions | None:
+    """The options ``--quantize KIND`` and its flags ask for; None without ``--quantize``.
+
+    ``flags`` are ``QuantOptions``' other fields, None (or False) when not
+    given. A flag given without ``--quantize`` would be silently ignored, so it
+    is refused.
+    """
+    given = {k: v for k, v in flags.items() if v is not None}
+    if kind is None or str(kind).strip() == "":
+        stray = [k for k, v in given.items() if v is not False]
+        if stray:
+            flag = _FLAGS.get(stray[0], f"--{stray[0].replace('_', '-')}")
+            raise UsageError(f"{flag} needs --quantize", hint="add --quantize int8 (or int8-dynamic, fp16)")
+        return None
+    return QuantOptions(kind, **given)
+
+
+#: The command-line flag of each field, for messages.
+_FLAGS = {
+    "calibration_data": "--calibration-data",
+    "method": "--calibration-method",
+    "samples": "--calibration-samples",
+    "per_channel": "--per-channel/--per-tensor",
+    "io_dtype": "--io-dtype",
+    "strict": "--strict-int8",
+    "eval_data": "--eval-data",
+    "preprocess": "--preprocess",
+}
+
+
+def _choice(value: str | None, allowed: tuple[str, ...], flag: str) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text not in allowed:
+        raise UsageError(f"unknown {flag} {value!r}", hint=f"use one of: {', '.join(allowed)}")
+    return text
 
 
 def _opt_str(value: Any) -> str | None:
     return None if value is None or str(value) == "" else str(value)
 
 
-def _samples(value: Any) -> int:
-    if value is None:
-        return DEFAULT_SAMPLES
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = 0
-    if n < 1:
-        raise UsageError(f"--calibration-samples must be a positive integer, got {value!r}")
-    return n
-
-
-def check_options(target: Format, opts: QuantOptions, signature: Signature | None = None) -> list[str]:
+def check_options(
+    target: Format, quant: QuantOptions | None, signature: Signature | None = None, *, opset: int | None = None
+) -> list[str]:
     """Refuse impossible quantisation requests; return (and print) the warnings.
 
     Called by the export pipeline before any heavy work. With ``signature`` the
     calibration and eval data are also checked against the model's inputs
     (names, shapes, dtypes); without it only that they exist and can be read.
+    ``opset`` is the ``--opset`` asked for (ONNX), if any.
     """
     from fwx import ui
 
-    if not opts.quantize:
-        for key, flag in (("calibration_data", "--calibration-data"), ("eval_data", "--eval-data")):
-            if (opts.quant or {}).get(key):
-                raise UsageError(f"{flag} needs --quantize", hint="add --quantize int8 (or int8-dynamic, fp16)")
+    if quant is None:
         return []
-    s = QuantSettings.from_options(opts)
-    check_target(target, s.kind)
-    warnings = _opset_warnings(target, s, opts.opset) + _flag_warnings(target, s)
-    warnings += check_data(s, signature)
+    check_target(target, quant.kind)
+    warnings = _opset_warnings(target, quant, opset) + _flag_warnings(target, quant)
+    warnings += check_data(quant, signature)
     for w in warnings:
         ui.warn(w)
     return warnings
@@ -148,15 +170,15 @@ def check_target(target: Format, kind: str) -> None:
         )
 
 
-def _opset_warnings(target: Format, s: QuantSettings, opset: int | None) -> list[str]:
-    if target is not Format.ONNX or s.kind == "fp16" or opset is None:
+def _opset_warnings(target: Format, q: QuantOptions, opset: int | None) -> list[str]:
+    if target is not Format.ONNX or q.kind == "fp16" or opset is None:
         return []
     if opset < MIN_INT8_OPSET:
         raise UsageError(
-            f"--quantize {s.kind} needs ONNX opset >= {MIN_INT8_OPSET} (QuantizeLinear), got --opset {opset}",
+            f"--quantize {q.kind} needs ONNX opset >= {MIN_INT8_OPSET} (QuantizeLinear), got --opset {opset}",
             hint=f"export with --opset {MIN_PER_CHANNEL_OPSET} or higher",
         )
-    if opset < MIN_PER_CHANNEL_OPSET and s.kind == "int8" and s.per_channel is not False:
+    if opset < MIN_PER_CHANNEL_OPSET and q.static and q.per_channel is not False:
         return [per_tensor_warning(opset)]
     return []
 
@@ -168,46 +190,46 @@ def per_tensor_warning(opset: int) -> str:
     )
 
 
-def _flag_warnings(target: Format, s: QuantSettings) -> list[str]:
+def _flag_warnings(target: Format, q: QuantOptions) -> list[str]:
     out: list[str] = []
-    if s.static and not s.calibration_data:
+    if q.static and not q.calibration_data:
         raise UsageError(
             "--quantize int8 needs calibration data",
             hint="pass --calibration-data PATH (.npz keyed by input name, a folder of .npy files or "
             "images); --calibration-data random works but is not recommended",
         )
-    if not s.static and s.calibration_data:
-        out.append(f"--calibration-data is ignored with --quantize {s.kind} (only int8 calibrates)")
-    if s.is_random and s.static:
+    if not q.static and q.calibration_data:
+        out.append(f"--calibration-data is ignored with --quantize {q.kind} (only int8 calibrates)")
+    if q.is_random and q.static:
         out.append(RANDOM_WARNING)
-    if target is Format.TFLITE and s.method_given and s.method != "minmax":
-        out.append(f"TFLite calibrates with min/max ranges; --calibration-method {s.method} applies to ONNX only")
-    if target is Format.ONNX and s.io_dtype_given and s.io_dtype != "float32":
+    if target is Format.TFLITE and q.calibration_method != DEFAULT_METHOD:
+        out.append(f"TFLite calibrates with min/max ranges; --calibration-method {q.method} applies to ONNX only")
+    if target is Format.ONNX and q.io_dtype not in (None, "float32"):
         out.append("ONNX QDQ models keep float32 inputs and outputs; --io-dtype applies to TFLite only")
-    if target is Format.ONNX and s.strict:
+    if target is Format.ONNX and q.strict:
         out.append("--strict-int8 applies to TFLite only (ONNX QDQ leaves ops it cannot quantise in float)")
     return out
 
 
-def check_data(s: QuantSettings, signature: Signature | None) -> list[str]:
+def check_data(q: QuantOptions, signature: Signature | None) -> list[str]:
     """Open the calibration/eval data and check it against ``signature``; return warnings."""
     from fwx.quantize.data import open_source
 
     warnings: list[str] = []
-    if s.static and s.calibration_data and not s.is_random:
-        src = open_source(s.calibration_data, signature, s.preprocess, purpose="calibration")
-        src.check(signature, s.samples)
-        if src.count < s.samples and s.samples != DEFAULT_SAMPLES:
-            warnings.append(f"--calibration-samples {s.samples} asked, but {src.describe()} has only {src.count}")
-    if s.eval_data:
-        if str(s.eval_data).strip().lower() == RANDOM:
+    if q.static and q.calibration_data and not q.is_random:
+        src = open_source(q.calibration_data, signature, q.preprocess, purpose="calibration")
+        src.check(signature, q.samples)
+        if src.count < q.samples and q.samples != DEFAULT_SAMPLES:
+            warnings.append(f"--calibration-samples {q.samples} asked, but {src.describe()} has only {src.count}")
+    if q.eval_data:
+        if q.eval_data.strip().lower() == RANDOM:
             raise InputError("--eval-data cannot be random", hint="pass real samples (an .npz with a 'labels' array)")
-        ev = open_source(s.eval_data, signature, s.preprocess, purpose="eval")
+        ev = open_source(q.eval_data, signature, q.preprocess, purpose="eval")
         ev.check(signature, ev.count)
     return warnings
 
 
-def validation_examples(opts: QuantOptions, signature: Signature, n: int = 16) -> dict[str, Any] | None:
+def validation_examples(quant: QuantOptions | None, signature: Signature, n: int = 16) -> dict[str, Any] | None:
     """Up to ``n`` real samples (eval data first, else calibration data) to validate a quantised export on.
 
     An int8 model calibrated on real data is judged on the wrong question when
@@ -219,13 +241,12 @@ def validation_examples(opts: QuantOptions, signature: Signature, n: int = 16) -
     from fwx.quantize.data import open_source
     from fwx.quantize.stream import BatchStream, batch_size_for
 
-    if not opts.quantize:
+    if quant is None:
         return None
-    s = QuantSettings.from_options(opts)
-    spec = s.eval_data or (s.calibration_data if s.static and not s.is_random else None)
+    spec = quant.eval_data or (quant.calibration_data if quant.static and not quant.is_random else None)
     if not spec:
         return None
-    src = open_source(spec, signature, s.preprocess, purpose="eval" if s.eval_data else "calibration")
+    src = open_source(spec, signature, quant.preprocess, purpose="eval" if quant.eval_data else "calibration")
     src.check(signature, n)
     batch = next(iter(BatchStream(src, signature, n, batch_size_for(signature, n))), None)
     return {k: np.asarray(v) for k, v in batch.items()} if batch else None

@@ -33,7 +33,7 @@ from fwx.formats import Format
 from fwx.frameworks import require
 from fwx.quantize.data import Source, open_source
 from fwx.quantize.info import QuantInfo
-from fwx.quantize.options import RANDOM_WARNING, QuantOptions, QuantSettings
+from fwx.quantize.options import RANDOM_WARNING, QuantOptions
 from fwx.quantize.stream import BatchStream
 from fwx.quiet import quiet
 from fwx.signature import Signature
@@ -43,9 +43,10 @@ _BOUNDARY_OPS = frozenset({"QUANTIZE", "DEQUANTIZE"})
 _FLOAT = (np.float32, np.float16, np.float64)
 
 
-def convert_quantized(saved_model_dir: Path, out_path: Path, signature: Signature, opts: QuantOptions) -> QuantInfo:
-    """Convert ``saved_model_dir`` to a quantised ``out_path``; measure it on --eval-data if given."""
-    s = QuantSettings.from_options(opts)
+def convert_quantized(
+    saved_model_dir: Path, out_path: Path, signature: Signature, s: QuantOptions, key: str = "serving_default"
+) -> QuantInfo:
+    """Convert signature ``key`` of ``saved_model_dir`` to a quantised ``out_path``; measure it on --eval-data."""
     require("ai_edge_litert", "quantising TFLite models")  # reads the written model back
     tf = require("tensorflow", "quantising TFLite models")
     calib = _calibration_source(s, signature)
@@ -55,7 +56,6 @@ def convert_quantized(saved_model_dir: Path, out_path: Path, signature: Signatur
     info = QuantInfo(
         kind=s.kind, format=Format.TFLITE.value, tool="tf.lite.TFLiteConverter", tool_version=tf.__version__
     )
-    key = opts.saved_model_signature or "serving_default"
     with tempfile.TemporaryDirectory(prefix="fwx-tflite-") as tmp:
         float_path = Path(tmp) / "float32.tflite"
         float_path.write_bytes(_convert(_converter(tf, saved_model_dir, key), "float32"))
@@ -89,7 +89,7 @@ def _checked(src: Source, signature: Signature, n: int | None = None) -> Source:
     return src
 
 
-def _calibration_source(s: QuantSettings, signature: Signature) -> Source | None:
+def _calibration_source(s: QuantOptions, signature: Signature) -> Source | None:
     if not s.static:
         return None
     src = open_source(s.calibration_data or "random", signature, s.preprocess, random_count=s.samples)
@@ -107,7 +107,7 @@ def _converter(tf: Any, saved_model_dir: Path, key: str) -> Any:
 
 
 def _configure(
-    tf: Any, conv: Any, s: QuantSettings, calib: Source | None, signature: Signature, info: QuantInfo
+    tf: Any, conv: Any, s: QuantOptions, calib: Source | None, signature: Signature, info: QuantInfo
 ) -> None:
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     if s.kind == "fp16":
@@ -130,10 +130,10 @@ def _configure(
     conv.representative_dataset = representative
     ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     conv.target_spec.supported_ops = ops if s.strict else [*ops, tf.lite.OpsSet.TFLITE_BUILTINS]
-    io = {"int8": tf.int8, "uint8": tf.uint8, "float32": tf.float32}[s.io_dtype]
+    io = {"int8": tf.int8, "uint8": tf.uint8, "float32": tf.float32}[s.tflite_io_dtype]
     conv.inference_input_type = io
     conv.inference_output_type = io
-    info.io_dtype = s.io_dtype
+    info.io_dtype = s.tflite_io_dtype
 
 
 def _convert(conv: Any, kind: str) -> bytes:

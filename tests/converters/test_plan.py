@@ -20,6 +20,7 @@ from fwx.converters.base import Converter, ConvertOptions, ConvertResult, Source
 from fwx.converters.plan import Plan, best_plans, plans, reachable
 from fwx.errors import ExportError, MissingDependencyError
 from fwx.formats import TARGETS, Format
+from fwx.quantize.options import QuantOptions
 
 F = Format
 SOURCES = (F.PYTORCH, F.KERAS, F.SAVEDMODEL, F.ONNX)
@@ -124,7 +125,7 @@ def test_describe_and_json_name_every_tool() -> None:
 
 
 def test_quantize_keeps_only_paths_whose_last_hop_quantizes() -> None:
-    opts = ConvertOptions(quantize="int8")
+    opts = ConvertOptions(quant=QuantOptions("int8"))
     assert [p.hops[-1].cls for p in best_plans(F.KERAS, F.TFLITE, opts)] == ["SavedModelToTFLite"] * 2
     assert best_plans(F.PYTORCH, F.ONNX, opts)  # ONNX is quantised after the float export
     with pytest.raises(ExportError, match="cannot convert pytorch to torchscript with --quantize int8"):

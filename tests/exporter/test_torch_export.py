@@ -208,12 +208,16 @@ def test_versions_increase_and_are_immutable(torch_files: dict[str, Path], tmp_p
 
 def test_onnx_quantisation_is_a_recorded_post_processing_hop(tmp_path: Path) -> None:
     from fwx.converters.base import ConvertOptions
+    from fwx.quantize.options import QuantOptions
 
     res = export(
         f"{ROOT}/samples/models.py:build_torch_cnn",
         ["onnx"],
         ExportOptions(
-            out=tmp_path, inputs=[CNN_INPUT], convert=ConvertOptions(quantize="int8-dynamic"), keep_intermediate=True
+            out=tmp_path,
+            inputs=[CNN_INPUT],
+            convert=ConvertOptions(quant=QuantOptions("int8-dynamic")),
+            keep_intermediate=True,
         ),
     )
     entry = res.manifest.artifacts["onnx"]

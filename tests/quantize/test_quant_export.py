@@ -9,6 +9,7 @@ import pytest
 from fwx.converters.base import ConvertOptions
 from fwx.errors import UsageError
 from fwx.manifest import Manifest
+from fwx.quantize import QuantOptions
 
 from .conftest import ROOT, Digits
 
@@ -22,7 +23,7 @@ def _export(digits: Digits, out: Path, targets: list[str], **quant: object) -> o
     weights = digits.folder / "digits_state.pt"
     if not weights.exists():
         torch.save(digits.model.state_dict(), weights)
-    opts = ConvertOptions(quantize="int8", quant=dict(quant))
+    opts = ConvertOptions(quant=QuantOptions("int8", **quant))  # type: ignore[arg-type]
     return pipeline.export(
         weights,
         targets,

@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fwx.converters.base import ConvertOptions
 from fwx.errors import InputError, UsageError
 from fwx.quantize import QuantInfo
 from fwx.quantize.onnx import quantize_onnx
-from fwx.quantize.options import RANDOM_WARNING
+from fwx.quantize.options import RANDOM_WARNING, QuantOptions
 
 from .conftest import SIGNATURE, Digits
 
@@ -26,7 +25,7 @@ def _quant(digits: Digits, out: Path, kind: str = "int8", **quant: object) -> Qu
     quant.setdefault("eval_data", digits.eval)
     if kind == "int8":
         quant.setdefault("calibration_data", digits.calib)
-    return quantize_onnx(digits.onnx, out, SIGNATURE, ConvertOptions(quantize=kind, quant=quant))
+    return quantize_onnx(digits.onnx, out, SIGNATURE, QuantOptions(kind, **quant))  # type: ignore[arg-type]
 
 
 def _ops(path: Path) -> set[str]:
@@ -119,14 +118,14 @@ def test_low_opsets(digits: Digits, tmp_path: Path) -> None:
         old,
         tmp_path / "q11.onnx",
         SIGNATURE,
-        ConvertOptions(quantize="int8", quant={"calibration_data": digits.calib, "samples": 64}),
+        QuantOptions("int8", calibration_data=str(digits.calib), samples=64),
     )
     assert info.granularity == "per-tensor"
     assert any("per-tensor" in w for w in info.warnings)
     too_old = digits.module.export_onnx(digits.model, tmp_path / "op9.onnx", opset=9)
     out = tmp_path / "q9.onnx"
     with pytest.raises(UsageError, match=r"opset >= 10 .* the model has 9"):
-        quantize_onnx(too_old, out, SIGNATURE, ConvertOptions(quantize="int8", quant={"calibration_data": "random"}))
+        quantize_onnx(too_old, out, SIGNATURE, QuantOptions("int8", calibration_data="random"))
     assert not out.exists()
 
 

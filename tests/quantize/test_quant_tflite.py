@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fwx.converters.base import ConvertOptions
 from fwx.errors import UnsupportedOpsError
-from fwx.quantize import QuantInfo
+from fwx.quantize import QuantInfo, QuantOptions
 from fwx.quantize.tflite import convert_quantized
 from fwx.signature import Signature, parse_tensor_spec
 
@@ -22,7 +21,7 @@ BAR_POINTS = 0.5
 
 
 def _convert(sm: Path, out: Path, kind: str = "int8", sig: Signature = SIGNATURE, **quant: object) -> QuantInfo:
-    return convert_quantized(sm, out, sig, ConvertOptions(quantize=kind, quant=quant))
+    return convert_quantized(sm, out, sig, QuantOptions(kind, **quant))
 
 
 def _io_dtypes(path: Path) -> tuple[str, str]:

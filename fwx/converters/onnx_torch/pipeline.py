@@ -121,9 +121,9 @@ def convert(src: SourceModel, out: Path, opts: ConvertOptions, target: Format) -
     check_supported(model)
     sig = smp.onnx_signature(model)
     session = _session(model)
-    sizes, feeds, bounds, notes = _sample(model, sig, session, dict(opts.sample_inputs))
+    sizes, feeds, bounds, notes = _sample(model, sig, session, dict(src.sample_inputs))
 
-    given = not notes and all(s.name in opts.sample_inputs for s in sig.inputs)
+    given = not notes and all(s.name in src.sample_inputs for s in sig.inputs)
 
     def make(s: dict[str, int]) -> dict[str, np.ndarray]:
         if s == sizes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -146,8 +147,8 @@ def test_unknown_layout_is_a_usage_error(tmp_path: Path) -> None:
 def test_static_shapes_pin_the_sample_shapes(tmp_path: Path) -> None:
     path = _conv(tmp_path)
     sample = np.zeros((2, 3, 8, 8), np.float32)
-    opts = ConvertOptions(static_shapes=True, sample_inputs={"img": sample})
-    res = OnnxToSavedModel().convert(source(path), tmp_path / "sm", opts)
+    src = replace(source(path), sample_inputs={"img": sample})
+    res = OnnxToSavedModel().convert(src, tmp_path / "sm", ConvertOptions(static_shapes=True))
     assert res.signature.inputs[0].shape == (2, 3, 8, 8)
     assert res.signature.outputs[0].shape == (2, 5, 8, 8)
     conv = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "sm"))

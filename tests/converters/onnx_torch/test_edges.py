@@ -49,8 +49,8 @@ def dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _save(model, tmp_path_factory.mktemp("edges") / "dense.onnx")
 
 
-def _src(path: Path) -> SourceModel:
-    return SourceModel(Format.ONNX, path, Signature(()))
+def _src(path: Path, sample: dict[str, np.ndarray] | None = None) -> SourceModel:
+    return SourceModel(Format.ONNX, path, Signature(()), sample_inputs=sample or {})
 
 
 def test_edges_are_registered_and_the_planner_reaches_them_from_keras() -> None:
@@ -140,9 +140,9 @@ def test_artifacts_run_in_fwx_runtimes_by_pinned_names(dense: Path, tmp_path: Pa
 
 
 def test_static_shapes_pins_the_sample_sizes(dense: Path, tmp_path: Path) -> None:
-    opts = ConvertOptions(static_shapes=True, sample_inputs={"x": rand(3, 4)})
+    opts = ConvertOptions(static_shapes=True)
     for edge, name in ((OnnxToTorchScript(), "s.pt"), (OnnxToExportedProgram(), "s.pt2")):
-        result = edge.convert(_src(dense), tmp_path / name, opts)
+        result = edge.convert(_src(dense, {"x": rand(3, 4)}), tmp_path / name, opts)
         assert result.signature.inputs[0].shape == (3, 4)
         assert [c["sizes"] for c in result.extra["verification"]] == [{"n": 3}]
 
@@ -185,9 +185,7 @@ def test_given_sample_with_batch_one_keeps_its_other_sizes(tmp_path: Path) -> No
         [node], {"x": rand(2, 4)}, consts={"shape": np.array([0, 4, 1], np.int64)}, dims={"x": ["n", "s"]}
     )
     path = _save(model, tmp_path / "fixed.onnx")
-    result = OnnxToExportedProgram().convert(
-        _src(path), tmp_path / "f.pt2", ConvertOptions(sample_inputs={"x": rand(1, 4)})
-    )
+    result = OnnxToExportedProgram().convert(_src(path, {"x": rand(1, 4)}), tmp_path / "f.pt2", ConvertOptions())
     assert result.signature.inputs[0].shape == ("n", 4)
     assert any("dims s are fixed by the ONNX graph" in n for n in result.notes)
     assert result.extra["verification"][0]["sizes"] == {"n": 2, "s": 4}

@@ -32,8 +32,8 @@ RNG = np.random.default_rng(0)
 def convert(onnx_path: Path, target: Format, sample: dict[str, np.ndarray] | None = None, **kw: Any) -> ConvertResult:
     cls = OnnxToTorchScript if target is Format.TORCHSCRIPT else OnnxToExportedProgram
     out = onnx_path.with_suffix(".ts.pt" if target is Format.TORCHSCRIPT else ".pt2")
-    src = SourceModel(Format.ONNX, onnx_path, Signature(()))
-    opts = ConvertOptions(sample_inputs=sample or {}, **kw)
+    src = SourceModel(Format.ONNX, onnx_path, Signature(()), sample_inputs=sample or {})
+    opts = ConvertOptions(**kw)
     conv = cls()
     conv.precheck(src, opts)
     return conv.convert(src, out, opts)
