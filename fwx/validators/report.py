@@ -87,6 +87,7 @@ class ValidationReport:
                     for o in a.outputs
                 },
             }
+            | ({"mismatch": a.mismatch.to_json()} if a.mismatch is not None else {})
         )
 
     def table(self) -> str:

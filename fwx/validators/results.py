@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fwx.validators.mismatch import Mismatch
 from fwx.validators.policy import Tolerance
 
 
@@ -56,6 +57,7 @@ class ArtifactResult:
     errors: list[str] = field(default_factory=list)  # artifact-level failures (load, crash, names)
     notes: list[str] = field(default_factory=list)
     mean_ms: float | None = None
+    mismatch: Mismatch | None = None  # where a failed artifact first leaves tolerance (``fwx.validators.locate``)
 
     @property
     def passed(self) -> bool:
@@ -65,6 +67,8 @@ class ArtifactResult:
         lines = [f"{self.key}: {e}" for e in self.errors]
         for o in self.outputs:
             lines += [f"{self.key}: output {o.name!r}: {r}" for r in o.reasons]
+        if self.mismatch is not None and self.mismatch.node is not None:
+            lines.append(f"{self.key}: {self.mismatch.line()}")
         return lines
 
     def to_json(self) -> dict[str, Any]:
@@ -81,6 +85,7 @@ class ArtifactResult:
                 "errors": self.errors,
                 "notes": self.notes,
                 "outputs": [o.to_json() for o in self.outputs],
+                "mismatch": self.mismatch.to_json() if self.mismatch is not None else None,
             }
         )
 

@@ -1,0 +1,228 @@
+"""Locate a mismatch: the first node, in the artifact's graph order, whose output leaves tolerance.
+
+Runs only after an artifact failed validation (a passing artifact costs
+nothing). The reference and the artifact are traced on the same samples
+(every intermediate tensor each runtime exposes, ``fwx.validators.tracers``),
+artifact tensors are paired with reference tensors by the names converters
+keep (``fwx.validators.locate_match``), and each pair is judged with the
+validation policy at the artifact's precision.
+
+A pair out of tolerance is named only when the error carries on: the next
+compared node downstream of it is out of tolerance too (or it is the last).
+A converter that fused a layer's tail into the next op (TFLite folds a Keras
+BatchNormalization's add into the following convolution's bias) leaves a
+tensor that differs from the layer's output while the model is right; a real
+fault does not heal one node later.
+
+Never raises while measuring: a runtime that cannot be traced is a note.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fwx.errors import first_line
+from fwx.runtimes.base import Runtime
+from fwx.signature import Signature
+from fwx.validators.api import check_signature
+from fwx.validators.compare import metrics
+from fwx.validators.layout import inputs_to
+from fwx.validators.locate_match import Pair, Probe, pair
+from fwx.validators.mismatch import Mismatch, NodeError
+from fwx.validators.policy import Policy
+from fwx.validators.report import ValidationReport
+from fwx.validators.tracers import Trace, tracer_for
+
+#: Samples traced: the first two cover both sizes every dynamic axis is validated at.
+TRACED_SAMPLES = 2
+
+
+@dataclass(frozen=True)
+class Side:
+    """One model to trace: its runtime, how the report names it, its layout and precision."""
+
+    runtime: Runtime
+    label: str
+    layout: str | None = None
+    precision: str = "fp32"
+
+
+def locate_failures(
+    report: ValidationReport,
+    reference: Side,
+    candidates: Mapping[str, Side],
+    samples: Sequence[dict[str, np.ndarray]],
+    *,
+    signature: Signature,
+    policy: Policy | None = None,
+) -> None:
+    """Set ``mismatch`` on every failed artifact of ``report`` that has a runtime in ``candidates``."""
+    for art in report.artifacts:
+        side = candidates.get(art.key)
+        if art.passed or side is None or not art.outputs:
+            continue
+        art.mismatch = locate(reference, side, samples, signature=signature, policy=policy)
+
+
+def locate(
+    reference: Side,
+    candidate: Side,
+    samples: Sequence[dict[str, np.ndarray]],
+    *,
+    signature: Signature,
+    policy: Policy | None = None,
+) -> Mismatch:
+    """Trace both sides on the first samples and name the first node out of tolerance."""
+    try:
+        ref_tracer, cand_tracer = tracer_for(reference.runtime), tracer_for(candidate.runtime)
+        if ref_tracer is None or cand_tracer is None:
+            side = reference if ref_tracer is None else candidate
+            return Mismatch(reference.label, "", note=f"{side.runtime.format} exposes no intermediate tensors to fwx")
+        mapping, _, _ = check_signature(
+            signature, candidate.runtime.signature(), layout=candidate.layout, ref_layout=reference.layout
+        )
+        if mapping is None:
+            return Mismatch(reference.label, "", note="the artifact's inputs do not match the reference's")
+        ref_traces, cand_traces = [], []
+        for sample in samples[:TRACED_SAMPLES]:
+            feed = inputs_to(
+                {mapping[k]: v for k, v in sample.items() if k in mapping}, reference.layout, candidate.layout
+            )
+            ref_traces.append(ref_tracer.trace(dict(sample)))
+            cand_traces.append(cand_tracer.trace(feed))
+    except Exception as exc:  # noqa: BLE001 - locating is a diagnosis: it must not turn a verdict into a crash
+        return Mismatch(reference.label, "", note=f"tracing failed: {first_line(exc, 200)}")
+    return compare_traces(ref_traces, cand_traces, reference.label, candidate.precision, policy or Policy())
+
+
+def compare_traces(
+    ref_traces: Sequence[Trace], cand_traces: Sequence[Trace], label: str, precision: str, policy: Policy
+) -> Mismatch:
+    """Pair the traces, judge every pair and pick the first confirmed one (see the module docstring)."""
+    if not ref_traces or not ref_traces[0] or not cand_traces[0]:
+        return Mismatch(label, "", note="no intermediate tensors were traced")
+    ref_probes = [p for p, _ in ref_traces[0]]
+    cand_probes = [p for p, _ in cand_traces[0]]
+    pairs, method = pair(
+        ref_probes, cand_probes, [v.size for _, v in ref_traces[0]], [v.size for _, v in cand_traces[0]]
+    )
+    layers = [
+        _judge(pr, ref_probes, cand_probes, ref_traces, cand_traces, precision, policy)
+        for pr in pairs
+        if _comparable(pr, ref_traces[0], cand_traces[0])
+    ]
+    found = [n for n in layers if n is not None]
+    mismatch = Mismatch(label, method, layers=found)
+    mismatch.node = _first_confirmed(found, cand_probes)
+    if mismatch.node is None:
+        mismatch.note = (
+            f"none of the {len(found)} compared nodes leaves tolerance when traced; the difference may come "
+            "from the runtime's optimised run (a delegate, fused kernels) or from nodes fwx could not pair"
+            if found
+            else "no artifact tensor could be paired with a reference tensor"
+        )
+    return mismatch
+
+
+def _comparable(pr: Pair, ref: Trace, cand: Trace) -> bool:
+    values = [ref[r][1] for r in pr.refs] + [cand[pr.cand][1]]
+    return all(v.dtype.kind in "fiub" for v in values)
+
+
+def _judge(
+    pr: Pair,
+    ref_probes: Sequence[Probe],
+    cand_probes: Sequence[Probe],
+    ref_traces: Sequence[Trace],
+    cand_traces: Sequence[Trace],
+    precision: str,
+    policy: Policy,
+) -> NodeError | None:
+    """The pair's error over every traced sample; of the reference tensors it may equal, the closest."""
+    best: NodeError | None = None
+    for r in pr.refs:
+        refs, cands = [], []
+        for ref, cand in zip(ref_traces, cand_traces, strict=True):
+            aligned = align(ref[r][1], cand[pr.cand][1])
+            if aligned is None:
+                break
+            refs.append(ref[r][1].astype(np.float64).ravel())
+            cands.append(aligned.astype(np.float64).ravel())
+        else:
+            node = _scored(
+                np.concatenate(refs), np.concatenate(cands), ref_probes[r], cand_probes[pr.cand], precision, policy
+            )
+            if best is None or node.ratio < best.ratio:
+                best = node
+    return best
+
+
+def _scored(ref: np.ndarray, cand: np.ndarray, rp: Probe, cp: Probe, precision: str, policy: Policy) -> NodeError:
+    """One pair judged as the policy judges an output (an intermediate tensor has no per-output override)."""
+    tol = policy.tolerance(precision, "")
+    finite = np.isfinite(ref) & np.isfinite(cand)
+    m = metrics(ref[finite], cand[finite], tol.rtol if tol is not None else 0.0)
+    if tol is not None:
+        tol = tol.at(m["scale"])
+        ratio = m["min_atol"] / tol.atol if tol.atol > 0 else (math.inf if m["min_atol"] > 0 else 0.0)
+        allowed = str(tol)
+    else:  # INT8 without an explicit tolerance: judged by cosine, as its outputs are
+        floor = 1.0 - policy.int8_min_cosine
+        ratio = (1.0 - m["cosine"]) / floor if floor > 0 else (math.inf if m["cosine"] < 1 else 0.0)
+        allowed = f"cosine >= {policy.int8_min_cosine}"
+    if np.any(np.isfinite(ref) & ~np.isfinite(cand)):
+        ratio = math.inf
+    origin = rp.scope or cp.scope
+    return NodeError(cp.node, cp.op, cp.tensor, origin, rp.node, m["max_abs"], m["cosine"], max(ratio, 0.0), allowed)
+
+
+#: Channels-last -> first and back, per rank: converters to TF move images to NHWC inside the graph.
+_PERMS: dict[int, list[tuple[int, ...]]] = {
+    3: [(0, 2, 1)],
+    4: [(0, 3, 1, 2), (0, 2, 3, 1)],
+    5: [(0, 4, 1, 2, 3), (0, 2, 3, 4, 1)],
+}
+
+
+def align(ref: np.ndarray, cand: np.ndarray) -> np.ndarray | None:
+    """``cand`` in ``ref``'s shape: as is, moved between channels-first and -last, or with 1-dims dropped."""
+    if cand.shape == ref.shape:
+        return cand
+    if cand.size != ref.size:
+        return None
+    for perm in _PERMS.get(cand.ndim, []):
+        if cand.ndim == ref.ndim and cand.transpose(perm).shape == ref.shape:
+            return cand.transpose(perm)
+    if [d for d in cand.shape if d != 1] == [d for d in ref.shape if d != 1]:
+        return cand.reshape(ref.shape)
+    return None
+
+
+def _first_confirmed(layers: Sequence[NodeError], cand: Sequence[Probe]) -> NodeError | None:
+    """The first node out of tolerance whose next compared node downstream is out of tolerance too."""
+    by_tensor = {p.tensor: i for i, p in enumerate(cand)}
+    position = [by_tensor.get(n.tensor, -1) for n in layers]
+    for k, node in enumerate(layers):
+        if node.passed:
+            continue
+        later = _downstream(position[k], cand)
+        nxt = next((n for n, pos in zip(layers[k + 1 :], position[k + 1 :], strict=True) if pos in later), None)
+        if nxt is None or not nxt.passed:
+            return node
+    return None
+
+
+def _downstream(start: int, cand: Sequence[Probe]) -> set[int]:
+    """Positions of artifact tensors computed from the one at ``start`` (all later ones without graph info)."""
+    if start < 0 or not any(p.inputs for p in cand):
+        return set(range(start + 1, len(cand)))
+    reached, out = {cand[start].tensor}, set()
+    for i in range(start + 1, len(cand)):
+        if any(t in reached for t in cand[i].inputs):
+            reached.add(cand[i].tensor)
+            out.add(i)
+    return out

@@ -1,0 +1,176 @@
+"""Tracers: run a model once and return every intermediate tensor its runtime exposes, in graph order.
+
+Built only after a validation failed (``fwx.validators.locate``), from the
+runtime that was validated, each in a second session of its own so the
+validated one is never changed:
+
+* ONNX: a copy of the graph in memory with every node output made a graph
+  output, on onnxruntime's CPU provider;
+* TFLite: LiteRT with ``experimental_preserve_all_tensors`` and no default
+  delegate (a delegated subgraph keeps its tensors to itself), tensors read
+  by index in execution order, INT8 ones dequantised;
+* SavedModel and Keras: ``fwx.validators.tracers_tf``; an eager PyTorch
+  module: ``fwx.validators.tracers_torch``.
+
+TorchScript and ``.pt2`` artifacts are not traced: a loaded ScriptModule
+refuses forward hooks.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from fwx.formats import Format
+from fwx.runtimes.base import Runtime
+from fwx.validators.locate_match import Probe, torch_scope
+
+Trace = list[tuple[Probe, np.ndarray]]
+
+
+class Tracer(Protocol):
+    def trace(self, feed: dict[str, np.ndarray]) -> Trace: ...
+
+
+def tracer_for(rt: Runtime) -> Tracer | None:
+    """The tracer for a validated runtime (None: its format exposes no intermediate tensors to fwx)."""
+    inner = getattr(rt, "inner", None)  # the exporter's remembering wrapper around the source runtime
+    if isinstance(inner, Runtime):
+        rt = inner
+    if rt.format is Format.ONNX and rt.path is not None:
+        return OnnxTracer(rt.path)
+    if rt.format is Format.TFLITE and rt.path is not None:
+        return TFLiteTracer(rt.path, rt.signature().input_names)
+    if rt.format is Format.SAVEDMODEL and rt.path is not None:
+        from fwx.validators.tracers_tf import SavedModelTracer
+
+        return SavedModelTracer(rt.path, rt.options.get("signature_name") or "serving_default")
+    if rt.format is Format.KERAS:
+        from fwx.validators.tracers_tf import KerasTracer
+
+        return KerasTracer(rt)
+    if rt.format is Format.PYTORCH:
+        from fwx.validators.tracers_torch import TorchTracer
+
+        return TorchTracer(rt)
+    return None
+
+
+_ORT_NUMPY = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(int8)": np.int8,
+    "tensor(int16)": np.int16,
+    "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64,
+    "tensor(uint8)": np.uint8,
+    "tensor(bool)": np.bool_,
+}
+
+
+class OnnxTracer:
+    """Every node output of the top-level graph (If/Loop bodies stay inside their node)."""
+
+    def __init__(self, path: Path) -> None:
+        import onnx
+        import onnxruntime as ort
+
+        model = onnx.load(str(path))
+        known = {o.name for o in model.graph.output}
+        self.probes: list[Probe] = []
+        for node in model.graph.node:
+            for out in node.output:
+                if out and out not in known:
+                    model.graph.output.append(onnx.ValueInfoProto(name=out))
+                    known.add(out)
+                if out:
+                    name = node.name or out
+                    scope = torch_scope(name)
+                    self.probes.append(
+                        Probe(out, name, node.op_type, f"module {scope}" if scope else "", tuple(node.input))
+                    )
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        self._session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        self._types = {i.name: _ORT_NUMPY.get(i.type) for i in self._session.get_inputs()}
+
+    def trace(self, feed: dict[str, np.ndarray]) -> Trace:
+        cast = {k: v.astype(self._types[k]) if self._types.get(k) else v for k, v in feed.items()}
+        names = [p.tensor for p in self.probes]
+        values = self._session.run(names, cast)
+        return [(p, v) for p, v in zip(self.probes, values, strict=True) if isinstance(v, np.ndarray)]
+
+
+class TFLiteTracer:
+    """Every op output of subgraph 0 in execution order, kept by LiteRT's debugging mode."""
+
+    def __init__(self, path: Path, input_names: Sequence[str]) -> None:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        with warnings.catch_warnings():  # LiteRT warns that preserving every tensor is for debugging: it is
+            warnings.simplefilter("ignore")
+            self._interp = Interpreter(
+                model_path=str(path),
+                experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+                experimental_preserve_all_tensors=True,
+            )
+        sigs = self._interp.get_signature_list()
+        details = self._interp.get_input_details()
+        if sigs:
+            runner = self._interp.get_signature_runner(next(iter(sigs)))
+            by_name = {n: int(d["index"]) for n, d in runner.get_input_details().items()}
+        else:
+            by_name = {}
+        positional = [int(d["index"]) for d in details]
+        self._inputs = {
+            n: by_name.get(n, positional[i] if i < len(positional) else -1) for i, n in enumerate(input_names)
+        }
+        self._details = {int(d["index"]): d for d in self._interp.get_tensor_details()}
+
+    def trace(self, feed: dict[str, np.ndarray]) -> Trace:
+        interp = self._interp
+        for name, index in self._inputs.items():
+            interp.resize_tensor_input(index, list(feed[name].shape), strict=False)
+        interp.allocate_tensors()
+        for name, index in self._inputs.items():
+            interp.set_tensor(index, _to_tensor(feed[name], self._details[index]))
+        interp.invoke()
+        out: Trace = []
+        for op in interp._get_ops_details():
+            if op["op_name"] == "DELEGATE":
+                continue
+            reads = tuple(str(self._details[i]["name"]) for i in op["inputs"] if i >= 0)
+            for index in (int(i) for i in op["outputs"] if i >= 0):
+                d = self._details[index]
+                value = _from_tensor(interp.get_tensor(index), d)
+                out.append((Probe(str(d["name"]), str(d["name"]), str(op["op_name"]), inputs=reads), value))
+        return out
+
+
+def _quant(d: dict[str, Any]) -> tuple[float, int] | None:
+    q = d.get("quantization_parameters") or {}
+    scales, zps = list(q.get("scales", [])), list(q.get("zero_points", []))
+    if len(scales) != 1 or np.dtype(d["dtype"]).kind not in "iu":
+        return None
+    return float(scales[0]), int(zps[0]) if zps else 0
+
+
+def _to_tensor(x: np.ndarray, d: dict[str, Any]) -> np.ndarray:
+    dtype = np.dtype(d["dtype"])
+    q = _quant(d)
+    if q is not None and x.dtype.kind == "f":
+        info = np.iinfo(dtype)
+        return np.clip(np.round(x / q[0]) + q[1], info.min, info.max).astype(dtype)
+    return x.astype(dtype)
+
+
+def _from_tensor(x: np.ndarray, d: dict[str, Any]) -> np.ndarray:
+    q = _quant(d)
+    if q is None:
+        return np.array(x, copy=True)
+    return ((x.astype(np.float32) - np.float32(q[1])) * np.float32(q[0])).astype(np.float32)
