@@ -70,6 +70,9 @@ class Server:
         self._stopped = False
         self._force = asyncio.Event()
         self._ready_watch: asyncio.Task[None] | None = None
+        #: Open the ports only once the models are loaded and warm (a restarted worker whose peers serve:
+        #: it must take no connection it would answer 503). Off: listeners first, so liveness answers.
+        self.listen_after_load = False
 
     @property
     def ready(self) -> bool:
@@ -99,9 +102,12 @@ class Server:
             self.grpc_port = bound_port(self._grpc)
 
     async def start(self) -> None:
-        """Listeners, then load and warm every model; returns once ready."""
-        await self.start_listeners()
+        """Listeners, then load and warm every model (the other way round with ``listen_after_load``)."""
+        if not self.listen_after_load:
+            await self.start_listeners()
         await self.dataplane.manager.start()
+        if self.listen_after_load:
+            await self.start_listeners()
         # the manager's own readiness: a supervised worker's dataplane.ready() also waits for its peers
         if self.dataplane.manager.ready:
             log.info("fwx serve ready: HTTP %s, gRPC %s", self.http_port, self.grpc_port)

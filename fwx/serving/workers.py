@@ -20,6 +20,11 @@ with SO_REUSEPORT on both ports, plus four hooks:
   restarts the worker, which then refuses it ("loader crashed (SIGSEGV) ...") and
   falls back to the next format, as the probe did. Guarded loads run one at a time
   so a crash is blamed on exactly one artifact.
+* no traffic before ready: a worker started while another one is ready (a
+  restart) opens its listeners only after its models are loaded and warm, so
+  the kernel never hands it a connection it would answer 503. At the first
+  start no worker is ready yet, and each listens at once so liveness answers
+  while the models load.
 * hot reloads after ready still probe in a child (a crash there would cut off
   serving), and the verdict is shared: a probe passed in one worker counts for all.
 * metrics: a snapshot of this worker's registry every second, and /metrics
@@ -118,6 +123,9 @@ def install(server: Any, state: RunState, slot: int, supervisor_pid: int, wake_f
     """Hook one ``fwx.serving.server.Server`` into the supervisor's run (called before it starts)."""
     dp = server.dataplane
     manager = dp.manager
+    # Peers already serve (this is a restart): they answer liveness and traffic, so this worker joins the
+    # shared ports only when its models are ready; a connection it accepted earlier would get 503 LOADING.
+    server.listen_after_load = any(state.worker_ready(i) for i in range(state.workers) if i != slot)
     manager.probed = SharedProbes(state)
     manager.probe_first_loads = False  # ``LoadGuard`` and the supervisor make first loads crash-safe
     local_ready = dp.ready
@@ -188,15 +196,33 @@ async def _tick(
         await asyncio.sleep(TICK_S)
 
 
-def main() -> int:
-    # Imports first: they need no job, and overlap the supervisor's own start (fwx.serving.spawn).
-    from fwx.serving import loader
-    from fwx.serving.server import run_server
+def sandbox_policy(config: Any, run_root: Path) -> Any:
+    """What a worker may touch: read its repository, write its run folder, bind its own ports."""
+    from fwx.safety.sandbox import Policy
 
+    ports = tuple(p for p in (config.http_port, config.grpc_port) if p > 0)
+    return Policy(
+        read=(Path(config.repository).resolve(),),
+        write=(Path(run_root).resolve(),),
+        bind_ports=ports,
+        gpu=str(config.device).startswith("cuda"),
+    )
+
+
+def main() -> int:
     job = read_job()
     if job is None:
         return 0  # the supervisor gave up before handing out this worker
     config, slot = job.config, job.slot
+    if not config.trust_model_code:
+        # Before numpy or any framework is imported (their threads would stay outside the sandbox); the
+        # probe children this worker starts inherit it.
+        from fwx.safety.sandbox import enter
+
+        enter(sandbox_policy(config, job.root), require=config.require_sandbox, what=f"fwx serve worker {slot}")
+    from fwx.serving import loader
+    from fwx.serving.server import run_server
+
     setup_logging(config.log_level, f"w{slot}")
     state = RunState(job.root, int(config.worker_processes))
     loader.load_guard = LoadGuard(state, slot)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import signal
@@ -295,3 +296,62 @@ def test_a_worker_killed_while_loading_quarantines_that_artifact(tmp_path: Path,
     assert rows["2"]["state"] == "FAILED"
     assert rows["2"]["reason"].startswith("onnx: loader crashed (SIGSEGV) on lin v2 model.onnx (onnx)")
     assert code == 0
+
+
+def _answer(port: int, x: float) -> int | str:
+    """One inference on a fresh connection (the kernel picks the worker): its status, or the connection error."""
+    client = Client(port, timeout=60)
+    try:
+        return client.infer(x)[0]
+    except (OSError, http.client.HTTPException) as exc:
+        return repr(exc)
+    finally:
+        client.close()
+
+
+def _dead(pid: int) -> bool:
+    """Killed: reaped, or a zombie (its sockets are closed either way)."""
+    try:
+        return "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_a_restarted_worker_takes_no_traffic_before_its_models_are_ready(tmp_path: Path, run_tmp: Path) -> None:
+    """kill -9 one of two workers under a steady request loop: no request may reach the replacement while it loads."""
+    repo = tmp_path / "repo"
+    publish(repo, "lin", 1)
+    publish(repo, "slow", 1, slow_ops=60, slow_dim=512)  # a slow warm-up: a wide loading window
+    server = ServerProcess(repo, tmp_path / "serve.log", "--workers", "2", "--poll-seconds", "0")
+    answers: list[int | str] = []
+    try:
+        server.wait_ready(120)
+        state = RunState(_rundir(run_tmp), 2)
+        victim = _children(server.pid)[0]
+        answers += [_answer(server.http_port, float(i)) for i in range(10)]
+        os.kill(victim, signal.SIGKILL)
+        for _ in range(100_000):  # the loop until the board shows the dead worker (bounded, no clock)
+            if _dead(victim) and not (state.worker_ready(0) and state.worker_ready(1)):
+                break
+        else:
+            raise AssertionError("the killed worker never left the board")
+        slot = 0 if not state.worker_ready(0) else 1
+        for i in range(20_000):  # steady load while the replacement starts, loads and warms up
+            answers.append(_answer(server.http_port, float(i)))
+            if state.worker_ready(slot):
+                break
+        assert state.worker_ready(slot), "the replacement never became ready"
+        metrics = _rundir(run_tmp) / "metrics" / f"worker-{slot}.prom"
+        for i in range(5_000):  # and once ready it does listen: it serves its share
+            answers.append(_answer(server.http_port, float(i)))
+            if metrics.exists() and (_metric(metrics.read_text(), LIN) or 0) > 0:
+                break
+        served_by_replacement = _metric(metrics.read_text(), LIN) if metrics.exists() else None
+        state.close()
+    finally:
+        server.stop()
+    bad = [a for a in answers if a != 200]
+    assert bad == [], f"{len(bad)} of {len(answers)} requests failed, e.g. {bad[:3]}"
+    assert (served_by_replacement or 0) > 0
