@@ -23,6 +23,7 @@ from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, Source
 from fwx.converters.plan import POST_QUANTIZED, Plan
 from fwx.errors import ExportError, FwxError, SignatureMismatchError, first_line
 from fwx.exporter.hopjob import HopFailed, hop_options, next_source
+from fwx.exporter.locating import Intermediate, locate_target
 from fwx.exporter.readback import baked_axes, check_readback
 from fwx.exporter.reference_memo import RememberingRuntime
 from fwx.formats import ARTIFACT_NAMES, Format
@@ -34,8 +35,9 @@ from fwx.signature import Signature
 from fwx.sources.load import LoadedSource
 from fwx.sources.onnx_external import external_files, gather_external_data
 from fwx.sources.reference import source_runtime
-from fwx.sources.samples import InputConfig
+from fwx.sources.samples import InputConfig, generate_inputs
 from fwx.validators import validate_runtimes
+from fwx.validators.locate import Side
 
 WORK = ".work"
 
@@ -378,8 +380,33 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
         if ctx.validate:
             with quiet(python=False, native=True), ui.step(f"validate {target} against the source", sub=True):
                 attempt.report = _validate(ctx, target, rt, res)
+            if not attempt.report.passed:  # only now: a passing artifact pays nothing for it
+                with quiet(python=False, native=True), ui.step(f"locate where {target} leaves tolerance", sub=True):
+                    _locate(ctx, target, rt, attempt)
     finally:
         rt.close()
+
+
+def _locate(ctx: RunContext, target: Format, rt: Runtime, attempt: Attempt) -> None:
+    """Name the first node out of tolerance (``fwx.exporter.locating``), against the nearest ONNX on the path."""
+    res = attempt.result
+    onnx_hops = [
+        Intermediate(h.result.path, h.result.tool, h.result.layout)
+        for h in attempt.hops[:-1]
+        if h.result.path.suffix == ".onnx" and h.result.precision == "fp32"
+    ]
+    sig = ctx.expected or ctx.signature
+    with quiet():
+        samples = ctx.inputs if ctx.inputs is not None else generate_inputs(sig, ctx.input_config or InputConfig())
+        locate_target(
+            attempt.report,
+            target.value,
+            source=Side(reference(ctx), f"source ({ctx.src.format})", ctx.layout),
+            artifact=Side(rt, str(target), res.layout, res.precision),
+            intermediates=onnx_hops,
+            samples=samples,
+            signature=sig,
+        )
 
 
 def _suspect_baked_prefix(ctx: RunContext, target: Format, attempt: Attempt, rt: Runtime, res: ConvertResult) -> None:

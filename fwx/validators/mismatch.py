@@ -60,14 +60,16 @@ class Mismatch:
     node: NodeError | None = None  # None: no compared node leaves tolerance (``note`` says why)
     layers: list[NodeError] = field(default_factory=list)  # every compared node, in the artifact's graph order
     note: str = ""
+    within: str = ""  # where the node is when not in the artifact: an intermediate file it was converted from
 
     def line(self) -> str:
         """The one line a user reads first."""
         if self.node is None:
             return f"no single node located: {self.note}" if self.note else "no single node located"
         n = self.node
+        where = f" in {self.within}" if self.within else ""
         return (
-            f"first node out of tolerance: {n.describe()}, max abs err {n.max_abs:.3g}, "
+            f"first node out of tolerance{where}: {n.describe()}, max abs err {n.max_abs:.3g}, "
             f"cosine {n.cosine:.4f}, {_times(n.ratio)} what {n.allowed} allows (vs {self.reference})"
         )
 
@@ -76,6 +78,7 @@ class Mismatch:
             "node": self.node.node if self.node else None,
             "op": self.node.op if self.node else None,
             "origin": (self.node.origin or None) if self.node else None,
+            "within": self.within or None,
             "reference": self.reference,
             "matched_by": self.matched_by,
             "note": self.note or None,
