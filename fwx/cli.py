@@ -109,9 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     except FwxError as exc:
         if ui.state.debug:
             raise
-        from fwx.safety.snapshot import display
-
-        ui.fail(display(exc.message), exc.hint, exc.exit_code)
+        ui.fail(exc.message, exc.hint, exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:

@@ -20,10 +20,16 @@ import click
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _same(text: str) -> str:
+    return text
+
+
 class _State:
     debug = False
     json = False
     quiet = False
+    #: How paths read in text the user sees (fwx.safety.snapshot.display: a private copy's path as typed).
+    display: Callable[[str], str] = staticmethod(_same)
 
 
 state = _State()
@@ -65,11 +71,11 @@ def common_options(func: F) -> F:
 
 def info(msg: str) -> None:
     if not state.quiet:
-        click.echo(msg, err=True)
+        click.echo(state.display(msg), err=True)
 
 
 def warn(msg: str) -> None:
-    click.echo(click.style("warning: ", fg="yellow", bold=True) + msg, err=True)
+    click.echo(click.style("warning: ", fg="yellow", bold=True) + state.display(msg), err=True)
 
 
 def live() -> bool:
@@ -127,6 +133,7 @@ def step(title: str, *, sub: bool = False) -> Iterator[None]:
     if state.quiet or state.json:
         yield
         return
+    title = state.display(title)
     if live():
         yield from _live_step(title, sub, t0)
         return
@@ -191,11 +198,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str |
 def emit(result: Any, human: Callable[[], str]) -> None:
     """Print ``result`` as JSON under ``--json``, else the human rendering."""
     if state.json:
-        click.echo(json.dumps(result, indent=2, default=str))
+        click.echo(state.display(json.dumps(result, indent=2, default=str)))
     else:
         text = human()
         if text:
-            click.echo(text)
+            click.echo(state.display(text))
 
 
 def human_size(n: int) -> str:
@@ -208,6 +215,7 @@ def human_size(n: int) -> str:
 
 
 def fail(message: str, hint: str | None, code: int) -> None:
+    message = state.display(message)
     click.echo(click.style("error: ", fg="red", bold=True) + message, err=True)
     if hint:
         click.echo(f"  hint: {hint}", err=True)

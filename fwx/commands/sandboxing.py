@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from fwx import ui
 from fwx.safety import sandbox, snapshot
 
 
@@ -82,6 +83,7 @@ def wrap(name: str, cmd: click.Command) -> click.Command:
 def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str) -> dict[str, Any]:
     """Snapshot the models ``params`` name, then sandbox this process when it is one we may restrict."""
     params = dict(params)
+    ui.state.display = snapshot.display  # messages name the user's paths, not the private copies
     roots: list[Path] = []
     for key in spec.models:
         value = params.get(key)

@@ -103,6 +103,11 @@ def _removed_grpc_server(value: str | None) -> None:
     show_default=True,
     help="After SIGTERM: not ready but still serving this long (load balancer catch-up), then drain.",
 )
+@click.option(
+    "--require-sandbox",
+    is_flag=True,
+    help="Refuse to start where the workers cannot run inside the Landlock sandbox (also FWX_REQUIRE_SANDBOX=1).",
+)
 @click.option("--no-warmup", is_flag=True, help="Skip the warm-up inference (readiness then means loaded).")
 @click.option("--no-load-probe", is_flag=True, help="Skip the crash-safe trial load of each new artifact.")
 @click.option(
@@ -141,6 +146,7 @@ def serve(
     admin_token: str | None,
     api_token: str | None,
     trust_model_code: bool,
+    require_sandbox: bool,
     drain_seconds: float,
     model_name: str | None,
     shutdown_delay_seconds: float,
@@ -191,6 +197,7 @@ def serve(
             admin_token=admin_token,
             api_token=api_token,
             trust_model_code=trust_model_code,
+            require_sandbox=require_sandbox,
             drain_seconds=drain_seconds,
             shutdown_delay_s=shutdown_delay_seconds,
             model_name=model_name,

@@ -40,6 +40,7 @@ from fwx.formats import ARTIFACT_NAMES, TARGETS, Format
 from fwx.manifest import Manifest
 from fwx.quantize.options import check_options, check_target, validation_examples
 from fwx.repository import Repository
+from fwx.safety.snapshot import original
 from fwx.signature import Signature, static_signature
 from fwx.sources.id_ranges import id_ranges
 from fwx.sources.load import LoadedSource, is_factory_ref, load_source
@@ -145,7 +146,7 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     model_name = eo.name or default_name(source)
     repo.model_dir(model_name)  # validates the name before any heavy work
     repo.check_writable()
-    with ui.step(f"load {source}"):
+    with ui.step(f"load {original(Path(source)) if not is_factory_ref(str(source)) else source}"):
         src = load_source(
             source,
             model_class=eo.model_class,

@@ -31,8 +31,6 @@ from fwx.errors import FwxError
 from fwx.safety import landlock
 
 REQUIRE_ENV = "FWX_REQUIRE_SANDBOX"
-#: Set in a child that runs inside its parent's sandbox (it inherits the restriction).
-INHERITED_ENV = "FWX_SANDBOX_INHERITED"
 
 #: System paths the interpreter and the frameworks read: shared libraries, locale, time-zone and font data.
 _SYSTEM_READ = (
@@ -48,13 +46,14 @@ _SYSTEM_READ = (
     "/etc/ssl/openssl.cnf",
     "/etc/fonts",
 )
-#: Kernel facts the runtimes read to size their thread pools and memory (cores, cgroup quotas, own maps).
+#: Kernel facts the runtimes read to size their thread pools and memory (cores, cgroup quotas, own maps,
+#: the PCI devices onnxruntime lists to look for GPUs).
 #: All of /proc is readable because a child's /proc/self is not the parent's; another process's
 #: environ, maps and mem stay closed: Landlock refuses ptrace-class access outside the sandbox.
-_KERNEL_READ = ("/proc", "/sys/devices/system/cpu", "/sys/fs/cgroup", "/dev/urandom", "/dev/random")
+_KERNEL_READ = ("/proc", "/sys/devices", "/sys/bus/pci", "/sys/fs/cgroup", "/dev/urandom", "/dev/random")
 _DEV_WRITE = ("/dev/null", "/dev/shm")
-#: CUDA drivers and device nodes, granted only for a GPU run.
-_GPU_READ = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/proc/driver/nvidia", "/sys/bus/pci")
+#: CUDA device nodes, granted only for a GPU run.
+_GPU_READ = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 
 
 class SandboxRequiredError(FwxError):
@@ -156,9 +155,9 @@ def _redirect_caches(scratch: Path) -> None:
 
 def rules(policy: Policy, scratch: Path) -> landlock.Rules:
     read = [*environment_reads(), *map(Path, _SYSTEM_READ), *map(Path, _KERNEL_READ), *policy.read]
-    if policy.gpu:
-        read += [Path(p) for p in _GPU_READ] + sorted(Path("/dev").glob("nvidia[0-9]*"))
     write = [scratch, *map(Path, _DEV_WRITE), *policy.write]
+    if policy.gpu:  # the driver's device nodes are opened read-write and driven by ioctl
+        write += [Path(p) for p in _GPU_READ] + sorted(Path("/dev").glob("nvidia[0-9]*"))
     return landlock.Rules(read=_unique(read), write=_unique(write), bind_ports=policy.bind_ports)
 
 
@@ -176,9 +175,6 @@ def enter(policy: Policy, *, require: bool = False, what: str = "this process") 
 
     if status.on:
         return status  # already inside: a second domain could only take away more, never add
-    if os.environ.get(INHERITED_ENV):
-        status.on, status.reason = True, "inherited from the parent process"
-        return status
     scratch = scratch_dir()
     try:
         abi = landlock.restrict(rules(policy, scratch))
@@ -191,7 +187,6 @@ def enter(policy: Policy, *, require: bool = False, what: str = "this process") 
             ) from exc
         ui.warn(f"{what} runs without the Landlock sandbox ({status.reason}); the model scanners still apply")
         return status
-    _redirect_caches(scratch)
-    os.environ[INHERITED_ENV] = "1"
+    _redirect_caches(scratch)  # children (probes, the prefetch process) inherit the domain and these
     status.on, status.abi, status.reason = True, abi, f"Landlock ABI {abi}"
     return status

@@ -91,6 +91,7 @@ class ServerConfig:
     admin_token: str | None = None
     api_token: str | None = None
     trust_model_code: bool = False
+    require_sandbox: bool = False  # refuse to serve where the Landlock sandbox cannot be applied
     drain_seconds: float = 30.0
     model_name: str | None = None  # serve a repository that is one model's folder under this name (KServe)
     shutdown_delay_s: float = 0.0  # after SIGTERM: not ready but still serving, so load balancers catch up

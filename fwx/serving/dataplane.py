@@ -199,7 +199,10 @@ class DataPlane:
 
     # ---------------------------------------------------------------- metadata
     def server_metadata(self) -> dict[str, Any]:
-        return {"name": "fwx", "version": __version__, "extensions": list(EXTENSIONS)}
+        from fwx.safety.sandbox import status
+
+        # "sandbox" is fwx's own field beside the v2 protocol's three: whether loads run inside Landlock
+        return {"name": "fwx", "version": __version__, "extensions": list(EXTENSIONS), "sandbox": status.to_json()}
 
     def signature(self, name: str, version: str | None) -> Signature:
         """The served signature (decoders read it after ``authorize``; no access check here)."""

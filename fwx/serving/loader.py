@@ -19,6 +19,8 @@ from fwx.errors import FwxError, InputError
 from fwx.formats import Format
 from fwx.manifest import ArtifactEntry, Manifest
 from fwx.runtimes.base import Runtime, available_runtimes, load_runtime, warmup
+from fwx.safety import sandbox, snapshot
+from fwx.safety.snapshot import Snapshot
 from fwx.serving.config import DEFAULT_PREFER
 from fwx.serving.loader_probe import ProbeLimits, probe
 from fwx.signature import Signature, is_dynamic
@@ -64,6 +66,7 @@ class Loaded:
     path: Path
     seconds: float
     probe_seconds: float | None
+    snapshot: Snapshot | None = None  # the private copy it was loaded from; discard it after closing the runtime
 
 
 def is_batchable(sig: Signature, runtime: Runtime) -> bool:
@@ -107,6 +110,25 @@ def load_version(path: Path, settings: LoadSettings, probed: MutableSet[str]) ->
     ``probed`` holds the sha256 of artifacts already probed safely (shared with
     the manager), so an unchanged artifact is probed once per process.
     """
+    if settings.trust_model_code:
+        return _load_manifest(path, settings, probed)
+    # The version is copied once into this process's private scratch; the copy is verified against the
+    # manifest's checksums and is the only copy the probe and the runtime read (fwx.safety.snapshot).
+    snap = snapshot.take(path, parent=sandbox.scratch_dir())
+    try:
+        loaded = _load_manifest(snap.path, settings, probed)
+    except FwxError as exc:
+        snap.discard()
+        exc.message = snap.display(exc.message)  # name the repository's files, not the private copy
+        raise
+    except BaseException:
+        snap.discard()
+        raise
+    loaded.snapshot = snap
+    return loaded
+
+
+def _load_manifest(path: Path, settings: LoadSettings, probed: MutableSet[str]) -> Loaded:
     manifest = Manifest.read(path)
     if not settings.trust_model_code:
         manifest.verify(path)

@@ -180,9 +180,23 @@ class _Collector:
         ready.add_metric([], 1.0 if self.metrics.ready else 0.0)
         yield fail
         yield ready
+        yield _sandbox_family()
         yield _info_family(self.metrics.replica)
         if self.metrics.manager is not None:
             yield from model_families(self.metrics.manager)
+
+
+def _sandbox_family() -> Any:
+    """1 when this process runs inside the Landlock sandbox (fwx.safety.sandbox), with the ABI it used."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    from fwx.safety.sandbox import status
+
+    fam = GaugeMetricFamily(
+        "fwx_sandbox_enabled", "1 when model loading runs inside the Landlock sandbox.", labels=["landlock_abi"]
+    )
+    fam.add_metric([str(status.abi)], 1.0 if status.on else 0.0)
+    return fam
 
 
 def replica_name() -> str:

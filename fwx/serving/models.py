@@ -29,6 +29,7 @@ from fwx.errors import ForbiddenError, FwxError, InputError, NotFoundError, Unav
 from fwx.formats import Format, parse_format
 from fwx.manifest import Manifest
 from fwx.runtimes.base import Runtime
+from fwx.safety.snapshot import Snapshot
 from fwx.serving.config import DEFAULT_PREFER
 from fwx.serving.control import resolve_model_dir
 from fwx.serving.loader import PLATFORMS, LoadSettings, is_batchable, load_version
@@ -63,6 +64,15 @@ class LoadedModel:
     # which read it, annotate it), so models need not import upward.
     slot: Any = None
     inflight: int = 0
+    snapshot: Snapshot | None = None  # the private copy the runtime was loaded from (fwx.safety.snapshot)
+
+    def close(self) -> None:
+        """Close the runtime, then drop its private copy; hand freed heap back to the OS."""
+        try:
+            _close_and_trim(self.runtime)
+        finally:
+            if self.snapshot is not None:
+                self.snapshot.discard()
 
     @contextlib.contextmanager
     def use(self) -> Iterator[LoadedModel]:
@@ -387,12 +397,13 @@ class ModelManager:
             path,
             PLATFORMS.get(loaded.format, loaded.format.value),
             is_batchable(loaded.signature, loaded.runtime),
+            snapshot=loaded.snapshot,
         )
         try:
             if self.on_load is not None:
                 self.on_load(model)
         except Exception as exc:  # noqa: BLE001 - the data plane's hook failing is a failed load
-            await self._in_thread(model.runtime.close)
+            await self._in_thread(model.close)
             self._failed(name, version, fp, f"on_load hook failed: {exc}")
             return None
         self.loads[name] += 1
@@ -420,7 +431,7 @@ class ModelManager:
                     partial(
                         keep_warm,
                         model.format,
-                        model.path / entry.path,
+                        (model.snapshot.path if model.snapshot else model.path) / entry.path,  # the checked copy
                         signature=model.manifest.sig() if settings.warmup else None,
                         sizes=model.manifest.warmup_sizes(),
                         trust_model_code=settings.trust_model_code,
@@ -479,7 +490,7 @@ class ModelManager:
         while model.inflight > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         try:
-            await self._in_thread(_close_and_trim, model.runtime)
+            await self._in_thread(model.close)
         except Exception:  # noqa: BLE001
             log.exception("closing %s v%d failed", model.name, model.version)
         log.info("model %s v%d unloaded", model.name, model.version)
@@ -521,4 +532,7 @@ def _parse_version(name: str, version: str | int) -> int:
 def _close_result(fut: Future[Any] | asyncio.Future[Any]) -> None:
     """A load finished after its caller was cancelled (shutdown): close what it loaded."""
     if not fut.cancelled() and fut.exception() is None:
-        fut.result().runtime.close()
+        loaded = fut.result()
+        loaded.runtime.close()
+        if loaded.snapshot is not None:
+            loaded.snapshot.discard()
