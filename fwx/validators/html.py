@@ -120,6 +120,7 @@ def _artifact(a: ArtifactResult, plots: bool) -> list[str]:
     parts.append(f"<table><tr><th>output</th>{head}<th>tolerance</th><th>verdict</th><th>why</th></tr>")
     parts += [_output_row(a, o) for o in a.outputs]
     parts.append("</table>")
+    parts += _located(a)
     for o in a.outputs:
         points: Any = o.metrics.get("points")
         png = _plot(points, f"{a.key}: {o.name}") if plots and points is not None else None
@@ -156,3 +157,30 @@ def render_html(report: ReportData, *, plots: bool = True) -> str:
         "<!DOCTYPE html><html><head><meta charset=utf-8><title>fwx validation</title>"
         f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n"
     )
+
+
+def _located(a: ArtifactResult) -> list[str]:
+    """The located node, the per-layer error plot (inline SVG) and every compared node."""
+    from fwx.validators.layer_plot import layer_svg
+
+    m = a.mismatch
+    if m is None:
+        return []
+    parts = [f"<h3>Where it leaves tolerance</h3><p>{html.escape(m.line())}</p>"]
+    if not m.layers:
+        return parts
+    parts.append(
+        f"<p>vs {html.escape(m.reference)}, tensors paired by {html.escape(m.matched_by)}</p>"
+        f"<div class=plots>{layer_svg(m)}</div>"
+    )
+    rows = "".join(
+        f"<tr><td class=l>{html.escape(n.node)}</td><td class=l>{html.escape(n.op)}</td>"
+        f"<td class=l>{html.escape(n.origin or '-')}</td><td>{fmt(n.max_abs)}</td><td>{fmt(n.cosine, 'cos')}</td>"
+        f"<td>{n.ratio:.3g}x</td><td>{_verdict(n.passed)}</td></tr>"
+        for n in m.layers
+    )
+    parts.append(
+        "<details><summary>every compared node</summary><table><tr><th>node</th><th>op</th><th>from</th>"
+        f"<th>max abs</th><th>cosine</th><th>of tolerance</th><th>verdict</th></tr>{rows}</table></details>"
+    )
+    return parts

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from fwx import ui
 
 if TYPE_CHECKING:
-    from fwx.validators.results import ReportData
+    from fwx.validators.results import ArtifactResult, ReportData
 
 
 def fmt(value: Any, kind: str = "g") -> str:
@@ -78,6 +78,8 @@ def render_table(report: ReportData) -> str:
                 ]
             )
     lines = [head, ui.table(headers, rows)]
+    for a in report.artifacts:
+        lines += _located(a)
     lines += [f"note: {n}" for n in report.notes]
     for a in report.artifacts:
         lines += [f"note: {a.key}: {n}" for n in a.notes]
@@ -87,3 +89,20 @@ def render_table(report: ReportData) -> str:
         lines += [f"  - {f}" for f in failures]
     lines.append(f"verdict: {ui.verdict(report.passed)}")
     return "\n".join(lines)
+
+
+def _located(a: ArtifactResult) -> list[str]:
+    """The located node of a failed artifact with its neighbours in graph order (``fwx.validators.locate``)."""
+    from fwx.validators.layer_plot import nearby
+
+    m = a.mismatch
+    if m is None:
+        return []
+    if m.node is None:
+        return [f"{a.key}: {m.line()}"]
+    rows = [
+        [n.node, n.op, n.origin or "-", fmt(n.max_abs), fmt(n.cosine, "cos"), f"{n.ratio:.3g}x", ui.verdict(n.passed)]
+        for n in nearby(m)
+    ]
+    head = f"{a.key}: where it leaves tolerance (vs {m.reference}, tensors paired by {m.matched_by}):"
+    return [head, ui.table(["node", "op", "from", "max abs", "cosine", "of tolerance", "verdict"], rows)]
