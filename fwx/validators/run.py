@@ -29,6 +29,7 @@ from fwx.validators.api import validate_runtimes
 from fwx.validators.artifacts import Artifact, Collection, by_precision, close_all, collect, gpu_visible, load_all
 from fwx.validators.inputs import load_data, load_labels
 from fwx.validators.layout import shape_to
+from fwx.validators.locate import Side, locate_failures
 from fwx.validators.policy import Policy
 from fwx.validators.report import ValidationReport
 
@@ -282,6 +283,14 @@ def validate(paths: Sequence[str | Path], options: ValidateOptions | None = None
             policy=opts.policy,
             seed=opts.seed,
             reference_key=ref_key,
+        )
+        locate_failures(  # only failed artifacts are traced: a passing run costs nothing more
+            report,
+            Side(ref_rt, ref_key, ref_layout),
+            {a.key: Side(a.runtime, a.key, a.layout, a.precision) for a in col.artifacts if a.runtime is not None},
+            samples,
+            signature=sig,
+            policy=opts.policy,
         )
     finally:
         close_all(col)
