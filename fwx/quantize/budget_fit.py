@@ -11,7 +11,9 @@ server use.
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,8 @@ from fwx.quantize.info import BudgetResult
 from fwx.quantize.stream import BatchStream, batch_size_for
 from fwx.signature import Signature
 
+#: How many layers (in SQNR order) are each measured alone in float before the search.
+PROBE_LIMIT = 24
 #: A caller's own score (e.g. mAP) of one model, in points: higher is better. Gets the model's runner.
 Scorer = Callable[[Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]], float]
 
@@ -84,11 +88,38 @@ def fit(
     ranked_by: str,
     data: str,
 ) -> BudgetResult:
-    """Measure the plain INT8 at ``out``; when it misses, search with the ranking ``rank`` builds."""
+    """Measure the plain INT8 at ``out``; when it misses, rank the layers and search.
+
+    The SQNR ranking ``rank`` builds is refined by measurement (``probe``):
+    its first ``PROBE_LIMIT`` layers are each tried alone in float and ordered
+    by what that did to the budget's measure, so a layer whose noise the SQNR
+    hides (a concatenation of boxes and scores: the boxes dominate its power)
+    is still found.
+    """
     plain = measure(out)
     if budget.holds(plain):
         return search(quantize, measure, [], budget, out, plain=plain, ranked_by="not needed", data=data)
-    return search(quantize, measure, rank(), budget, out, plain=plain, ranked_by=ranked_by, data=data)
+    ranking = probe(quantize, measure, rank()[:PROBE_LIMIT], budget, plain, out.suffix)
+    how = f"measured: each of the first {PROBE_LIMIT} by {ranked_by} alone in float"
+    return search(quantize, measure, ranking, budget, out, plain=plain, ranked_by=how, data=data)
+
+
+def probe(
+    quantize: Quantizer, measure: Measurer, layers: Sequence[Layer], budget: Budget, plain: Measure, suffix: str
+) -> list[Layer]:
+    """``layers`` re-ordered by how much keeping each one alone in float improves on ``plain``, best first.
+
+    Layers that do not improve at all are dropped; ties keep the SQNR order.
+    """
+    scored = []
+    with tempfile.TemporaryDirectory(prefix="fwx-probe-") as tmp:
+        for i, layer in enumerate(layers):
+            path = Path(tmp) / f"probe{i}{suffix}"
+            quantize(list(layer.names), path)
+            m = measure(path)
+            if budget.key(m) < budget.key(plain):
+                scored.append((budget.key(m), i, replace(layer, score=round(budget.miss(plain) - budget.miss(m), 4))))
+    return [layer for _, _, layer in sorted(scored)]
 
 
 def rank_batches(source: Source, signature: Signature, n: int) -> Iterator[dict[str, np.ndarray]]:

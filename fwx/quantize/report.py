@@ -62,8 +62,32 @@ def rows(data: Mapping[str, Any] | QuantInfo) -> list[tuple[str, str]]:
                 )
             )
         out.append(("agreement / cosine", f"{_pct(ev.agreement)} / mean {ev.cosine_mean}, min {ev.cosine_min}"))
+    out += _budget_rows(info)
     out += [("warning", w) for w in info.warnings]
     return out
+
+
+def _budget_rows(info: QuantInfo) -> list[tuple[str, str]]:
+    b = info.budget
+    if b is None:
+        return []
+    verdict = "met" if b.met else "MISSED"
+    out = [("budget", f"{b.budget}: {verdict} ({_measure(b.plain)} plain int8 -> {_measure(b.final)})")]
+    if b.float_layers:
+        names = ", ".join(f"{layer['name']} ({layer['op']})" for layer in b.float_layers)
+        out.append(("kept in float", f"{names}; size {b.size_cost_pct:+.1f}% vs plain int8"))
+    elif b.met:
+        out.append(("kept in float", "none (plain int8 is within the budget)"))
+    return out
+
+
+def _measure(m: Mapping[str, Any]) -> str:
+    parts = []
+    if m.get("drop_points") is not None:
+        parts.append(f"drop {m['drop_points']:.2f} pt")
+    if m.get("cosine_mean") is not None:
+        parts.append(f"cosine {m['cosine_mean']:.6f}")
+    return ", ".join(parts) or "-"
 
 
 def render(data: Mapping[str, Any] | QuantInfo, title: str | None = None) -> str:
@@ -88,5 +112,11 @@ def summary(data: Mapping[str, Any] | QuantInfo) -> str:
         parts.append(f"top-1 {_pct(ev.accuracy_float)} -> {_pct(ev.accuracy_quant)} ({-(ev.drop_points or 0):+.2f} pt)")
     elif ev is not None:
         parts.append(f"agreement {_pct(ev.agreement)}, cosine {ev.cosine_mean}")
+    if info.budget is not None and info.budget.float_layers:
+        b = info.budget
+        names = ", ".join(layer["name"] for layer in b.float_layers)
+        parts.append(f"budget {b.budget}: kept in float {names} ({b.size_cost_pct:+.1f}% size)")
+    elif info.budget is not None:
+        parts.append(f"budget {info.budget.budget}: {'met by plain int8' if info.budget.met else 'MISSED'}")
     parts += [f"WARNING: {w}" for w in info.warnings]
     return "; ".join(parts)
