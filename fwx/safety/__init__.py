@@ -17,6 +17,7 @@ from fwx.formats import Format
 from fwx.frameworks import require
 
 TRUST_HINT = "pass --trust-model-code only if you trust where this file came from"
+BOUNDS_HINT = "a zip that inflates past what it declares, or past FWX_MAX_INFLATE_MB, is refused even when trusted"
 
 
 def _more(items: list[str], limit: int = 3) -> str:
@@ -24,23 +25,35 @@ def _more(items: list[str], limit: int = 3) -> str:
 
 
 def pt2_bytes(path: Path, *, trust: bool) -> bytes:
-    """The bytes of a ``.pt2`` archive, refused (unless trusted) if any member would run code on load."""
+    """The bytes of a ``.pt2`` archive, refused (unless trusted) if any member would run code on load.
+
+    The zip bounds (declared sizes, the inflate budget) hold even when trusted: they guard memory, not code.
+    """
     from fwx.safety.pickles import PickleScanError
     from fwx.safety.pt2 import read_checked
+    from fwx.safety.zipbounds import BoundedZip, Budget, ZipBoundsError, inflate_budget
 
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path} is not a file", hint="pass a .pt2 file written by torch.export.save")
     try:
         if trust:
-            return path.read_bytes()
+            data = path.read_bytes()
+            BoundedZip(data, Budget(inflate_budget(len(data))))
+            return data
         data, findings = read_checked(path)
+    except ZipBoundsError as exc:
+        raise UnsafeModelError(f"{path}: {exc}", hint=BOUNDS_HINT) from exc
     except PickleScanError as exc:
         raise InputError(f"cannot read {path} as a .pt2 archive: {exc}", hint="the file is probably truncated") from exc
     except OSError as exc:
         raise InputError(f"cannot read {path}: {first_line(exc)}") from exc
+    if findings.bounds:
+        raise UnsafeModelError(f"{path}: {findings.bounds}", hint=BOUNDS_HINT)
     if findings.problems:
-        raise UnsafeModelError(f"{path} would run code when loaded: {findings.summary()}", hint=TRUST_HINT)
+        raise UnsafeModelError(
+            f"{path} would run code or touch the host when loaded: {findings.summary()}", hint=TRUST_HINT
+        )
     return data
 
 
@@ -53,7 +66,8 @@ def pt2_findings(path: Path) -> list[str]:
         _, findings = read_checked(Path(path))
     except (PickleScanError, OSError) as exc:
         return [f"unreadable archive: {exc}"]
-    return [f"{m}: {why}" for m, why in findings.problems.items()]
+    bounds = [findings.bounds] if findings.bounds else []
+    return bounds + [f"{m}: {why}" for m, why in findings.problems.items()]
 
 
 def check_savedmodel(path: Path) -> None:
