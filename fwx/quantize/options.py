@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwx.errors import InputError, UsageError
 from fwx.formats import Format
 from fwx.signature import Signature
+
+if TYPE_CHECKING:
+    from fwx.quantize.budget import Budget
 
 KINDS = ("int8", "int8-dynamic", "fp16")
 METHODS = ("minmax", "entropy", "percentile")
@@ -53,6 +56,10 @@ class QuantOptions:
     strict: bool = False  # --strict-int8 (TFLite)
     eval_data: str | None = None  # --eval-data: labelled samples to measure the cost on
     preprocess: str | Mapping[str, Any] | None = None  # --preprocess, for image folders
+    max_drop: float | None = None  # --max-drop: top-1 points INT8 may lose on labelled --eval-data
+    min_cosine: float | None = None  # --min-cosine: mean output cosine vs the float model
+    min_agreement: float | None = None  # --min-agreement: top-1 agreement with the float model (0..1)
+    budget_steps: int | None = None  # --budget-steps: layers tried in float at most; None: 8
 
     def __post_init__(self) -> None:
         kind = str(self.kind or "").strip().lower()
@@ -65,6 +72,15 @@ class QuantOptions:
         object.__setattr__(self, "eval_data", _opt_str(self.eval_data))
         if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
             raise UsageError(f"--calibration-samples must be a positive integer, got {self.samples!r}")
+        self.budget  # noqa: B018 - builds (and so checks) the budget's bounds now, not mid-export
+
+    @property
+    def budget(self) -> Budget:
+        """The accuracy budget (``fwx.quantize.budget``); ``.active`` is False when no bound was given."""
+        from fwx.quantize.budget import DEFAULT_MAX_STEPS, Budget
+
+        steps = DEFAULT_MAX_STEPS if self.budget_steps is None else self.budget_steps
+        return Budget(self.max_drop, self.min_cosine, self.min_agreement, max_steps=steps)
 
     @property
     def is_random(self) -> bool:
@@ -122,6 +138,10 @@ _FLAGS = {
     "strict": "--strict-int8",
     "eval_data": "--eval-data",
     "preprocess": "--preprocess",
+    "max_drop": "--max-drop",
+    "min_cosine": "--min-cosine",
+    "min_agreement": "--min-agreement",
+    "budget_steps": "--budget-steps",
 }
 
 
@@ -208,7 +228,29 @@ def _flag_warnings(target: Format, q: QuantOptions) -> list[str]:
         out.append("ONNX QDQ models keep float32 inputs and outputs; --io-dtype applies to TFLite only")
     if target is Format.ONNX and q.strict:
         out.append("--strict-int8 applies to TFLite only (ONNX QDQ leaves ops it cannot quantise in float)")
+    _check_budget(q)
     return out
+
+
+def _check_budget(q: QuantOptions) -> None:
+    """A budget keeps int8 layers in float, measured on real samples: refuse what cannot be measured."""
+    budget = q.budget
+    if not budget.active:
+        return
+    if not q.static:
+        raise UsageError(
+            f"the budget ({budget.describe()}) needs --quantize int8",
+            hint="it keeps the layers int8 hurts most in float; int8-dynamic and fp16 have no such layers",
+        )
+    if budget.needs_labels and not q.eval_data:
+        raise UsageError(
+            "--max-drop needs labelled --eval-data", hint="pass --eval-data FILE.npz with a 'labels' array"
+        )
+    if not q.eval_data and q.is_random:
+        raise UsageError(
+            f"the budget ({budget.describe()}) cannot be measured on random calibration data",
+            hint="pass --eval-data (or real --calibration-data) to measure it on",
+        )
 
 
 def check_data(q: QuantOptions, signature: Signature | None) -> list[str]:
@@ -226,6 +268,11 @@ def check_data(q: QuantOptions, signature: Signature | None) -> list[str]:
             raise InputError("--eval-data cannot be random", hint="pass real samples (an .npz with a 'labels' array)")
         ev = open_source(q.eval_data, signature, q.preprocess, purpose="eval")
         ev.check(signature, ev.count)
+        if q.budget.needs_labels and ev.labels() is None:
+            raise InputError(
+                f"--max-drop counts top-1 points, but {ev.describe()} has no labels",
+                hint="add a 'labels' array (one class per sample), or budget on --min-cosine/--min-agreement",
+            )
     return warnings
 
 
