@@ -159,6 +159,7 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
         command=_command_line(),
         input_ranges=ranges,
         input_values=values,
+        validation_data=kw["validation_data"],
         allow_signature_change=kw["allow_signature_change"],
         prefetch=kw["prefetch"],
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -11,7 +12,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def sample_options(fn: F) -> F:
-    """Add ``--input-range`` and ``--input-values`` (repeatable; keyword args ``input_ranges``, ``input_values``)."""
+    """Add ``--input-range``, ``--input-values`` (repeatable; keyword args ``input_ranges``, ``input_values``)
+    and ``--validation-data`` (``validation_data``)."""
+    fn = click.option(
+        "--validation-data",
+        "validation_data",
+        type=click.Path(path_type=Path, exists=True, dir_okay=True),
+        metavar="FILE.npz",
+        help="Real samples validated beside the generated ones: a .npz (or folder of <input>.npy) of input arrays.",
+    )(fn)
     fn = click.option(
         "--input-values",
         "input_values",

@@ -39,6 +39,7 @@ class ExportOptions:
     command: str = ""
     input_ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # --input-range NAME:LO,HI
     input_values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # --input-values NAME:V1,V2
+    validation_data: str | Path | None = None  # --validation-data: real samples validated beside generated ones
     allow_signature_change: bool = False  # publish a version whose interface differs from the previous one
     prefetch: str | None = None  # auto | on | off (--prefetch); None: $FWX_PREFETCH, else DEFAULT_PREFETCH
 

@@ -42,10 +42,11 @@ from fwx.quantize.options import check_options, check_target, validation_example
 from fwx.repository import Repository
 from fwx.safety.snapshot import original
 from fwx.signature import Signature, static_signature
-from fwx.sources.id_ranges import id_ranges
+from fwx.sources.id_ranges import input_roles
 from fwx.sources.load import LoadedSource, is_factory_ref, load_source
 from fwx.sources.lookups import lookup_values
 from fwx.sources.samples import check_names, dynamic_symbols, make_feeds, probe_sizes
+from fwx.validators.inputs import load_data
 
 
 @dataclass
@@ -316,9 +317,13 @@ def _context(
     symbols = dynamic_symbols(sig)
     # integer ids within the embedding's vocabulary where fwx can read it, sizes a .pt2's Dims admit;
     # the user's own win
+    roles = input_roles(src, sig)
     cfg = replace(
         user,
-        ranges={**id_ranges(src, sig), **user.ranges},
+        ranges={**roles.ranges, **user.ranges},
+        masks=roles.masks,
+        notes={**roles.notes, **user.notes},
+        data=tuple(load_data(eo.validation_data, sig, flag="--validation-data")) if eo.validation_data else (),
         values={**lookup_values(src, sig), **user.values},
         sizes={**{s: n for s, n in src.sizes.items() if s in symbols}, **user.sizes},
     )

@@ -5,9 +5,10 @@ size sets, all different, none 0 or 1); the validators draw
 ``generate_inputs`` (fixed seed, every dynamic dimension at two sizes: batch
 1 and 3, other dims 8 and 12 by default) so an artifact that silently pinned a
 dimension fails on the second size. Both draw each tensor through ``draw``,
-which samples integers by what they are: an input named like ``*mask*`` is 1s
-with padding at the end of rows, ``--input-range``/``--input-values`` (and the
-embedding's vocabulary where fwx can read it) bound the others;
+which samples integers by what they are: a mask (an input the model uses as
+one, ``fwx.sources.id_ranges``; by its name ``*mask*`` where the model could
+not be followed) is 1s with padding at the end of rows, ``--input-range``/
+``--input-values`` (and the table an input indexes) bound the others;
 and no array is allocated before its size is checked against
 ``MAX_SAMPLE_BYTES``: a model declaring a 2**40 axis gets one line naming the
 input instead of a ``MemoryError``.
@@ -47,6 +48,13 @@ class InputConfig:
     ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # per-input [lo, hi) (``--input-range``)
     # per-input choices (``--input-values``; a lookup table's keys, bytes for strings)
     values: Mapping[str, tuple[float | int | bytes, ...]] = field(default_factory=dict)
+    masks: frozenset[str] | None = None  # inputs read as masks from the model; None: by name (``is_mask``)
+    notes: Mapping[str, str] = field(default_factory=dict)  # per input: how its samples are drawn, and why
+    data: tuple[Mapping[str, np.ndarray], ...] = ()  # real samples added to the drawn ones (--validation-data)
+
+    def masked(self, name: str) -> bool:
+        """Whether input ``name`` is drawn as a mask: as the model showed where it was followed, else by name."""
+        return name in self.masks if self.masks is not None else is_mask(name)
 
     def __post_init__(self) -> None:
         if self.float_dist not in ("normal", "uniform"):
@@ -81,6 +89,10 @@ def hints_to_json(cfg: InputConfig) -> dict[str, Any]:
         out["input_values"] = values
     if cfg.sizes:
         out["sizes"] = {sym: [int(n) for n in choices] for sym, choices in cfg.sizes.items()}
+    if cfg.masks is not None:
+        out["masks"] = sorted(cfg.masks)
+    if cfg.notes:
+        out["notes"] = dict(cfg.notes)
     return out
 
 
@@ -104,7 +116,15 @@ def hints_from_json(data: Mapping[str, Any], sig: Signature) -> InputConfig:
         for sym, choices in (data.get("sizes") or {}).items()
         if sym in symbols and choices and all(int(n) > 0 for n in choices)
     }
-    return InputConfig(ranges=ranges, values=values, sizes=sizes)
+    masks = data.get("masks")
+    notes = {n: str(t) for n, t in (data.get("notes") or {}).items() if n in specs}
+    return InputConfig(
+        ranges=ranges,
+        values=values,
+        sizes=sizes,
+        masks=frozenset(str(n) for n in masks if n in specs) if isinstance(masks, list) else None,
+        notes=notes,
+    )
 
 
 def is_mask(name: str) -> bool:
@@ -211,7 +231,7 @@ def draw(spec: TensorSpec, shape: tuple[int, ...], rng: np.random.Generator, cfg
     if spec.name in cfg.values:
         choices = np.asarray(cfg.values[spec.name])
         return rng.choice(choices, size=shape).astype(np.float32 if spec.dtype == "bfloat16" else dt)
-    if is_mask(spec.name) and len(shape) >= 2 and dt.kind in "biuf":
+    if cfg.masked(spec.name) and len(shape) >= 2 and dt.kind in "biuf":
         return _mask(shape, rng).astype(np.float32 if spec.dtype == "bfloat16" else dt)
     if dt.kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
@@ -264,7 +284,7 @@ def size_plans(sig: Signature, cfg: InputConfig) -> list[dict[str, int]]:
 
 
 def generate_inputs(sig: Signature, cfg: InputConfig | None = None) -> list[dict[str, np.ndarray]]:
-    """``cfg.samples`` samples (at least one per size plan), cycling through the size plans."""
+    """``cfg.samples`` samples (at least one per size plan), cycling through the size plans, then ``cfg.data``."""
     cfg = cfg or InputConfig()
     rng = np.random.default_rng(cfg.seed)
     plans = size_plans(sig, cfg)
@@ -277,7 +297,7 @@ def generate_inputs(sig: Signature, cfg: InputConfig | None = None) -> list[dict
             sample[spec.name] = draw(spec, shape, rng, cfg)
         _bag_offsets(sample, sig.inputs, rng, cfg.values)
         samples.append(sample)
-    return samples
+    return samples + [dict(d) for d in cfg.data]
 
 
 # Tracing and probing samples: two size sets, examples tiled to fit.

@@ -121,6 +121,7 @@ def _measure(
     ref_layout: str | None,
     policy: Policy,
     labels: Sequence[np.ndarray | None] | None,
+    masks: frozenset[str] | None = None,
 ) -> ArtifactResult:
     res = ArtifactResult(
         key=key,
@@ -156,7 +157,7 @@ def _measure(
         lab = labels[i] if labels is not None and i < len(labels) else None
         for rname, cname in pairs.items():
             cand = output_back(np.asarray(out[cname]), ref[rname].shape, layout, ref_layout)
-            accs[rname].add(*hide_padding(np.asarray(ref[rname]), cand, sample), i, lab)
+            accs[rname].add(*hide_padding(np.asarray(ref[rname]), cand, sample, masks), i, lab)
     res.mean_ms = 1000 * float(np.mean(times)) if times else None
     for acc in accs.values():
         res.outputs.append(_judge(acc, precision, policy, measured=bool(acc.refs or acc.problems or acc.strings)))
@@ -210,13 +211,13 @@ def validate_runtimes(
         seed=seed,
         device=reference.device,
     )
-    try:
-        samples = (
-            list(inputs) if inputs is not None else generate_inputs(signature, input_config or InputConfig(seed=seed))
-        )
+    cfg = input_config or InputConfig(seed=seed)
+    try:  # given inputs (tiled examples) take the real samples too; generated ones already hold them
+        samples = [*inputs, *(dict(d) for d in cfg.data)] if inputs is not None else generate_inputs(signature, cfg)
     except Exception as exc:  # noqa: BLE001
         report.errors.append(f"cannot build inputs: {_one_line(exc)}")
         return report
+    report.notes += [f"samples: {name}: {how}" for name, how in cfg.notes.items()]
     report.inputs = [_describe(s) for s in samples]
     ref_outs = _run_reference(reference, samples, report)
     for key, rt in candidates.items():
@@ -232,6 +233,7 @@ def validate_runtimes(
                 ref_layout=reference_layout,
                 policy=policy,
                 labels=labels,
+                masks=cfg.masks,
             )
         except Exception as exc:  # noqa: BLE001 - never raise while measuring
             res = ArtifactResult(key=key, format=str(getattr(rt, "format", "?")), precision=precisions.get(key, "fp32"))

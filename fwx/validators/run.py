@@ -44,6 +44,7 @@ class ValidateOptions:
     int_range: tuple[int, int] | None = None
     ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # --input-range, over fwx.json's
     values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # --input-values, over fwx.json's
+    validation_data: Path | None = None  # real samples added to the generated ones (or to --data)
     float_dist: str = "normal"
     policy: Policy = field(default_factory=Policy)
     model_class: str | None = None
@@ -237,6 +238,8 @@ def build_inputs(
             ranges={**({} if opts.int_range else hints.ranges), **opts.ranges},  # the user's flags win
             values={**hints.values, **opts.values},
             sizes=hints.sizes,
+            masks=hints.masks,
+            data=tuple(load_data(opts.validation_data, sig, flag="--validation-data")) if opts.validation_data else (),
         )
         check_names(InputConfig(ranges=opts.ranges, values=opts.values), sig)
         return generate_inputs(sig, cfg), None
@@ -247,6 +250,8 @@ def build_inputs(
     if batched and all(v.ndim and v.shape[0] > 1 for v in first.values()):
         samples.append({k: v[:1] for k, v in first.items()})
     label_list = None if labels is None else [labels, labels[:1]][: len(samples)]
+    if opts.validation_data:  # unlabelled: after the labelled ones
+        samples += load_data(opts.validation_data, sig, flag="--validation-data")
     return samples, label_list
 
 
@@ -270,7 +275,8 @@ def validate(paths: Sequence[str | Path], options: ValidateOptions | None = None
                 "nothing to compare: only the reference was given",
                 hint="pass two or more artifacts, or a version folder whose source is available",
             )
-        samples, labels = build_inputs(sig, opts, sample_hints(col, sig))
+        hints = sample_hints(col, sig)
+        samples, labels = build_inputs(sig, opts, hints)
         report = validate_runtimes(
             ref_rt,
             cands,
@@ -283,6 +289,7 @@ def validate(paths: Sequence[str | Path], options: ValidateOptions | None = None
             policy=opts.policy,
             seed=opts.seed,
             reference_key=ref_key,
+            input_config=InputConfig(masks=hints.masks, notes=hints.notes),  # masks and notes; samples are given
         )
         locate_failures(  # only failed artifacts are traced: a passing run costs nothing more
             report,

@@ -82,7 +82,7 @@ def test_onnx_ids_take_the_vocabulary_of_the_gather_they_feed(tmp_path: Path) ->
     assert id_ranges(src, sig) == {"input_ids": (0, 37)}
 
 
-def test_torch_ids_take_the_smallest_embedding() -> None:
+def test_torch_ids_take_the_table_each_one_indexes() -> None:
     torch = pytest.importorskip("torch")
     from fwx.formats import Format
     from fwx.sources.id_ranges import id_ranges
@@ -93,11 +93,11 @@ def test_torch_ids_take_the_smallest_embedding() -> None:
             super().__init__()
             self.words, self.types = torch.nn.Embedding(300, 4), torch.nn.Embedding(2, 4)
 
-        def forward(self, input_ids: Any, token_type_ids: Any, attention_mask: Any) -> Any:
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
             return self.words(input_ids) + self.types(token_type_ids)
 
     src = LoadedSource(Format.PYTORCH, Format.PYTORCH, None, "test", "torch", "", obj=Bert())
-    assert id_ranges(src, SIG) == {"input_ids": (0, 2), "token_type_ids": (0, 2)}
+    assert id_ranges(src, SIG) == {"input_ids": (0, 300), "token_type_ids": (0, 2)}
 
 
 def test_offsets_are_bag_starts_into_the_flat_ids() -> None:

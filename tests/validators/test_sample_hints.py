@@ -66,7 +66,9 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     batch = torch.export.Dim("batch", min=1, max=64)
     ids = torch.zeros(2, 5, dtype=torch.int64)
     dims = {"input_ids": {0: batch, 1: seq}, "token_type_ids": {0: batch, 1: seq}}
-    torch.export.save(torch.export.export(Tagger().eval(), (ids, ids), dynamic_shapes=dims), src)
+    # two tensors: one tensor passed twice makes torch.export read both tables with the second input
+    args = (ids, ids.clone())
+    torch.export.save(torch.export.export(Tagger().eval(), args, dynamic_shapes=dims), src)
     from fwx.exporter import ExportOptions, export
 
     ui.state.quiet = True
@@ -80,8 +82,9 @@ def test_the_export_records_its_id_ranges_and_validate_passes_with_them(
     exported: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     samples = json.loads((exported / "fwx.json").read_text())["samples"]
-    # torch sources bound every id input by the smallest embedding (conservative, see fwx.sources.id_ranges)
-    assert samples["input_ranges"] == {"input_ids": [0, 2], "token_type_ids": [0, 2]}
+    # each id input takes the table it indexes, followed in a traced run of the program (fwx.sources.id_ranges)
+    assert samples["input_ranges"] == {"input_ids": [0, VOCAB], "token_type_ids": [0, TYPES]}
+    assert "indexes embedding" in samples["notes"]["input_ids"]
     code, out = _cli(["validate", "--device", "cpu", exported], capsys)
     assert code == 0, out
     assert "verdict: PASS" in out
