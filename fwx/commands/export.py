@@ -123,6 +123,26 @@ from fwx.quantize.options import IO_DTYPES, KINDS, METHODS, quant_options
 @click.option("--strict-int8", is_flag=True, help="TFLite: fail if any op cannot run in int8.")
 @click.option("--eval-data", metavar="PATH", help="Labelled samples to measure the quantised accuracy.")
 @click.option("--preprocess", metavar="SPEC", help="Preprocessing for image calibration/eval folders.")
+@click.option(
+    "--max-drop",
+    type=click.FloatRange(min=0),
+    metavar="POINTS",
+    help="Accuracy budget: top-1 points int8 may lose on labelled --eval-data; the layers int8 hurts most "
+    "stay in float until it holds.",
+)
+@click.option(
+    "--min-cosine",
+    type=click.FloatRange(0, 1),
+    metavar="C",
+    help="Accuracy budget without labels: mean output cosine vs the float model (eval, else calibration data).",
+)
+@click.option(
+    "--min-agreement",
+    type=click.FloatRange(0, 1),
+    metavar="A",
+    help="Accuracy budget without labels: fraction of samples whose top-1 matches the float model.",
+)
+@click.option("--budget-steps", type=click.IntRange(min=1), help="Layers tried in float at most (default 8).")
 @ui.common_options
 def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None:
     """Export SOURCE (a model file/folder, or pkg.mod:build_fn) to deployment formats.
@@ -185,6 +205,10 @@ def _options(kw: dict[str, Any]) -> ConvertOptions:
         strict=kw["strict_int8"],
         eval_data=kw["eval_data"],
         preprocess=kw["preprocess"],
+        max_drop=kw["max_drop"],
+        min_cosine=kw["min_cosine"],
+        min_agreement=kw["min_agreement"],
+        budget_steps=kw["budget_steps"],
     )
     return ConvertOptions(
         opset=kw["opset"],

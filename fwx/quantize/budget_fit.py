@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,11 +25,17 @@ from fwx.quantize.budget import Budget, Layer, Measure, Measurer, Quantizer, mea
 from fwx.quantize.data import Source, open_source
 from fwx.quantize.evaluate import evaluate, runtime_runner
 from fwx.quantize.info import BudgetResult
+from fwx.quantize.options import QuantOptions
 from fwx.quantize.stream import BatchStream, batch_size_for
 from fwx.signature import Signature
 
+if TYPE_CHECKING:
+    from fwx.quantize.sensitivity import TFLiteRequantizer
+
 #: How many layers (in SQNR order) are each measured alone in float before the search.
 PROBE_LIMIT = 24
+#: Calibration samples the rankings run on (every activation of each is held in memory).
+RANK_SAMPLES = 32
 #: A caller's own score (e.g. mAP) of one model, in points: higher is better. Gets the model's runner.
 Scorer = Callable[[Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]], float]
 
@@ -145,3 +152,51 @@ def _signature_name(tflite_name: str, signature: Signature, index: int) -> str:
     """``serving_default_image:0`` -> ``image`` (the converter's naming); by position when it does not match."""
     bare = re.sub(r"^serving_default_|:\d+$", "", tflite_name)
     return bare if bare in signature.input_names else signature.input_names[index]
+
+
+def _sources(q: QuantOptions, signature: Signature) -> tuple[Source, Source]:
+    """(calibration samples for the ranking, samples the budget is measured on)."""
+    calib = None if q.is_random else open_source(q.calibration_data or "", signature, q.preprocess)
+    src = budget_source(q.eval_data, calib, signature, q.budget, q.preprocess)
+    return (calib or src), src
+
+
+def fit_onnx(
+    q: QuantOptions, fp32: Path, model_in: Path, out: Path, signature: Signature, quantize: Quantizer
+) -> BudgetResult:
+    """The budget for an ONNX QDQ model at ``out``: ``nodes_to_exclude`` grows until it holds."""
+    from fwx.quantize.sensitivity import ONNX_RANKING, onnx_ranking
+
+    calib, src = _sources(q, signature)
+    measure, close = measurer(Format.ONNX, fp32, src, signature)
+    try:
+        return fit(
+            q.budget,
+            out,
+            quantize,
+            measure,
+            lambda: onnx_ranking(model_in, out, rank_batches(calib, signature, RANK_SAMPLES)),
+            ranked_by=ONNX_RANKING,
+            data=src.describe(),
+        )
+    finally:
+        close()
+
+
+def fit_tflite(
+    q: QuantOptions, float_path: Path, requantizer: TFLiteRequantizer, out: Path, signature: Signature
+) -> BudgetResult:
+    """The budget for a TFLite int8 model at ``out``: ``denylisted_nodes`` grows until it holds."""
+    from fwx.quantize.sensitivity import TFLITE_RANKING, tflite_input_order, tflite_ranking
+
+    calib, src = _sources(q, signature)
+    measure, close = measurer(Format.TFLITE, float_path, src, signature)
+
+    def rank() -> list[Layer]:
+        order = tflite_input_order(requantizer.quantize(verify=True))
+        return tflite_ranking(requantizer, tflite_dataset(calib, signature, order, RANK_SAMPLES))
+
+    try:
+        return fit(q.budget, out, requantizer.write, measure, rank, ranked_by=TFLITE_RANKING, data=src.describe())
+    finally:
+        close()

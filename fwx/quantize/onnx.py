@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, s: Quan
     evaluation = _eval_source(s, signature)
     t0 = time.perf_counter()
     if s.kind == "int8":
-        _static(s, fp32_path, out_path, signature, info)
+        _static_budgeted(s, fp32_path, out_path, signature, info)
     elif s.kind == "int8-dynamic":
         _dynamic(fp32_path, out_path, info)
     else:
@@ -111,7 +112,28 @@ def _granularity(s: QuantOptions, opset: int, info: QuantInfo) -> bool:
     return per_channel
 
 
-def _static(s: QuantOptions, fp32: Path, out: Path, signature: Signature, info: QuantInfo) -> None:
+def _static_budgeted(s: QuantOptions, fp32: Path, out: Path, signature: Signature, info: QuantInfo) -> None:
+    """Static int8; with a budget (--max-drop ...), layers stay in float until it holds (``budget_fit``)."""
+    with tempfile.TemporaryDirectory(prefix="fwx-quant-") as tmp:
+        model_in = _pre_process(fp32, Path(tmp) / "pre.onnx", info)
+        _static(s, model_in, out, signature, info)
+        if s.budget.active:
+            from fwx.quantize.budget_fit import fit_onnx
+
+            info.budget = fit_onnx(
+                s,
+                fp32,
+                model_in,
+                out,
+                signature,
+                lambda names, dest: _static(s, model_in, dest, signature, info, names),
+            )
+
+
+def _static(
+    s: QuantOptions, model_in: Path, out: Path, signature: Signature, info: QuantInfo, exclude: Sequence[str] = ()
+) -> None:
+    """``quantize_static`` on the pre-processed ``model_in``; the nodes named in ``exclude`` stay in float."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     assert info.opset is not None
@@ -124,23 +146,22 @@ def _static(s: QuantOptions, fp32: Path, out: Path, signature: Signature, info: 
     stream = BatchStream(source, signature, n, bs)
     info.method, info.samples = s.calibration_method, stream.n
     info.calibration_data = source.describe()
-    with tempfile.TemporaryDirectory(prefix="fwx-quant-") as tmp:
-        model_in = _pre_process(fp32, Path(tmp) / "pre.onnx", info)
-        extra = {"CalibStridedMinMax": stride_for(len(stream), bs)}
-        _run(
-            lambda: quantize_static(
-                str(model_in),
-                str(out),
-                stream,
-                quant_format=QuantFormat.QDQ,
-                per_channel=per_channel,
-                activation_type=QuantType.QInt8,
-                weight_type=QuantType.QInt8,
-                calibrate_method=getattr(CalibrationMethod, _METHODS[s.calibration_method]),
-                extra_options=extra,
-            ),
-            "int8",
-        )
+    extra = {"CalibStridedMinMax": stride_for(len(stream), bs)}
+    _run(
+        lambda: quantize_static(
+            str(model_in),
+            str(out),
+            stream,
+            quant_format=QuantFormat.QDQ,
+            per_channel=per_channel,
+            activation_type=QuantType.QInt8,
+            weight_type=QuantType.QInt8,
+            calibrate_method=getattr(CalibrationMethod, _METHODS[s.calibration_method]),
+            nodes_to_exclude=list(exclude),
+            extra_options=extra,
+        ),
+        "int8",
+    )
 
 
 def _pre_process(fp32: Path, dest: Path, info: QuantInfo) -> Path:

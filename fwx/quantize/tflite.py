@@ -65,6 +65,8 @@ def convert_quantized(
         t0 = time.perf_counter()
         Path(out_path).write_bytes(_convert(conv, s.kind))
         info.calibration_seconds = round(time.perf_counter() - t0, 3)
+        if s.static and s.budget.active:
+            _budget(tf, saved_model_dir, key, s, calib, signature, info, float_path, Path(out_path))
         info.size_after = Path(out_path).stat().st_size
         inspect_model(Path(out_path), key, info)
         if s.kind == "int8" and s.strict and info.float_ops:
@@ -82,6 +84,29 @@ def convert_quantized(
             if (w := accuracy_warning(info)) is not None:
                 info.warn(w)
     return info
+
+
+def _budget(
+    tf: Any,
+    saved_model_dir: Path,
+    key: str,
+    s: QuantOptions,
+    calib: Source | None,
+    signature: Signature,
+    info: QuantInfo,
+    float_path: Path,
+    out: Path,
+) -> None:
+    """--max-drop and co.: calibrate once (calibrate-only), then quantise again with ops denylisted (budget_fit)."""
+    from fwx.quantize.budget_fit import fit_tflite
+    from fwx.quantize.sensitivity import TFLiteRequantizer
+
+    conv = _converter(tf, saved_model_dir, key)
+    _configure(tf, conv, s, calib, signature, info)
+    conv._experimental_calibrate_only = True
+    calibrated = _convert(conv, "int8 calibration")
+    requantizer = TFLiteRequantizer(calibrated, per_channel=s.per_channel is not False, io_dtype=s.tflite_io_dtype)
+    info.budget = fit_tflite(s, float_path, requantizer, out, signature)
 
 
 def _checked(src: Source, signature: Signature, n: int | None = None) -> Source:
