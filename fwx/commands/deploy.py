@@ -37,6 +37,29 @@ def _shared(func: F) -> F:
         click.option("--poll-seconds", default=2.0, show_default=True, help="fwx serve --poll-seconds."),
         click.option("--service-account", default=None, help="Service account (storage credentials)."),
         click.option(
+            "--token-secret",
+            default=None,
+            metavar="SECRET",
+            help="Kubernetes Secret whose keys api-token (and admin-token) become FWX_API_TOKEN (FWX_ADMIN_TOKEN); "
+            "the manifest names the Secret, never a token.",
+        ),
+        click.option(
+            "--network-policy",
+            is_flag=True,
+            help="Add a NetworkPolicy: ingress only from --allow-from pods / --allow-namespace namespaces "
+            "(default: pods of this namespace).",
+        ),
+        click.option(
+            "--allow-from", multiple=True, metavar="KEY=VALUE", help="Pod label admitted by the NetworkPolicy."
+        ),
+        click.option(
+            "--allow-namespace",
+            "allow_namespaces",
+            multiple=True,
+            metavar="NAMESPACE",
+            help="Namespace admitted by the NetworkPolicy (e.g. your Prometheus's).",
+        ),
+        click.option(
             "--out",
             "out_dir",
             type=click.Path(path_type=Path, file_okay=False),
@@ -124,12 +147,19 @@ def kserve(out_dir: Path | None, force: bool, **kw: Any) -> None:
     default=None,
     help="Init container that copies a non-PVC REPO_URI to /mnt/models [default: KServe's].",
 )
+@click.option(
+    "--model-volume-size",
+    default="10Gi",
+    show_default=True,
+    help="sizeLimit of the emptyDir a non-PVC REPO_URI is copied into.",
+)
 def k8s(out_dir: Path | None, force: bool, storage_initializer_image: str | None, **kw: Any) -> None:
     """A Deployment, Service, PodDisruptionBudget and HorizontalPodAutoscaler serving REPO_URI.
 
     \b
     Example:
       fwx deploy k8s pvc://models/artifacts --name mnist --out deploy/
+      fwx deploy k8s s3://bucket/artifacts --name mnist --token-secret mnist-tokens --network-policy
     """
     from fwx.deploy.k8s import K8sOptions, render_k8s
 

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from fwx.deploy.access import check_access_options, token_env
 from fwx.errors import UsageError
 
 #: Where KServe's storage initializer (and our volumes) put the repository.
@@ -46,6 +47,10 @@ class DeployOptions:
     shutdown_delay_seconds: float = 10.0
     poll_seconds: float = 2.0
     service_account: str | None = None  # the pod's (storage credentials for the initializer)
+    token_secret: str | None = None  # a Secret with keys api-token (and admin-token): tokens never in the manifest
+    network_policy: bool = False  # a NetworkPolicy admitting only allow_from / allow_namespaces (default: this ns)
+    allow_from: tuple[str, ...] = ()  # pod labels KEY=VALUE in this namespace
+    allow_namespaces: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not DNS_1123.fullmatch(self.name):
@@ -72,6 +77,8 @@ class DeployOptions:
         ):
             if fvalue < 0:
                 raise UsageError(f"{flag} must not be negative, got {fvalue:g}")
+        self.allow_from, self.allow_namespaces = tuple(self.allow_from), tuple(self.allow_namespaces)
+        check_access_options(self.token_secret, self.network_policy, self.allow_from, self.allow_namespaces)
 
     @property
     def grace_period_s(self) -> int:
@@ -132,7 +139,7 @@ def serve_container(opts: DeployOptions, name: str, model_name: str, mounts: lis
         "command": ["fwx"],
         "args": serve_args(opts, model_name),
         "ports": ports(),
-        "env": env(),
+        "env": env(opts.token_secret),
         "resources": resources(opts),
         **probes(),
         "securityContext": container_security(),
@@ -198,11 +205,13 @@ def resources(opts: DeployOptions) -> dict[str, Any]:
     return {"requests": {"cpu": opts.cpu_request, "memory": opts.memory_request}, "limits": limits}
 
 
-def env() -> list[dict[str, Any]]:
-    """POD_NAME names the replica in ``fwx_server_info``; HOME on the writable /tmp (read-only root)."""
+def env(token_secret: str | None = None) -> list[dict[str, Any]]:
+    """POD_NAME names the replica in ``fwx_server_info``; HOME on the writable /tmp (read-only root);
+    the tokens from ``token_secret`` (``fwx.deploy.access``)."""
     return [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "HOME", "value": "/tmp"},
+        *token_env(token_secret),
     ]
 
 

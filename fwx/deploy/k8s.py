@@ -14,10 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fwx.deploy.access import network_policy
 from fwx.deploy.common import (
     GRPC_PORT,
     HTTP_PORT,
     MODEL_DIR,
+    QUANTITY,
     DeployOptions,
     container_security,
     dump,
@@ -34,9 +36,16 @@ class K8sOptions(DeployOptions):
     cpu_target_percent: int = 70
     queue_depth_target: float | None = None  # average fwx_queue_depth per pod, via the Prometheus adapter
     storage_initializer_image: str = STORAGE_INITIALIZER
+    #: sizeLimit of the emptyDir a non-PVC repository is copied into: a runaway download is evicted,
+    #: not left to fill the node's disk.
+    model_volume_size: str = "10Gi"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not QUANTITY.fullmatch(self.model_volume_size):
+            raise UsageError(
+                f"--model-volume-size {self.model_volume_size!r} is not a Kubernetes quantity", hint="e.g. 10Gi"
+            )
         if not 1 <= self.cpu_target_percent <= 100:
             raise UsageError(f"--cpu-target {self.cpu_target_percent} must be a percentage (1-100)")
         if self.queue_depth_target is not None and self.queue_depth_target <= 0:
@@ -62,7 +71,7 @@ def _repository(opts: K8sOptions) -> tuple[list[dict[str, Any]], list[dict[str, 
         "securityContext": container_security(),
         "volumeMounts": [{"name": "models", "mountPath": MODEL_DIR}, tmp_mount],
     }
-    return [{"name": "models", "emptyDir": {}}], [init]
+    return [{"name": "models", "emptyDir": {"sizeLimit": opts.model_volume_size}}], [init]
 
 
 def _models_mount(opts: K8sOptions) -> dict[str, Any]:
@@ -180,7 +189,10 @@ def autoscaler(opts: K8sOptions) -> dict[str, Any]:
 
 
 def k8s_documents(opts: K8sOptions) -> list[dict[str, Any]]:
-    return [deployment(opts), service(opts), disruption_budget(opts), autoscaler(opts)]
+    docs = [deployment(opts), service(opts), disruption_budget(opts), autoscaler(opts)]
+    if opts.network_policy:
+        docs.append(network_policy(opts.metadata(), opts.labels(), opts.allow_from, opts.allow_namespaces))
+    return docs
 
 
 def render_k8s(opts: K8sOptions) -> str:

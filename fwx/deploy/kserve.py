@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fwx.deploy.access import network_policy
 from fwx.deploy.common import (
     HTTP_PORT,
     DeployOptions,
@@ -112,7 +113,12 @@ def inference_service(opts: KServeOptions) -> dict[str, Any]:
 
 
 def kserve_documents(opts: KServeOptions) -> list[dict[str, Any]]:
-    return [serving_runtime(opts), inference_service(opts)]
+    docs = [serving_runtime(opts), inference_service(opts)]
+    if opts.network_policy:
+        # KServe labels the predictor's pods with the InferenceService's name.
+        pods = {"serving.kserve.io/inferenceservice": opts.name}
+        docs.append(network_policy(opts.metadata(), pods, opts.allow_from, opts.allow_namespaces))
+    return docs
 
 
 def render_kserve(opts: KServeOptions) -> str:

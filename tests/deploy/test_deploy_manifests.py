@@ -99,11 +99,20 @@ def _golden(name: str, text: str) -> None:
 
 
 def test_kserve_golden() -> None:
-    _golden("kserve.yaml", _kserve())
+    _golden("kserve.yaml", _kserve(token_secret="mnist-tokens", network_policy=True))
 
 
 def test_k8s_golden() -> None:
-    _golden("k8s.yaml", _k8s(repo_uri="s3://bucket/artifacts", queue_depth_target=4))
+    _golden(
+        "k8s.yaml",
+        _k8s(
+            repo_uri="s3://bucket/artifacts",
+            queue_depth_target=4,
+            token_secret="mnist-tokens",
+            network_policy=True,
+            allow_namespaces=("monitoring",),
+        ),
+    )
 
 
 def test_grace_period_outlasts_delay_plus_drain_and_server_gets_both() -> None:
