@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -30,6 +30,16 @@ class _State:
     quiet = False
     #: How paths read in text the user sees (fwx.safety.snapshot.display: a private copy's path as typed).
     display: Callable[[str], str] = staticmethod(_same)
+    #: Wall-clock limit of one step in a command process (``--step-timeout``); None: no limit (in-process).
+    step_limit_s: float | None = None
+    std_fds: tuple[int, int] = (1, 2)  # copies of stdout/stderr taken when the limit was set
+
+
+def limit_steps(seconds: float | None) -> None:
+    """Give every later ``step`` a wall-clock limit (a command process only: the limit ends the process)."""
+    state.step_limit_s = seconds
+    if seconds is not None:
+        state.std_fds = (os.dup(1), os.dup(2))
 
 
 state = _State()
@@ -130,13 +140,58 @@ def step(title: str, *, sub: bool = False) -> Iterator[None]:
     Nothing under ``--json``.
     """
     t0 = time.perf_counter()
-    if state.quiet or state.json:
+    with _time_limit(state.display(title)):
+        if state.quiet or state.json:
+            yield
+            return
+        title = state.display(title)
+        if live():
+            yield from _live_step(title, sub, t0)
+            return
+        yield from _plain_step(title, sub, t0)
+
+
+@contextmanager
+def _time_limit(title: str) -> Iterator[None]:
+    """End the process with one error line when a step outlives ``state.step_limit_s``.
+
+    A model can make a step run forever (an ONNX ``Loop`` of 2**62 iterations) inside native code that
+    no Python exception interrupts; only a command process that owns itself sets a limit, and then the
+    only sound way out is to stop it. An unpublished version stays a hidden temporary folder, swept by
+    the next export (``fwx.repository``).
+    """
+    limit = state.step_limit_s
+    if limit is None:
         yield
         return
-    title = state.display(title)
-    if live():
-        yield from _live_step(title, sub, t0)
-        return
+    import threading
+
+    def expire() -> None:
+        msg = f"{title} did not finish within {limit:g}s"
+        hint = "the model may loop without end; raise --step-timeout if it is only slow"
+        # straight to the descriptors saved at the start: a framework call may have fd 1/2 and sys.std*
+        # redirected right now (fwx.quiet)
+        os.write(state.std_fds[1], f"error: {msg}\n  hint: {hint}\n".encode())
+        if state.json:
+            os.write(
+                state.std_fds[0],
+                (json.dumps({"ok": False, "error": msg, "hint": hint, "exit_code": 1}) + "\n").encode(),
+            )
+        import atexit
+
+        atexit._run_exitfuncs()  # drain the stderr filter, drop the private snapshots
+        os._exit(1)
+
+    timer = threading.Timer(limit, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _plain_step(title: str, sub: bool, t0: float) -> Iterator[None]:
     if not sub:
         click.echo(f"• {title} …", err=True)
     try:
@@ -214,11 +269,13 @@ def human_size(n: int) -> str:
     return f"{n} B"
 
 
-def fail(message: str, hint: str | None, code: int) -> None:
+def fail(message: str, hint: str | None, code: int, detail: Mapping[str, Any] | None = None) -> None:
+    """The error line (+ hint) and exit ``code``; under ``--json`` also one document with ``detail`` merged in."""
     message = state.display(message)
     click.echo(click.style("error: ", fg="red", bold=True) + message, err=True)
     if hint:
         click.echo(f"  hint: {hint}", err=True)
     if state.json:
-        click.echo(json.dumps({"ok": False, "error": message, "hint": hint, "exit_code": code}))
+        doc = {"ok": False, "error": message, "hint": hint, "exit_code": code, **(detail or {})}
+        click.echo(state.display(json.dumps(doc, default=str)))
     sys.exit(code)

@@ -41,6 +41,17 @@ REQUIRE_OPTION = click.Option(
     is_flag=True,
     help="Fail instead of warning when the Landlock sandbox cannot be applied (also FWX_REQUIRE_SANDBOX=1).",
 )
+#: A step (loading, one conversion hop, one validation) longer than this is stopped with one error line.
+DEFAULT_STEP_TIMEOUT_S = 1800.0
+TIMEOUT_OPTION = click.Option(
+    ["--step-timeout"],
+    type=click.FloatRange(min=1),
+    envvar="FWX_STEP_TIMEOUT_S",
+    default=DEFAULT_STEP_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Stop with an error when one step (load, a conversion hop, a validation run) takes longer.",
+)
 
 
 #: Set by ``fwx.cli.main`` when it runs the real command line: this process exists for this one command.
@@ -67,6 +78,9 @@ def wrap(name: str, cmd: click.Command) -> click.Command:
     @functools.wraps(inner)
     def callback(**params: Any) -> Any:
         require = bool(params.pop("require_sandbox", False))
+        limit = params.pop("step_timeout", None)
+        if command_process:  # a process of its own may end itself; an in-process caller is never cut off
+            ui.limit_steps(limit)
         try:
             if not params.get("trust_model_code") and not params.get("plan"):
                 params = start(spec, params, require=require, what=f"fwx {name}")
@@ -76,7 +90,7 @@ def wrap(name: str, cmd: click.Command) -> click.Command:
 
     callback._fwx_sandboxed = True  # type: ignore[attr-defined]
     cmd.callback = callback
-    cmd.params.append(REQUIRE_OPTION)
+    cmd.params += [REQUIRE_OPTION, TIMEOUT_OPTION]
     return cmd
 
 

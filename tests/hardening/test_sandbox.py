@@ -118,9 +118,11 @@ def test_without_the_bypass_the_scanner_refuses_first(hostile: dict[str, Path], 
     proc = _fwx(tmp_path, "export", str(hostile["model"]), "--to", "savedmodel", "--out", "a", bypass=False)
     _no_escape(hostile, proc.stdout, proc.stderr)
     assert proc.returncode != 0
-    assert str(hostile["model"]) in proc.stderr and "fwx-snapshot" not in proc.stderr  # the user's path, not the copy
+    assert str(hostile["model"]) in proc.stderr
+    assert "fwx-snapshot" not in proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert len(errors) == 1 and "WriteFile" in errors[0], proc.stderr
+    assert len(errors) == 1, proc.stderr
+    assert "WriteFile" in errors[0]
 
 
 def test_landlock_denies_what_the_rules_do_not_name(tmp_path: Path) -> None:
@@ -200,7 +202,8 @@ def test_snapshot_refuses_links_out_and_keeps_links_in(tmp_path: Path) -> None:
     (model / "alias.pb").symlink_to(model / "saved_model.pb")  # inside the folder: copied as a file
     snap = snapshot.take(model)
     try:
-        assert (snap.path / "alias.pb").read_bytes() == b"graph" and not (snap.path / "alias.pb").is_symlink()
+        assert (snap.path / "alias.pb").read_bytes() == b"graph"
+        assert not (snap.path / "alias.pb").is_symlink()
         assert oct(snap.root.stat().st_mode & 0o777) == "0o700"
     finally:
         snap.discard()
@@ -242,6 +245,8 @@ def test_the_loaded_bytes_are_the_checked_bytes(tmp_path: Path) -> None:
     first = load_source(path)
     path.write_bytes(model(-1.0))  # the swap, after fwx read and checked the file
     again = load_source(path)
-    assert first.path == again.path and first.path != path
-    assert first.path is not None and onnx.load(str(first.path)).graph.initializer[0].float_data[0] == 2.0
+    assert first.path == again.path
+    assert first.path != path
+    assert first.path is not None
+    assert onnx.load(str(first.path)).graph.initializer[0].float_data[0] == 2.0
     snapshot.discard_all()
