@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.converters.base import edge_class
+from fwx.errors import FwxError
 from fwx.exporter.runner import WORK, Attempt, HopRun, RunContext
 from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.frameworks import EXTRAS, version_of
@@ -42,6 +43,15 @@ def choose(attempts: list[Attempt]) -> tuple[Attempt | None, list[str]]:
             why = other.error.message if other.error else "; ".join(other.report.failures()[:3])
             pick.notes.append(f"passed over {other.plan.describe()}: {why}")
     return pick, ([] if pick.passed else pick.report.failures())
+
+
+def telling_error(attempts: list[Attempt]) -> FwxError | None:
+    """The failure that says most about why no path made an artifact: the one that got furthest (most hops
+    done), the later path on a tie. The first path's failure is often only that it cannot apply (torch.export
+    refuses every TorchScript module), while a fallback that converted a hop before failing names what stands
+    in the way."""
+    failed = [(len(a.hops), i, a.error) for i, a in enumerate(attempts) if a.error is not None]
+    return max(failed, key=lambda f: (f[0], f[1]))[2] if failed else None
 
 
 def build_manifest(

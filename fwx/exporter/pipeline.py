@@ -21,7 +21,7 @@ from fwx.converters.base import ConvertOptions
 from fwx.converters.plan import Plan
 from fwx.errors import ExportError, FwxError, ValidationError
 from fwx.exporter.collision import check_new_version, check_pinned
-from fwx.exporter.manifest_build import build_manifest, choose
+from fwx.exporter.manifest_build import build_manifest, choose, telling_error
 from fwx.exporter.options import ExportOptions, prefetch_mode
 from fwx.exporter.pinning import guess_layout, load_example_inputs
 from fwx.exporter.prefetch import Prefetcher, prefetch_bytes
@@ -360,7 +360,7 @@ def _target(ctx: RunContext, fmt: Format, plans: list[Plan]) -> tuple[Attempt, l
     attempts = run_target(ctx, fmt, plans)
     pick, lines = choose(attempts)
     if pick is None:
-        raise attempts[0].error or ExportError(f"{fmt}: no path produced an artifact")
+        raise telling_error(attempts) or ExportError(f"{fmt}: no path produced an artifact")
     return pick, lines
 
 
