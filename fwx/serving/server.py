@@ -3,10 +3,10 @@
 Start: listeners first (liveness answers while models load, readiness says
 no), then the manager loads and warms every model, then ready. Stop (SIGTERM
 or SIGINT): readiness false at once; after ``shutdown_delay_s`` (default 0) of
-still serving new requests, new inferences get 503/UNAVAILABLE, then
-in-flight and queued requests drain for up to ``drain_seconds``, the
-listeners close, models unload, and the process exits 0. A second signal
-skips the drain.
+still serving as usual, the listeners close (new connections are refused),
+every request already sent on an open connection or RPC is answered, for up to
+``drain_seconds``, models unload, and the process exits 0. A second signal
+skips the drain (queued requests get 503/UNAVAILABLE).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ __all__ = ["Server", "print_usage_examples", "run_server"]
 def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
     import uvicorn
 
-    from fwx.serving.rest.chunk_guard import guarded_protocol
+    from fwx.serving.rest.protocol import http_protocol
 
     class _Server(uvicorn.Server):  # type: ignore[misc]
         @contextlib.contextmanager
@@ -50,7 +50,7 @@ def _uvicorn_server(app: Any, config: ServerConfig) -> Any:
         log_config=None,
         timeout_graceful_shutdown=max(1, int(config.drain_seconds)),
         server_header=False,
-        http=guarded_protocol(config.max_body_bytes) or "auto",
+        http=http_protocol(config.max_body_bytes) or "auto",
     )
     return _Server(ucfg)
 
@@ -133,43 +133,67 @@ class Server:
         """Cut a running drain short (a second SIGTERM/SIGINT)."""
         self._force.set()
 
+    async def _close_listeners(self, seconds: float) -> None:
+        """Stop accepting connections and RPCs at once; answer everything already received (up to ``seconds``)."""
+        closing: list[Any] = []
+        if self._grpc is not None:
+            closing.append(self._grpc.stop(seconds))  # new RPCs refused, those in flight run to the end
+        if self._uvicorn is not None and self._uvicorn_task is not None:
+            # uvicorn closes its listener and each connection once nothing sent on it is unanswered
+            # (fwx.serving.rest.protocol); after ``seconds`` it cancels what is left
+            self._uvicorn.config.timeout_graceful_shutdown = max(0.1, seconds)
+            self._uvicorn.should_exit = True
+            closing.append(self._uvicorn_task)
+        for done in asyncio.as_completed(closing):
+            with contextlib.suppress(asyncio.CancelledError, SystemExit):
+                await done
+        await self.dataplane.drain(max(0.0, seconds))
+
     async def _drain(self, seconds: float) -> bool:
-        drained = asyncio.create_task(self.dataplane.drain(seconds))
+        """``_close_listeners`` unless cut short by a second signal or the time limit (False)."""
+        end = time.monotonic() + seconds
+        closing = asyncio.create_task(self._close_listeners(seconds))
         forced = asyncio.create_task(self._force.wait())
-        await asyncio.wait({drained, forced}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({closing, forced}, timeout=seconds + 1.0, return_when=asyncio.FIRST_COMPLETED)
         forced.cancel()
-        if not drained.done():
-            drained.cancel()
-            return False
-        return drained.result()
+        cut = not closing.done() or self.dataplane.inflight > 0
+        if cut:  # queued requests get 503, running batches finish, connections close now
+            self.dataplane.begin_shutdown()
+            self.dataplane.abort_queued()
+            if self._uvicorn is not None:
+                self._uvicorn.force_exit = True
+            if self._grpc is not None:
+                await self._grpc.stop(0)
+            with contextlib.suppress(asyncio.CancelledError, SystemExit):
+                await asyncio.wait_for(closing, max(1.0, end - time.monotonic()))
+        return not cut
 
     async def stop(self, *, drain: bool = True) -> None:
-        """Refuse new work, drain in-flight and queued requests, close listeners, unload models."""
+        """Stop accepting, answer every request already received, close, unload models.
+
+        Readiness is false from the start. With ``--shutdown-delay-seconds`` the
+        ports stay open and serve as usual for that long first (the load
+        balancer's time to notice). Then the listeners close, and whatever was
+        already sent on an open connection or RPC is answered, for up to
+        ``--drain-seconds``; only past that (or on a second signal) are queued
+        requests refused with 503/UNAVAILABLE.
+        """
         if self._stopped:
             return
         self._stopped = True
         if self._ready_watch is not None:
             self._ready_watch.cancel()
         dp = self.dataplane
+        dp.mark_unready()
         if not drain:
             self._force.set()
         elif self.config.shutdown_delay_s > 0:
-            dp.mark_unready()  # keep serving while the load balancer notices (--shutdown-delay-seconds)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._force.wait(), self.config.shutdown_delay_s)
+        seconds = 0.0 if self._force.is_set() else float(self.config.drain_seconds)
+        if not await self._drain(seconds):
+            log.warning("stopped without waiting for every request (%d still in flight)", dp.inflight)
         dp.begin_shutdown()
-        end = time.monotonic() + self.config.drain_seconds
-        if not await self._drain(self.config.drain_seconds):
-            log.warning("%d request(s) still in flight; stopping without waiting for them", dp.inflight)
-            dp.abort_queued()
-            end = time.monotonic()
-        if self._grpc is not None:
-            await self._grpc.stop(max(0.1, end - time.monotonic()))
-        if self._uvicorn is not None and self._uvicorn_task is not None:
-            self._uvicorn.config.timeout_graceful_shutdown = max(1, int(end - time.monotonic()))
-            self._uvicorn.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError, SystemExit):
-                await self._uvicorn_task
         await dp.manager.stop()
 
 
@@ -189,10 +213,9 @@ async def run_server(
 
     def on_signal(signum: int) -> None:
         signals["count"] += 1
-        # Readiness false at once, before anything else runs; new work refused unless a delay is set.
-        if config.shutdown_delay_s > 0 and signals["count"] == 1:
-            server.dataplane.mark_unready()
-        else:
+        # Readiness false at once, before anything else runs; what was already sent is still answered.
+        server.dataplane.mark_unready()
+        if signals["count"] > 1:
             server.dataplane.begin_shutdown()
         log.info(
             "received %s: %s",

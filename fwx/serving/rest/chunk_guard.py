@@ -15,12 +15,7 @@ traffic.
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
 import orjson
-
-log = logging.getLogger("fwx.serving.rest")
 
 _HEAD, _SIZE, _SKIP, _TRAILERS = range(4)
 _MAX_LINE = 64 * 1024
@@ -136,29 +131,3 @@ def error_bytes(status: int, message: str) -> bytes:
             body,
         ]
     )
-
-
-def guarded_protocol(limit: int) -> Any:
-    """uvicorn's httptools protocol with a ``ChunkScanner`` in front of its parser (``None`` without httptools)."""
-    try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-    except ImportError:  # pragma: no cover - httptools is in the serve extra
-        return None
-
-    class ChunkGuardProtocol(HttpToolsProtocol):  # type: ignore[misc]
-        def connection_made(self, transport: Any) -> None:
-            self._fwx_scanner = ChunkScanner(limit)
-            super().connection_made(transport)
-
-        def data_received(self, data: bytes) -> None:
-            scanner = self._fwx_scanner
-            verdict = scanner.feed(data) if scanner.active else None
-            if verdict is None:
-                super().data_received(data)
-                return
-            status, message = verdict
-            log.warning("refused a request from %s: %s", self.client, message)
-            self.transport.write(error_bytes(status, message))
-            self.transport.close()
-
-    return ChunkGuardProtocol
