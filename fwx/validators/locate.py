@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fwx.errors import first_line
+from fwx.formats import Format
 from fwx.runtimes.base import Runtime
 from fwx.signature import Signature
 from fwx.validators.api import check_signature
@@ -35,7 +36,7 @@ from fwx.validators.locate_match import Pair, Probe, pair
 from fwx.validators.mismatch import Mismatch, NodeError
 from fwx.validators.policy import Policy
 from fwx.validators.report import ValidationReport
-from fwx.validators.tracers import Trace, tracer_for
+from fwx.validators.tracers import OnnxTracer, TFLiteTracer, Trace, Tracer
 
 #: Samples traced: the first two cover both sizes every dynamic axis is validated at.
 TRACED_SAMPLES = 2
@@ -49,6 +50,30 @@ class Side:
     label: str
     layout: str | None = None
     precision: str = "fp32"
+
+
+def tracer_for(rt: Runtime) -> Tracer | None:
+    """The tracer for a validated runtime (None: its format exposes no intermediate tensors to fwx)."""
+    inner = getattr(rt, "inner", None)  # the exporter's remembering wrapper around the source runtime
+    if isinstance(inner, Runtime):
+        rt = inner
+    if rt.format is Format.ONNX and rt.path is not None:
+        return OnnxTracer(rt.path)
+    if rt.format is Format.TFLITE and rt.path is not None:
+        return TFLiteTracer(rt.path, rt.signature().input_names)
+    if rt.format is Format.SAVEDMODEL and rt.path is not None:
+        from fwx.validators.tracers_tf import SavedModelTracer
+
+        return SavedModelTracer(rt.path, rt.options.get("signature_name") or "serving_default")
+    if rt.format is Format.KERAS:
+        from fwx.validators.tracers_tf import KerasTracer
+
+        return KerasTracer(rt)
+    if rt.format is Format.PYTORCH:
+        from fwx.validators.tracers_torch import TorchTracer
+
+        return TorchTracer(rt)
+    return None
 
 
 def locate_failures(
@@ -176,7 +201,7 @@ def _scored(ref: np.ndarray, cand: np.ndarray, rp: Probe, cp: Probe, precision: 
         allowed = f"cosine >= {policy.int8_min_cosine}"
     if np.any(np.isfinite(ref) & ~np.isfinite(cand)):
         ratio = math.inf
-    origin = rp.scope or cp.scope
+    origin = cp.scope or rp.scope  # the artifact's own record first: a fused node keeps its first layer's name
     return NodeError(cp.node, cp.op, cp.tensor, origin, rp.node, m["max_abs"], m["cosine"], max(ratio, 0.0), allowed)
 
 

@@ -10,7 +10,8 @@ validated one is never changed:
   delegate (a delegated subgraph keeps its tensors to itself), tensors read
   by index in execution order, INT8 ones dequantised;
 * SavedModel and Keras: ``fwx.validators.tracers_tf``; an eager PyTorch
-  module: ``fwx.validators.tracers_torch``.
+  module: ``fwx.validators.tracers_torch`` (``fwx.validators.locate.tracer_for``
+  picks one).
 
 TorchScript and ``.pt2`` artifacts are not traced: a loaded ScriptModule
 refuses forward hooks.
@@ -25,8 +26,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from fwx.formats import Format
-from fwx.runtimes.base import Runtime
 from fwx.validators.locate_match import Probe, torch_scope
 
 Trace = list[tuple[Probe, np.ndarray]]
@@ -34,30 +33,6 @@ Trace = list[tuple[Probe, np.ndarray]]
 
 class Tracer(Protocol):
     def trace(self, feed: dict[str, np.ndarray]) -> Trace: ...
-
-
-def tracer_for(rt: Runtime) -> Tracer | None:
-    """The tracer for a validated runtime (None: its format exposes no intermediate tensors to fwx)."""
-    inner = getattr(rt, "inner", None)  # the exporter's remembering wrapper around the source runtime
-    if isinstance(inner, Runtime):
-        rt = inner
-    if rt.format is Format.ONNX and rt.path is not None:
-        return OnnxTracer(rt.path)
-    if rt.format is Format.TFLITE and rt.path is not None:
-        return TFLiteTracer(rt.path, rt.signature().input_names)
-    if rt.format is Format.SAVEDMODEL and rt.path is not None:
-        from fwx.validators.tracers_tf import SavedModelTracer
-
-        return SavedModelTracer(rt.path, rt.options.get("signature_name") or "serving_default")
-    if rt.format is Format.KERAS:
-        from fwx.validators.tracers_tf import KerasTracer
-
-        return KerasTracer(rt)
-    if rt.format is Format.PYTORCH:
-        from fwx.validators.tracers_torch import TorchTracer
-
-        return TorchTracer(rt)
-    return None
 
 
 _ORT_NUMPY = {
