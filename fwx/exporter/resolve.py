@@ -8,7 +8,7 @@ pinned specs; PyTorch has no other way to tell).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from fwx.formats import Format
 from fwx.quiet import quiet
 from fwx.signature import Signature, TensorSpec, names_or_default
 from fwx.sources.load import LoadedSource
-from fwx.sources.samples import InputConfig, make_feeds, probe_sizes
+from fwx.sources.samples import InputConfig, make_feeds, probe_sizes, size_plans
 from fwx.sources.tf_source import time_distributed_over_dynamic_time
 
 _TORCH_NEEDS = "a PyTorch model stores no input signature: fwx needs the inputs' names, dtypes and shapes"
@@ -58,6 +58,8 @@ def pin_signature(
             f"({', '.join(s.name for s in model_out)})",
             hint=f"{src.format} keeps its own output names",
         )
+    if src.format is Format.ONNX and src.path is not None and not examples:
+        _fit_onnx_images(src, pinned_in, model_out, cfg)
     return Signature(pinned_in, resolve_outputs(src, pinned_in, model_out, examples, cfg))
 
 
@@ -80,6 +82,8 @@ def _pin_torch(
             hint="pass one --input per forward argument, in order",
         )
     sig_in = Signature(specs)
+    if not examples:
+        fit_image_sizes(src, specs, lambda feeds: tc.run(src.obj, feeds, sig_in), cfg)
     sizes = probe_sizes(specs, examples, src.sizes)
     runs, keys = [], None
     for i, size in enumerate(sizes):
@@ -183,6 +187,80 @@ def _image_symbols(specs: Sequence[TensorSpec]) -> list[str]:
             hw = s.shape[1:3] if isinstance(s.shape[3], int) else s.shape[2:4]
             out += [d for d in hw if isinstance(d, str) and d not in out]
     return out
+
+
+#: Height/width sizes tried, smallest first, when fwx's own (2-12 px) do not fit a dynamic image: a ConvNeXt's
+#: stride-4 stem and three stride-2 downsamplings need 32, a Swin's windows more.
+IMAGE_LADDER = (32, 64, 224)
+
+
+def fit_image_sizes(
+    src: LoadedSource,
+    specs: Sequence[TensorSpec],
+    run: Callable[[Mapping[str, np.ndarray]], Any],
+    cfg: InputConfig | None = None,
+) -> None:
+    """Sizes of a dynamic image height and width the model can run, found before anything is converted.
+
+    fwx traces at 2-5 px and validates at 8 and 12 px; a model that cannot run there (a pyramid of strided
+    convolutions) would fail only at validation, after every conversion. Each size of the ladder is tried
+    (two sizes per symbol: the ladder's and one 32 px larger per symbol, so height and width differ), the
+    first the model runs at becomes ``src.sizes``; none: one line that says so, before any work.
+    """
+    spatial = [s for s in _image_symbols(specs) if s not in src.sizes]
+    if not spatial:
+        return
+    first = _run_sizes(
+        specs,
+        run,
+        cfg,
+        [*probe_sizes(specs, None, src.sizes), *size_plans(Signature(tuple(specs)), InputConfig(sizes=src.sizes))],
+    )
+    if first is None:
+        return
+    for size in IMAGE_LADDER:
+        sizes = {sym: (size, size + 32 * (i + 1)) for i, sym in enumerate(spatial)}
+        admitted = {**src.sizes, **sizes}
+        if _run_sizes(specs, run, cfg, probe_sizes(specs, None, admitted)) is None:
+            src.sizes = admitted
+            return
+    shown = ", ".join(str(s) for s in specs)
+    raise InputError(
+        f"the model runs at none of the image sizes fwx tried ({shown} at 2-12 px and "
+        f"{', '.join(map(str, IMAGE_LADDER))} px): {first_line(first)}",
+        hint="pin a height and width the model admits with --input, e.g. [N,3,224,224]",
+    ) from first
+
+
+def _run_sizes(
+    specs: Sequence[TensorSpec],
+    run: Callable[[Mapping[str, np.ndarray]], Any],
+    cfg: InputConfig | None,
+    plans: Sequence[Mapping[str, int]],
+) -> Exception | None:
+    """The first failure of ``run`` over the size plans (symbols missing from a plan take 2), or None."""
+    for plan in plans:
+        try:
+            with quiet():
+                run(make_feeds(specs, plan, cfg=cfg))
+        except Exception as exc:  # noqa: BLE001 - the model (or its runtime: an InputError) refused this size
+            return exc
+    return None
+
+
+def _fit_onnx_images(
+    src: LoadedSource, specs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], cfg: InputConfig | None
+) -> None:
+    from fwx.runtimes.base import load_runtime
+
+    if not _image_symbols(specs) or src.path is None:
+        return
+    with quiet(native=True):
+        rt = load_runtime(Format.ONNX, src.path, signature_hint=Signature(tuple(specs), tuple(outputs)))
+    try:
+        fit_image_sizes(src, specs, lambda feeds: rt.infer(dict(feeds)), cfg)
+    finally:
+        rt.close()
 
 
 def _fixed_keras_outputs(
