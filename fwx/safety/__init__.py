@@ -10,6 +10,8 @@ torch then reads. ``--trust-model-code`` skips these checks.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from fwx.errors import InputError, UnsafeModelError, first_line
@@ -70,17 +72,46 @@ def pt2_findings(path: Path) -> list[str]:
     return bounds + [f"{m}: {why}" for m, why in findings.problems.items()]
 
 
+def _linked_files(folder: Path) -> list[str]:
+    """Entries of a model folder that are symlinks or hard-linked files (walked without following links)."""
+    found: list[str] = []
+    todo = [folder]
+    while todo:
+        with os.scandir(todo.pop()) as entries:
+            for e in entries:
+                st = e.stat(follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    found.append(f"{Path(e.path).relative_to(folder)} is a symbolic link")
+                elif stat.S_ISDIR(st.st_mode):
+                    todo.append(Path(e.path))
+                elif st.st_nlink > 1:
+                    found.append(f"{Path(e.path).relative_to(folder)} has {st.st_nlink} hard links")
+    return found
+
+
+def _read_nofollow(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
 def check_savedmodel(path: Path) -> None:
     from fwx.safety.tfgraph import scan_saved_model
 
     pb = Path(path) / "saved_model.pb"
     if not pb.is_file():
         return  # the runtime says "not a SavedModel folder"
+    linked = _linked_files(Path(path))
+    if linked:
+        raise UnsafeModelError(
+            f"{path}: {_more(linked)}; a link can point the loader at any file on the host",
+            hint="copy the real files into the SavedModel folder",
+        )
     # the proto class only; nothing is loaded or run (require() keeps TF's import banners quiet)
     saved_model_pb2 = require("tensorflow.core.protobuf.saved_model_pb2", "reading SavedModels")
     sm = saved_model_pb2.SavedModel()
     try:
-        sm.ParseFromString(pb.read_bytes())
+        sm.ParseFromString(_read_nofollow(pb))
     except Exception as exc:  # noqa: BLE001 - protobuf DecodeError
         raise InputError(
             f"cannot load {path} as savedmodel: {first_line(exc)}",

@@ -1,13 +1,18 @@
-"""Scan a SavedModel's graph, read from ``saved_model.pb`` as data, for ops that leave the tensor world.
+"""Scan a SavedModel's graph, read from ``saved_model.pb`` as data, against an op allow-list.
 
-"TensorFlow models are programs" (TF SECURITY.md): a signature may call
-``tf.io.write_file``. Every function in the library and every node of the
-main graph is checked against ``DENIED_OPS``. Checkpoint ops are what the
-variables restore needs, so they are allowed only where ``saver_def`` points:
-the main-graph nodes the save/restore ops depend on, and the library functions
-reachable from them and from nothing else (``tf.saved_model.save`` and Keras
-``model.export()`` put ``__inference__traced_save/restore`` functions there).
-The same op called from a signature function is refused.
+"TensorFlow models are programs" (TF SECURITY.md), so every node of the main
+graph and of every function in the library (nested calls included) must be
+on ``tf_allowed_ops.ALLOWED_OPS`` (tensor computation, derived from TF's own
+op families); anything else (file, network, host, Python, dataset and
+graph-from-data ops, unknown custom ops) is refused by name. Three ops pass
+only with a proof: a text-file table initializer over the model's own asset,
+``PrintV2`` not to a file, and the checkpoint ops inside the saver's own
+subgraph. The saver exemption holds only if that subgraph (the main-graph
+nodes ``saver_def`` names and the library functions reachable from them and
+from nothing else) is exactly what ``tf.saved_model.save``, Keras
+``model.export()`` and TF1's ``Saver`` write (``SAVER_GLUE`` around the
+checkpoint ops), no signature reaches it, and every restore reads the file
+the loader feeds (``saver_def.filename_tensor_name``), never a constant path.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-#: Ops that touch files, the network, the host or Python. Why each is here:
-DENIED_OPS: dict[str, str] = {
+from fwx.safety.tf_allowed_ops import ALLOWED_OPS
+
+#: Why some ops off the allow-list are refused, for the message (the rule is the allow-list, not this table).
+HOST_OP_REASONS: dict[str, str] = {
     # direct file access
     "WriteFile": "writes a file",
     "ReadFile": "reads a file",
@@ -123,6 +130,20 @@ SAVE_OPS: dict[str, str] = {
 }
 
 
+#: What the saver's subgraph holds around the checkpoint ops, as tf.saved_model.save, Keras export()
+#: and TF1's Saver write it (variables, lookup-table export/import, file-name plumbing).
+SAVER_GLUE = frozenset(
+    {
+        "Const", "Identity", "IdentityN", "NoOp", "Placeholder", "PlaceholderWithDefault",
+        "StatefulPartitionedCall", "PartitionedCall", "VarHandleOp", "VariableV2", "Variable",
+        "ReadVariableOp", "AssignVariableOp", "Assign", "DisableCopyOnRead", "Pack", "Select",
+        "StaticRegexFullMatch", "StringJoin", "ShardedFilename", "ShardedFilespec", "HashTableV2",
+        "MutableHashTableV2", "MutableHashTableOfTensorsV2", "MutableDenseHashTableV2",
+        "LookupTableExportV2", "LookupTableImportV2",
+    }
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class OpFinding:
     op: str
@@ -170,32 +191,114 @@ def _saver_nodes(graph: Any, tensor: str) -> set[str]:
     return seen
 
 
+#: Nodes a signature and the saver may both depend on: they hold state, they run nothing.
+_SHARED_SOURCES = frozenset(
+    {"VarHandleOp", "VariableV2", "Variable", "Const", "Placeholder", "HashTableV2", "MutableHashTableV2",
+     "MutableHashTableOfTensorsV2", "MutableDenseHashTableV2"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Saver:
+    """The saver subgraph that earned the checkpoint exemption (empty sets when it did not)."""
+
+    save: frozenset[str] = frozenset()  # main-graph nodes
+    restore: frozenset[str] = frozenset()
+    save_fns: frozenset[str] = frozenset()
+    restore_fns: frozenset[str] = frozenset()
+    filename: str = ""  # the node the loader feeds with the variables path
+    prefix_args: dict[str, frozenset[str]] | None = None  # restore fn -> args that carry that path
+
+
 def scan_meta_graph(mg: Any) -> list[OpFinding]:
-    """Every denied op in one MetaGraphDef (main graph and the whole function library)."""
+    """Every node of one MetaGraphDef (main graph and the whole function library) off the allow-list."""
     graph = mg.graph_def
     funcs = {f.signature.name: f for f in graph.library.function}
     calls = {name: {c for n in f.node_def for c in _called_functions(n)} for name, f in funcs.items()}
-    has_saver = mg.HasField("saver_def")
-    save = _saver_nodes(graph, mg.saver_def.save_tensor_name) if has_saver else set()
-    restore = _saver_nodes(graph, mg.saver_def.restore_op_name) if has_saver else set()
-    save_fns = _closure({c for n in graph.node if n.name in save for c in _called_functions(n)}, calls)
-    restore_fns = _closure({c for n in graph.node if n.name in restore for c in _called_functions(n)}, calls)
-    # Every other function is a root of its own (the object graph and signatures name them);
-    # a saver function also reachable from one of them gets no exemption.
-    other_roots = {c for n in graph.node if n.name not in save | restore for c in _called_functions(n)}
-    reached = _closure(other_roots | (set(funcs) - save_fns - restore_fns), calls)
+    saver = _saver(mg, funcs, calls)
     main_assets = {a.tensor_info.name.split(":")[0] for a in mg.asset_file_def if _inside(a.filename)}
     own_assets = _asset_arguments(mg, funcs, {c for cs in calls.values() for c in cs}, main_assets)
     found: list[OpFinding] = []
     for n in graph.node:
-        found.extend(_check(n, "main graph", save=n.name in save, restore=n.name in restore, assets=main_assets))
+        side = "save" if n.name in saver.save else "restore" if n.name in saver.restore else ""
+        ok_prefix = {saver.filename}
+        found.extend(_check(n, "main graph", side=side, assets=main_assets, prefixes=ok_prefix))
     for name, f in funcs.items():
-        ok_save, ok_restore = name in save_fns - reached, name in restore_fns - reached
+        side = "save" if name in saver.save_fns else "restore" if name in saver.restore_fns else ""
+        prefixes = set((saver.prefix_args or {}).get(name, frozenset()))
+        assets = own_assets.get(name, set())
         for n in f.node_def:
-            found.extend(
-                _check(n, f"function {name}", save=ok_save, restore=ok_restore, assets=own_assets.get(name, set()))
-            )
+            found.extend(_check(n, f"function {name}", side=side, assets=assets, prefixes=prefixes))
     return found
+
+
+def _saver(mg: Any, funcs: dict[str, Any], calls: dict[str, set[str]]) -> _Saver:
+    """The save and restore subgraphs ``saver_def`` names, each kept only if it is exactly a saver."""
+    if not mg.HasField("saver_def"):
+        return _Saver()
+    graph = mg.graph_def
+    signature = _signature_nodes(mg)
+    filename = mg.saver_def.filename_tensor_name.split(":")[0]
+    sides = {}
+    for side, tensor, extra in (
+        ("save", mg.saver_def.save_tensor_name, SAVE_OPS),
+        ("restore", mg.saver_def.restore_op_name, RESTORE_OPS),
+    ):
+        nodes = _saver_nodes(graph, tensor)
+        fns = _closure({c for n in graph.node if n.name in nodes for c in _called_functions(n)}, calls)
+        sides[side] = (nodes, fns) if _is_saver(graph, funcs, nodes, fns, signature, set(extra)) else (set(), set())
+    # a function also reachable from outside the saver gets no exemption
+    other_roots = {
+        c for n in graph.node if n.name not in sides["save"][0] | sides["restore"][0] for c in _called_functions(n)
+    }
+    saver_fns = sides["save"][1] | sides["restore"][1]
+    reached = _closure(other_roots | (set(funcs) - saver_fns), calls)
+    restore_fns = frozenset(sides["restore"][1] - reached)
+    return _Saver(
+        save=frozenset(sides["save"][0]),
+        restore=frozenset(sides["restore"][0]),
+        save_fns=frozenset(sides["save"][1] - reached),
+        restore_fns=restore_fns,
+        filename=filename,
+        prefix_args=_prefix_args(graph, funcs, restore_fns, filename),
+    )
+
+
+def _is_saver(
+    graph: Any, funcs: dict[str, Any], nodes: set[str], fns: set[str], signature: set[str], extra: set[str]
+) -> bool:
+    """Only saver ops, and no signature depends on any of them but the variables and tables both read."""
+    shared = {n.op for n in graph.node if n.name in nodes & signature}
+    if not shared <= _SHARED_SOURCES:
+        return False
+    allowed = SAVER_GLUE | extra
+    main_ops = {n.op for n in graph.node if n.name in nodes}
+    fn_ops = {n.op for f in fns if f in funcs for n in funcs[f].node_def}
+    return main_ops | fn_ops <= allowed
+
+
+def _signature_nodes(mg: Any) -> set[str]:
+    """Main-graph nodes any signature's inputs or outputs depend on (what an inference runs)."""
+    tensors = [t.name for sig in mg.signature_def.values() for t in (*sig.inputs.values(), *sig.outputs.values())]
+    out: set[str] = set()
+    for t in tensors:
+        out |= _saver_nodes(mg.graph_def, t)
+    return out
+
+
+def _prefix_args(graph: Any, funcs: dict[str, Any], fns: frozenset[str], filename: str) -> dict[str, frozenset[str]]:
+    """Per restore function, the arguments every main-graph caller feeds with the loader's file name."""
+    out: dict[str, frozenset[str]] = {}
+    for name in fns:
+        args = [a.name for a in funcs[name].signature.input_arg]
+        callers = [n for n in graph.node if name in set(_called_functions(n))]
+        fed = {
+            args[i]
+            for i in range(len(args))
+            if callers and all(len(c.input) > i and c.input[i].split(":")[0] == filename for c in callers)
+        }
+        out[name] = frozenset(fed)
+    return out
 
 
 #: Ops that read a vocabulary file: allowed when the file is one of the SavedModel's own assets.
@@ -263,20 +366,24 @@ def _asset_variables(graph: Any, main_assets: set[str]) -> set[str]:
     }
 
 
-def _check(node: Any, where: str, *, save: bool, restore: bool, assets: set[str]) -> Iterator[OpFinding]:
+def _check(node: Any, where: str, *, side: str, assets: set[str], prefixes: set[str]) -> Iterator[OpFinding]:
     op = node.op
-    if op in _VOCAB_OPS and len(node.input) > 1 and node.input[1].split(":")[0] in assets:
-        return  # the SavedModel's own vocabulary file (assets/), which TF reads at load
-    if op in DENIED_OPS:
-        yield OpFinding(op, node.name, where, DENIED_OPS[op])
-    elif op in SAVE_OPS and not save:
-        yield OpFinding(op, node.name, where, SAVE_OPS[op] + " outside the saver's save path")
-    elif op in RESTORE_OPS and not restore:
-        yield OpFinding(op, node.name, where, RESTORE_OPS[op] + " outside the variables restore")
+    if op in _VOCAB_OPS:
+        if len(node.input) > 1 and node.input[1].split(":")[0] in assets:
+            return  # the SavedModel's own vocabulary file (assets/), which TF reads at load
+        yield OpFinding(op, node.name, where, "reads a vocabulary file that is not the model's own asset")
     elif op == "PrintV2":
         stream = node.attr["output_stream"].s.decode("utf-8", "replace") if "output_stream" in node.attr else ""
         if stream.startswith("file://"):
             yield OpFinding(op, node.name, where, f"prints to {stream}")
+    elif op in RESTORE_OPS and side == "restore":
+        if not node.input or node.input[0].split(":")[0] not in prefixes:
+            yield OpFinding(op, node.name, where, "reads a checkpoint other than the one the loader feeds")
+    elif op in SAVE_OPS and side == "save" or side and op in SAVER_GLUE:
+        return  # the saver's own subgraph, checked whole by _is_saver
+    elif op not in ALLOWED_OPS:
+        why = HOST_OP_REASONS.get(op) or RESTORE_OPS.get(op) or SAVE_OPS.get(op) or "not on the op allow-list"
+        yield OpFinding(op, node.name, where, why)
 
 
 def scan_saved_model(sm: Any) -> list[OpFinding]:
