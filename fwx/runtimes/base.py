@@ -172,8 +172,8 @@ def warmup_inputs(sig: Signature, batch: int = 1, sizes: Mapping[str, int] | Non
     return out
 
 
-def warmup(runtime: Runtime, sig: Signature, sizes: Mapping[str, int] | None = None) -> None:
-    """Run one batch-1 inference and check every declared output came back."""
+def warmup(runtime: Runtime, sig: Signature, sizes: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Run one batch-1 inference, check every declared output came back, and return the outputs."""
     try:
         outputs = runtime.infer(warmup_inputs(sig, sizes=sizes))
     except FwxError:
@@ -189,3 +189,4 @@ def warmup(runtime: Runtime, sig: Signature, sizes: Mapping[str, int] | None = N
             f"warm-up inference did not return output(s) {', '.join(missing)}",
             hint="the artifact's outputs differ from fwx.json; re-export it",
         )
+    return outputs

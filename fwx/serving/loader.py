@@ -2,7 +2,8 @@
 
 Everything here blocks (hashing, native loaders, the warm-up inference), so the
 model manager calls it from its loader threads, never on the event loop. A
-version is only handed back once it has answered one inference.
+version is only handed back once it has answered one inference whose outputs
+fit its pinned signature (``fwx.serving.output_check``).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from pathlib import Path
 from fwx.errors import FwxError, InputError
 from fwx.formats import Format
 from fwx.manifest import ArtifactEntry, Manifest
-from fwx.runtimes.base import Runtime, available_runtimes, load_runtime, warmup
+from fwx.runtimes.base import Runtime, available_runtimes, load_runtime, warmup, warmup_inputs
 from fwx.safety import sandbox, snapshot
 from fwx.safety.snapshot import Snapshot
 from fwx.serving.config import DEFAULT_PREFER
 from fwx.serving.loader_probe import ProbeLimits, probe
+from fwx.serving.output_check import check_outputs
 from fwx.signature import Signature, is_dynamic
 
 log = logging.getLogger("fwx.serving")
@@ -177,7 +179,8 @@ def _load_one(
         try:
             served = _served_signature(manifest, runtime)
             if settings.warmup:
-                warmup(runtime, served, manifest.warmup_sizes())
+                sizes = manifest.warmup_sizes()
+                check_outputs(served, warmup_inputs(served, sizes=sizes), warmup(runtime, served, sizes))
         except BaseException:
             runtime.close()
             raise
