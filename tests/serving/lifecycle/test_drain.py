@@ -9,26 +9,18 @@ pipelined pair cannot even start before its first is answered, after the signal.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import pytest
 import serving_models
+from lifecycle_helpers import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ITERATIONS = 200_000  # ~0.2 s per run of the sleepy model
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _request(x: float) -> bytes:
@@ -48,41 +40,6 @@ def _response(stream: BinaryIO) -> tuple[int | None, Any]:
         if name.strip().lower() == "content-length":
             length = int(value)
     return int(status_line.split()[1]), json.loads(stream.read(length))
-
-
-@pytest.fixture
-def served(tmp_path: Any) -> Iterator[tuple[subprocess.Popen[bytes], int, int]]:
-    repo = tmp_path / "repo"
-    serving_models.publish(repo, "sleepy", *serving_models.build_sleepy(ITERATIONS))
-    http_port, grpc_port = _free_port(), _free_port()
-    args = ["--http-port", str(http_port), "--grpc-port", str(grpc_port), "--max-batch-size", "1"]
-    args += ["--drain-seconds", "60", "--poll-seconds", "0", "--request-timeout-s", "0"]
-    log = (tmp_path / "serve.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fwx", "serve", str(repo), *args],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    yield proc, http_port, grpc_port
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    log.close()
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], port: int) -> None:
-    import httpx
-
-    for _ in range(3000):  # bounded: 3000 polls
-        assert proc.poll() is None, "fwx serve exited while starting"
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("fwx serve never became ready")
 
 
 def _refused(port: int) -> bool:
@@ -114,11 +71,28 @@ def _grpc_calls(port: int, n: int) -> tuple[Any, list[Any]]:
     return channel, futures
 
 
-def test_sigterm_answers_every_request_sent_before_it(served: tuple[subprocess.Popen[bytes], int, int]) -> None:
+def test_sigterm_answers_every_request_sent_before_it(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    serving_models.publish(repo, "sleepy", *serving_models.build_sleepy(ITERATIONS))
+    args = ("--max-batch-size", "1", "--drain-seconds", "60", "--poll-seconds", "0", "--request-timeout-s", "0")
+    server = ServerProcess(repo, tmp_path / "serve.log", *args, grpc=True)
+    try:
+        code, answers, grpc_answers, refused = _sigterm_under_load(server)
+    finally:
+        server.stop()
+    bad = {x: a for x, a in answers.items() if a[0] != 200}
+    assert bad == {}, bad
+    assert all(a[1]["outputs"][0]["data"] == [x] for x, a in answers.items())  # y = x
+    assert grpc_answers == [[100.0], [101.0]]
+    assert refused, "the listener still accepted new connections during the drain"
+    assert code == 0
+
+
+def _sigterm_under_load(server: ServerProcess) -> tuple[int, dict[float, Any], list[Any], bool]:
     import numpy as np
 
-    proc, http_port, grpc_port = served
-    _wait_ready(proc, http_port)
+    proc, http_port, grpc_port = server.proc, server.http_port, server.grpc_port
+    server.wait_ready(120)
     url = f"http://127.0.0.1:{http_port}"
     idle = [socket.create_connection(("127.0.0.1", http_port)) for _ in range(3)]
     idle_streams = [s.makefile("rb") for s in idle]
@@ -147,10 +121,4 @@ def test_sigterm_answers_every_request_sent_before_it(served: tuple[subprocess.P
     channel.close()
     for sock in idle + pipelined:
         sock.close()
-
-    bad = {x: a for x, a in answers.items() if a[0] != 200}
-    assert bad == {}, bad
-    assert all(a[1]["outputs"][0]["data"] == [x] for x, a in answers.items())  # y = x
-    assert grpc_answers == [[100.0], [101.0]]
-    assert refused, "the listener still accepted new connections during the drain"
-    assert code == 0
+    return code, answers, grpc_answers, refused
