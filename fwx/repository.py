@@ -72,6 +72,18 @@ def _fsync_tree(path: Path) -> None:
     _fsync_dir(path)
 
 
+def model_name_for(source: str | Path, *, factory: bool = False) -> str:
+    """The model folder an export of ``source`` goes to without ``--name``: its stem, or a factory's name."""
+    text = str(source)
+    if factory:
+        return text.rpartition(":")[2]
+    stem = Path(text.rstrip("/")).name
+    for suffix in (".pt2", ".pth", ".pt", ".keras", ".h5", ".onnx", ".tflite", ".savedmodel"):
+        if stem.endswith(suffix):
+            return stem[: -len(suffix)] or "model"
+    return stem or "model"
+
+
 class Repository:
     """A folder of models, each a folder of integer versions."""
 
@@ -81,14 +93,17 @@ class Repository:
     def model_dir(self, name: str) -> Path:
         return self.root / check_model_name(name)
 
-    def check_writable(self) -> None:
+    def check_writable(self, name: str | None = None) -> None:
         """Fail fast (usage error) when the repository folder cannot be created or written, before any export work.
 
-        Probes with a temporary folder in the nearest existing ancestor, so nothing is left behind.
+        Probes with a temporary folder in the model's folder when it exists (a sandboxed export may write
+        only there), else in the nearest existing ancestor, so nothing is left behind.
         """
         import tempfile
 
         base = self.root.absolute()
+        if name is not None and (base / name).is_dir():
+            base = base / name
         while not base.exists() and base != base.parent:
             base = base.parent
         try:

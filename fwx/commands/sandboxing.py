@@ -24,14 +24,27 @@ from fwx import ui
 from fwx.safety import sandbox, snapshot
 
 
+def _export_folder(params: dict[str, Any]) -> list[Path]:
+    """An export writes one model's folder of the repository, never its neighbours'."""
+    from fwx.repository import model_name_for
+    from fwx.sources.torch_source import FACTORY_RE
+
+    out, source = params.get("out"), params.get("source")
+    if not out or source is None:
+        return []
+    factory = not os.path.exists(source) and bool(FACTORY_RE.match(str(source)))
+    return [Path(out) / (params.get("name") or model_name_for(source, factory=factory))]
+
+
 @dataclass(frozen=True)
 class Spec:
     models: tuple[str, ...]  # parameters naming model files or folders (snapshotted)
-    writes: tuple[str, ...] = ()  # parameters naming outputs: folders (created) or files
+    writes: tuple[str, ...] = ()  # parameters naming outputs: files (created empty)
+    folders: Callable[[dict[str, Any]], list[Path]] | None = None  # output folders (created)
 
 
 SPECS: dict[str, Spec] = {
-    "export": Spec(models=("source",), writes=("out",)),
+    "export": Spec(models=("source",), writes=("out",), folders=_export_folder),
     "validate": Spec(models=("paths",), writes=("reports",)),
     "inspect": Spec(models=("path",)),
 }
@@ -118,7 +131,7 @@ def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str) -> di
     reads += [d for d in (_module_dir(params.get("model_class")), _module_dir(params.get("source"))) if d]
     policy = sandbox.Policy(
         read=tuple(reads),
-        write=tuple(_outputs(params, spec.writes)),
+        write=tuple(_outputs(params, spec.writes if spec.folders is None else (), spec.folders)),
         gpu=str(params.get("device", "cpu")).startswith(("cuda", "auto")),
     )
     sandbox.enter(policy, require=require, what=what)
@@ -170,20 +183,21 @@ def _named_files(params: dict[str, Any], skip: Iterable[str]) -> list[Path]:
     return out
 
 
-def _outputs(params: dict[str, Any], keys: Iterable[str]) -> list[Path]:
-    """Output folders are created now (the sandbox grants paths that exist); output files are created empty."""
+def _outputs(
+    params: dict[str, Any], keys: Iterable[str], folders: Callable[[dict[str, Any]], list[Path]] | None
+) -> list[Path]:
+    """Outputs exist before the sandbox (it grants paths that exist): folders created, files created empty."""
     out: list[Path] = []
+    for folder in folders(params) if folders is not None else ():
+        folder.mkdir(parents=True, exist_ok=True)
+        out.append(folder.resolve())
     for key in keys:
         for v in _values(params.get(key)):
-            if not isinstance(v, str | Path) or not str(v):
-                continue
-            p = Path(v)
-            if p.suffix and not p.is_dir():
+            if isinstance(v, str | Path) and str(v):
+                p = Path(v)
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.touch()
-            else:
-                p.mkdir(parents=True, exist_ok=True)
-            out.append(p.resolve())
+                out.append(p.resolve())
     return out
 
 

@@ -39,7 +39,7 @@ from fwx.exporter.targets import (
 from fwx.formats import ARTIFACT_NAMES, TARGETS, Format
 from fwx.manifest import Manifest
 from fwx.quantize.options import check_options, check_target, validation_examples
-from fwx.repository import Repository
+from fwx.repository import Repository, model_name_for
 from fwx.safety.snapshot import original
 from fwx.signature import Signature, static_signature
 from fwx.sources.id_ranges import input_roles
@@ -146,7 +146,7 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     repo = Repository(eo.out)
     model_name = eo.name or default_name(source)
     repo.model_dir(model_name)  # validates the name before any heavy work
-    repo.check_writable()
+    repo.check_writable(model_name)
     with ui.step(f"load {original(Path(source)) if not is_factory_ref(str(source)) else source}"):
         src = load_source(
             source,
@@ -172,14 +172,7 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
 
 
 def default_name(source: str | Path) -> str:
-    text = str(source)
-    if isinstance(source, str) and is_factory_ref(source):
-        return text.rpartition(":")[2]
-    stem = Path(text.rstrip("/")).name
-    for suffix in (".pt2", ".pth", ".pt", ".keras", ".h5", ".onnx", ".tflite", ".savedmodel"):
-        if stem.endswith(suffix):
-            return stem[: -len(suffix)] or "model"
-    return stem or "model"
+    return model_name_for(source, factory=isinstance(source, str) and is_factory_ref(source))
 
 
 def _check_quantize(plans: Mapping[Format, list[Plan]], opts: ConvertOptions, sig: Signature) -> None:

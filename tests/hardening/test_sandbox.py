@@ -65,10 +65,14 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     sentinel = base / "sentinel"
     sentinel.mkdir()
     target, source = str(sentinel / "pwned"), str(secret)
+    neighbour = base / "repo" / "neighbour"  # another model's folder in the repository the export writes to
+    neighbour.mkdir(parents=True)
+    beside = str(neighbour / "pwned")
 
     class Thief(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="x")])
         def serve(self, x: Any) -> Any:
+            tf.io.write_file(beside, "pwned")
             tf.io.write_file(target, "pwned")
             stolen = tf.io.read_file(source)
             return {"y": x * 2.0, "leak": tf.strings.unicode_decode(stolen, "UTF-8")}
@@ -78,11 +82,12 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tf.saved_model.save(mod, str(model), signatures={"serving_default": mod.serve})
     twin = base / "twin" / "thief.savedmodel"
     shutil.copytree(model, twin)  # validate compares two artifacts
-    return {"model": model, "twin": twin, "sentinel": sentinel, "secret": secret, "base": base}
+    return {"model": model, "twin": twin, "sentinel": sentinel, "secret": secret, "base": base, "repo": base / "repo"}
 
 
 def _no_escape(h: dict[str, Path], *texts: str) -> None:
     assert list(h["sentinel"].iterdir()) == [], "the hostile model wrote a host file"
+    assert list((h["repo"] / "neighbour").iterdir()) == [], "the hostile model wrote into another model's folder"
     for text in texts:
         assert SECRET not in text
         assert str([ord(c) for c in SECRET[:6]])[1:-1] not in text  # nor the secret as code points
@@ -96,7 +101,7 @@ def _artifacts_hold_no_secret(out: Path) -> None:
 
 @pytest.mark.slow
 def test_the_sandbox_alone_stops_export(hostile: dict[str, Path], tmp_path: Path) -> None:
-    out = tmp_path / "artifacts"
+    out = hostile["repo"]  # the export may write its own model's folder there, and nothing else
     proc = _fwx(tmp_path, "export", str(hostile["model"]), "--to", "savedmodel", "--out", str(out), "--require-sandbox")
     _no_escape(hostile, proc.stdout, proc.stderr)
     _artifacts_hold_no_secret(out)
