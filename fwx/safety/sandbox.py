@@ -108,7 +108,8 @@ def environment_reads() -> list[Path]:
 
 
 def module_dir(ref: str) -> Path | None:
-    """The folder (or file) holding the top-level module of ``pkg.mod:Name``, to read user code from it."""
+    """The folder ``pkg.mod:Name`` is imported from (the one holding ``pkg``): the user's own code, whose
+    other modules it may import too."""
     import importlib.util
 
     top = ref.split(":")[0].split(".")[0]
@@ -123,8 +124,8 @@ def module_dir(ref: str) -> Path | None:
     if spec is None:
         return None
     if spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations)))
-    return Path(spec.origin) if spec.origin else None
+        return Path(next(iter(spec.submodule_search_locations))).parent
+    return Path(spec.origin).parent if spec.origin else None
 
 
 def scratch_dir() -> Path:
@@ -149,6 +150,7 @@ def _redirect_caches(scratch: Path) -> None:
         ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
         ("TRITON_CACHE_DIR", "triton"),
         ("MPLCONFIGDIR", "matplotlib"),
+        ("HF_HOME", "huggingface"),
     ):
         os.environ[var] = str(scratch / sub)
 
