@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from fwx import ui
 from fwx.errors import UsageError
+
+if TYPE_CHECKING:
+    from fwx.serving.config import ServerConfig
 
 MiB = 2**20
 
@@ -213,6 +217,7 @@ def serve(
                 f"{repository} is one model's folder (it holds version folders), not a repository",
                 hint="pass --model-name NAME to serve it as NAME, or serve its parent folder",
             )
+        _check_sandbox(config)
         if host not in ("127.0.0.1", "localhost", "::1"):
             ui.warn(
                 f"binding {host}: the server is reachable from other machines"
@@ -222,3 +227,17 @@ def serve(
     finally:
         spawner.close()
     sys.exit(code)
+
+
+def _check_sandbox(config: ServerConfig) -> None:
+    """Say once, here, what every worker would find: the kernel has no Landlock (or fail with --require-sandbox)."""
+    from fwx.safety import landlock, sandbox
+
+    if config.trust_model_code or landlock.abi_version() >= 1:
+        return
+    if sandbox.required(config.require_sandbox):
+        raise sandbox.SandboxRequiredError(
+            "cannot sandbox the server's workers: this kernel offers no Landlock",
+            hint="run on Linux 5.13+ with Landlock enabled, or drop --require-sandbox",
+        )
+    ui.warn("this kernel offers no Landlock: the workers load models without the sandbox (the scanners still apply)")
