@@ -171,7 +171,7 @@ def _unique(paths: Iterable[Path]) -> tuple[Path, ...]:
     return tuple(out)
 
 
-def enter(policy: Policy, *, require: bool = False, what: str = "this process") -> Status:
+def enter(policy: Policy, *, require: bool = False, what: str = "this process", warn: bool = True) -> Status:
     """Restrict this process for good, or say why not (a warning; an error when ``require``)."""
     from fwx import ui
 
@@ -187,7 +187,8 @@ def enter(policy: Policy, *, require: bool = False, what: str = "this process") 
                 f"cannot sandbox {what}: {status.reason}",
                 hint="run on a Linux kernel with Landlock (5.13+), as a fresh process, or drop --require-sandbox",
             ) from exc
-        ui.warn(f"{what} runs without the Landlock sandbox ({status.reason}); the model scanners still apply")
+        if warn:
+            ui.warn(f"{what} runs without the Landlock sandbox ({status.reason}); the model scanners still apply")
         return status
     _redirect_caches(scratch)  # children (probes, the prefetch process) inherit the domain and these
     status.on, status.abi, status.reason = True, abi, f"Landlock ABI {abi}"

@@ -219,7 +219,8 @@ def main() -> int:
         # probe children this worker starts inherit it.
         from fwx.safety.sandbox import enter
 
-        enter(sandbox_policy(config, job.root), require=config.require_sandbox, what=f"fwx serve worker {slot}")
+        # (a kernel without Landlock was reported once by the supervisor: fwx.commands.serve)
+        enter(sandbox_policy(config, job.root), require=config.require_sandbox, what=f"worker {slot}", warn=False)
     from fwx.serving import loader
     from fwx.serving.server import run_server
 
