@@ -125,6 +125,21 @@ def _detect_zip(path: Path, names: list[str]) -> Format:
     )
 
 
+#: A Hugging Face ``save_pretrained`` folder: its config and one of the weight files transformers writes.
+_HF_WEIGHTS = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
+
+def is_hf_folder(path: str | Path) -> bool:
+    """A Hugging Face model folder (a PyTorch source whose module transformers rebuilds from config.json)."""
+    p = Path(path)
+    return p.is_dir() and (p / "config.json").is_file() and any((p / n).is_file() for n in _HF_WEIGHTS)
+
+
 def detect_format(path: str | Path) -> Format:
     """Tell a model's format from its content (and, for ambiguous cases, its name).
 
@@ -136,8 +151,12 @@ def detect_format(path: str | Path) -> Format:
     if p.is_dir():
         if (p / "saved_model.pb").is_file() or (p / "saved_model.pbtxt").is_file():
             return Format.SAVEDMODEL
+        if is_hf_folder(p):
+            return Format.PYTORCH
         raise InputError(
-            f"{p} is a folder but not a SavedModel (no saved_model.pb)", hint="pass a SavedModel folder or a model file"
+            f"{p} is a folder but neither a SavedModel (no saved_model.pb) nor a Hugging Face folder "
+            "(config.json + model.safetensors)",
+            hint="pass a SavedModel folder, a save_pretrained folder or a model file",
         )
     with p.open("rb") as fh:
         head = fh.read(64)
@@ -149,6 +168,8 @@ def detect_format(path: str | Path) -> Format:
         return Format.KERAS
     if head.startswith(b"PK\x03\x04"):
         return _detect_zip(p, _zip_names(p))
+    if p.suffix.lower() == ".safetensors" and head[8:9] == b"{":
+        return Format.PYTORCH  # a state_dict as data: 8-byte header length, then the JSON header
     if head[:2] in (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"):
         return Format.PYTORCH  # legacy (non-zip) torch.save pickle
     if p.suffix.lower() == ".onnx" or _looks_like_onnx(head):

@@ -90,6 +90,8 @@ class Manifest:
     failed: dict[str, dict[str, Any]] = field(default_factory=dict)
     # how the export drew validation inputs (token-id ranges, lookup keys), for ``fwx validate`` to draw the same
     samples: dict[str, Any] = field(default_factory=dict)
+    # files a client needs beside the artifacts (a Hugging Face folder's tokenizer and config) -> sha256
+    assets: dict[str, str] = field(default_factory=dict)
 
     def sig(self) -> Signature:
         return Signature.from_json(self.signature)
@@ -105,7 +107,7 @@ class Manifest:
         for entry in data["artifacts"].values():  # fields added later are written only when used,
             if not entry["files"]:  # so fwx versions that predate them still read the file
                 del entry["files"]
-        for key in ("skipped", "failed", "samples"):
+        for key in ("skipped", "failed", "samples", "assets"):
             if not data[key]:
                 del data[key]
         return data
@@ -132,6 +134,7 @@ class Manifest:
             skipped=dict(data.get("skipped") or {}),
             failed=dict(data.get("failed") or {}),
             samples=dict(data.get("samples") or {}),
+            assets=dict(data.get("assets") or {}),
         )
 
     def write(self, folder: Path) -> Path:
@@ -180,6 +183,8 @@ class Manifest:
         for key, entry in self.artifacts.items():
             for rel, digest in [(entry.path, entry.sha256), *entry.files.items()]:
                 _verify_file(Path(folder), key, rel, digest)
+        for rel, digest in self.assets.items():
+            _verify_file(Path(folder), "assets", rel, digest)
 
 
 #: fwx.json is small; a bigger file is not one fwx wrote.

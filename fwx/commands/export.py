@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import sys
@@ -44,6 +45,18 @@ from fwx.quantize.options import IO_DTYPES, KINDS, METHODS, quant_options
 @sample_options
 @click.option("--model-class", metavar="PKG.MOD:NAME", help="Class or factory that rebuilds a state_dict's model.")
 @click.option("--model-kwargs", metavar="JSON", help="Keyword arguments for --model-class (or a factory source).")
+@click.option(
+    "--task",
+    metavar="TASK",
+    help="What a Hugging Face folder exports (text-classification, text-generation-with-past, ...; "
+    "default: from its config). See docs/huggingface.md.",
+)
+@click.option(
+    "--weights",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Weights (.safetensors, or a state_dict pickle) for the module a factory SOURCE builds.",
+)
 @click.option(
     "--trust-model-code",
     is_flag=True,
@@ -154,7 +167,7 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
       fwx export model.onnx --plan
     """
     from fwx.exporter import ExportOptions, plan_only
-    from fwx.exporter import export as run_export
+    from fwx.exporter.parts import export_all
 
     opts = _options(kw)
     if plan:
@@ -180,16 +193,19 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
         input_ranges=ranges,
         input_values=values,
         validation_data=kw["validation_data"],
+        task=kw["task"],
+        weights=kw["weights"],
         allow_signature_change=kw["allow_signature_change"],
         prefetch=kw["prefetch"],
     )
-    result = run_export(source, targets, eo)
-    ui.emit(result.to_json(), lambda: _summary(result))
-    if result.manifest is not None:
-        from fwx.exporter.collision import published_line
+    results = export_all(source, targets, eo)  # one per model a task writes (text2text: encoder, decoder)
+    for result in results:
+        ui.emit(result.to_json(), functools.partial(_summary, result))
+        if result.manifest is not None:
+            from fwx.exporter.collision import published_line
 
-        click.echo(published_line(result.manifest), err=ui.state.json)  # its own line; stderr under --json
-    if not result.ok:
+            click.echo(published_line(result.manifest), err=ui.state.json)  # its own line; stderr under --json
+    if not all(result.ok for result in results):
         sys.exit(1)
 
 

@@ -89,7 +89,17 @@ def build_manifest(
         fwx_version=fwx_version,
         skipped=dict(skipped or {}),
         samples=hints_to_json(ctx.input_config) if ctx.input_config else {},
+        assets=_copy_assets(src, ctx.staging),
     )
+
+
+def _copy_assets(src: LoadedSource, staging: Path) -> dict[str, str]:
+    """The source's files a client needs (tokenizer, config), copied into the version and listed by checksum."""
+    out: dict[str, str] = {}
+    for name, path in src.extras.assets.items():
+        shutil.copyfile(path, staging / name)
+        out[name] = sha256_path(staging / name)
+    return out
 
 
 def _entry(

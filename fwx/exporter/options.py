@@ -40,6 +40,8 @@ class ExportOptions:
     input_ranges: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # --input-range NAME:LO,HI
     input_values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # --input-values NAME:V1,V2
     validation_data: str | Path | None = None  # --validation-data: real samples validated beside generated ones
+    task: str | None = None  # --task: what a Hugging Face folder exports (None: from its config)
+    weights: str | Path | None = None  # --weights: a state_dict (safetensors or pickle) for a factory's module
     allow_signature_change: bool = False  # publish a version whose interface differs from the previous one
     prefetch: str | None = None  # auto | on | off (--prefetch); None: $FWX_PREFETCH, else DEFAULT_PREFETCH
 

@@ -154,6 +154,8 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
             model_kwargs=eo.model_kwargs,
             trust=eo.convert.trust_model_code,
             signature_name=eo.convert.saved_model_signature,
+            task=eo.task,
+            weights=eo.weights,
         )
     user = eo.sample_config()
     with ui.step("pin signature"):
@@ -313,10 +315,13 @@ def _context(
     roles = input_roles(src, sig)
     cfg = replace(
         user,
-        ranges={**roles.ranges, **user.ranges},
+        ranges={**roles.ranges, **src.extras.ranges, **user.ranges},  # a config's vocabulary over a traced table
         masks=roles.masks,
         notes={**roles.notes, **user.notes},
-        data=tuple(load_data(eo.validation_data, sig, flag="--validation-data")) if eo.validation_data else (),
+        data=(
+            *src.extras.samples,  # a Hugging Face folder's tokenized sentences
+            *(load_data(eo.validation_data, sig, flag="--validation-data") if eo.validation_data else ()),
+        ),
         values={**lookup_values(src, sig), **user.values},
         sizes={**{s: n for s, n in src.sizes.items() if s in symbols}, **user.sizes},
     )

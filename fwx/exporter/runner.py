@@ -380,6 +380,7 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
         if ctx.validate:
             with quiet(python=False, native=True), ui.step(f"validate {target} against the source", sub=True):
                 attempt.report = _validate(ctx, target, rt, res)
+            _use(ctx, target, rt, attempt.report)
             if not attempt.report.passed:  # only now: a passing artifact pays nothing for it
                 with quiet(python=False, native=True), ui.step(f"locate where {target} leaves tolerance", sub=True):
                     _locate(ctx, target, rt, attempt)
@@ -407,6 +408,18 @@ def _locate(ctx: RunContext, target: Format, rt: Runtime, attempt: Attempt) -> N
             samples=samples,
             signature=sig,
         )
+
+
+def _use(ctx: RunContext, target: Format, rt: Runtime, report: Any) -> None:
+    """The source's own check of the artifact, run the way the model is used (a decoder with a cache generates
+    tokens step by step); its failures count like wrong numbers."""
+    check = ctx.src.extras.check
+    if check is None or not report.artifacts:
+        return
+    with quiet(python=False, native=True), ui.step(f"use {target} as the model is used", sub=True):
+        errors, notes = check(rt)
+    report.artifacts[-1].errors.extend(errors)
+    report.artifacts[-1].notes.extend(notes)
 
 
 def _suspect_baked_prefix(ctx: RunContext, target: Format, attempt: Attempt, rt: Runtime, res: ConvertResult) -> None:

@@ -15,13 +15,14 @@ from typing import Any
 
 from fwx import ui
 from fwx.errors import InputError, UsageError
-from fwx.formats import Format, detect_format
+from fwx.formats import Format, detect_format, is_hf_folder
 from fwx.frameworks import require, version_of
 from fwx.manifest import sha256_path
 from fwx.safety import check_model
 from fwx.safety.snapshot import loadable
 from fwx.signature import TensorSpec
 from fwx.sources import torch_source as ts
+from fwx.sources.extras import SourceExtras
 from fwx.sources.onnx_external import external_files
 from fwx.sources.pt2 import pt2_inputs, pt2_sizes
 from fwx.sources.readers import onnx_signature, savedmodel_signature
@@ -42,7 +43,9 @@ class LoadedSource:
     opset: int | None = None
     sha256: str = ""
     # sizes the model admits for a dynamic symbol where fwx's own sample sizes would not fit (a .pt2's Dim range)
-    sizes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    sizes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # what the source knows of its own use: a Hugging Face folder's task, config id ranges, tokenizer files...
+    extras: SourceExtras = field(default_factory=SourceExtras)
 
 
 def parse_model_kwargs(text: str | None) -> dict[str, Any]:
@@ -70,15 +73,24 @@ def load_source(
     model_kwargs: Mapping[str, Any] | None = None,
     trust: bool = False,
     signature_name: str = "serving_default",
+    task: str | None = None,
+    weights: str | Path | None = None,
 ) -> LoadedSource:
-    """Load ``source`` (a path, or ``pkg.mod:build_fn`` for a factory) without running its code."""
+    """Load ``source`` (a path, or ``pkg.mod:build_fn`` for a factory) without running its code.
+
+    ``task`` picks what a Hugging Face folder exports; ``weights`` fills a factory's module.
+    """
     kwargs = dict(model_kwargs or {})
     if isinstance(source, str) and is_factory_ref(source):
-        module = ts.build_module(source, kwargs).eval()
-        return _torch(Format.PYTORCH, None, f"factory {source}", module)
+        return _factory(source, kwargs, weights, trust)
+    _check_flags(Path(source), task, weights)
     # the private copy is the only one read from here on: what is checked is what loads (fwx.safety.snapshot)
     path = loadable(source, trust=trust)
     fmt = detect_format(path)
+    if is_hf_folder(path):
+        from fwx.sources.hf import load_hf  # imports torch and transformers
+
+        return load_hf(path, task=task, trust=trust)
     check_model(fmt, path, trust=trust)  # SavedModel I/O ops, ONNX custom domains: refused before any load
     if fmt is Format.PYTORCH:
         return _torch_checkpoint(path, model_class, kwargs, trust)
@@ -123,6 +135,34 @@ def load_source(
     )
 
 
+def _factory(source: str, kwargs: dict[str, Any], weights: str | Path | None, trust: bool) -> LoadedSource:
+    module = ts.build_module(source, kwargs).eval()
+    if weights is None:
+        return _torch(Format.PYTORCH, None, f"factory {source}", module)
+    path = loadable(weights, trust=trust)
+    ts.apply_state_dict(module, load_weights(path, trust=trust), Path(weights), source)
+    return _torch(Format.PYTORCH, None, f"factory {source} + {Path(weights).name}", module)
+
+
+def _check_flags(path: Path, task: str | None, weights: str | Path | None) -> None:
+    if task is not None and not is_hf_folder(path):
+        raise UsageError(f"--task applies to Hugging Face folders, not to {path}", hint="drop --task for this source")
+    if weights is not None:
+        raise UsageError(
+            "--weights fills the module a factory builds (SOURCE pkg.mod:build_fn)",
+            hint="with --model-class, pass the weights file itself as SOURCE",
+        )
+
+
+def load_weights(path: Path, *, trust: bool) -> Any:
+    """A state_dict from safetensors (data only) or from a pickle walked first and loaded weights-only."""
+    from fwx.sources.hf_files import load_weights as read
+
+    if not path.is_file():
+        raise InputError(f"{path} does not exist", hint="check the weights path")
+    return read(path, trust=trust)
+
+
 def _torch(fmt: Format, path: Path | None, kind: str, module: Any, **kw: Any) -> LoadedSource:
     torch = require("torch", "loading PyTorch models")
     return LoadedSource(
@@ -140,7 +180,7 @@ def _torch(fmt: Format, path: Path | None, kind: str, module: Any, **kw: Any) ->
 
 def _torch_checkpoint(path: Path, model_class: str | None, kwargs: dict[str, Any], trust: bool) -> LoadedSource:
     torch = require("torch", "loading PyTorch models")
-    obj = ts.load_checkpoint(path, trust=trust)
+    obj = load_weights(path, trust=trust) if path.suffix == ".safetensors" else ts.load_checkpoint(path, trust=trust)
     if isinstance(obj, torch.nn.Module):
         return _torch(Format.PYTORCH, path, "pickled nn.Module", obj.eval())
     state = ts.find_state_dict(obj)

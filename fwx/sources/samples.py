@@ -114,7 +114,7 @@ def hints_from_json(data: Mapping[str, Any], sig: Signature) -> InputConfig:
     sizes = {
         sym: tuple(int(n) for n in choices)
         for sym, choices in (data.get("sizes") or {}).items()
-        if sym in symbols and choices and all(int(n) > 0 for n in choices)
+        if sym in symbols and choices and all(int(n) >= 0 for n in choices)  # 0: an empty cache
     }
     masks = data.get("masks")
     notes = {n: str(t) for n, t in (data.get("notes") or {}).items() if n in specs}

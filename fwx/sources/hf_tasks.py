@@ -1,0 +1,196 @@
+"""The task table of Hugging Face folders: which model class a task builds, its inputs and its outputs.
+
+Task names, input and output names and dynamic axes are Optimum's
+(``optimum.exporters.tasks.TasksManager`` and the ONNX configs), so an artifact
+fwx writes drops into code written for Optimum's: ``input_ids`` /
+``attention_mask`` / ``token_type_ids`` over ``[batch_size, sequence_length]``,
+``logits``, ``last_hidden_state``; the decoder with a cache takes
+``past_key_values.N.key|value`` and returns ``present.N.key|value``. Pure data:
+nothing here imports transformers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fwx.errors import UsageError
+from fwx.signature import TensorSpec
+
+BATCH = "batch_size"
+SEQ = "sequence_length"
+PAST = "past_sequence_length"
+TOTAL = "past_sequence_length + sequence_length"  # Optimum's name for the attention mask of a step with a cache
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task: the Auto class that builds its model, what it reads and returns, and its parts."""
+
+    name: str
+    auto_class: str
+    kind: str  # text | image | audio | speech-encoder | decoder-with-past | seq2seq
+    outputs: tuple[str, ...]
+    parts: tuple[str, ...] = ()  # text2text-generation: one artifact per part (encoder, decoder)
+    writes: str = ""  # what the task publishes, for docs and messages
+
+
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in (
+        Task("feature-extraction", "AutoModel", "text", ("last_hidden_state",), writes="hidden states"),
+        Task(
+            "text-classification", "AutoModelForSequenceClassification", "text", ("logits",), writes="one row of logits"
+        ),
+        Task("token-classification", "AutoModelForTokenClassification", "text", ("logits",), writes="logits per token"),
+        Task("fill-mask", "AutoModelForMaskedLM", "text", ("logits",), writes="vocabulary logits per token"),
+        Task(
+            "question-answering",
+            "AutoModelForQuestionAnswering",
+            "text",
+            ("start_logits", "end_logits"),
+            writes="span start and end logits",
+        ),
+        Task("text-generation", "AutoModelForCausalLM", "text", ("logits",), writes="next-token logits, no cache"),
+        Task(
+            "text-generation-with-past",
+            "AutoModelForCausalLM",
+            "decoder-with-past",
+            ("logits",),
+            writes="one decoder for the first and later steps: past keys/values in, present out",
+        ),
+        Task("image-classification", "AutoModelForImageClassification", "image", ("logits",), writes="class logits"),
+        Task(
+            "automatic-speech-recognition",
+            "AutoModelForSpeechSeq2Seq",
+            "audio",
+            ("last_hidden_state",),
+            writes="the encoder (Whisper: mel features -> hidden states; CTC models: logits)",
+        ),
+        Task(
+            "text2text-generation",
+            "AutoModelForSeq2SeqLM",
+            "seq2seq",
+            ("logits",),
+            parts=("encoder", "decoder"),
+            writes="two models: NAME-encoder and NAME-decoder",
+        ),
+    )
+}
+
+#: Architecture name endings -> task (``config.architectures[0]``), first match wins.
+_BY_SUFFIX = (
+    ("ForSequenceClassification", "text-classification"),
+    ("ForTokenClassification", "token-classification"),
+    ("ForMaskedLM", "fill-mask"),
+    ("ForQuestionAnswering", "question-answering"),
+    ("ForCausalLM", "text-generation"),
+    ("LMHeadModel", "text-generation"),
+    ("ForImageClassification", "image-classification"),
+    ("ForCTC", "automatic-speech-recognition"),
+    ("ForSpeechSeq2Seq", "automatic-speech-recognition"),
+    ("ForConditionalGeneration", "text2text-generation"),
+    ("Model", "feature-extraction"),
+)
+#: ``model_type``s whose ``*ForConditionalGeneration`` is speech recognition, not text-to-text.
+_SPEECH_TYPES = frozenset({"whisper", "speech_to_text", "moonshine"})
+
+
+def task_names() -> str:
+    return ", ".join(TASKS)
+
+
+def get_task(name: str) -> Task:
+    base = name.split(":", 1)[0]
+    if base not in TASKS:
+        raise UsageError(f"unknown --task {name!r}", hint=f"use one of: {task_names()}")
+    return TASKS[base]
+
+
+def split_part(name: str) -> tuple[str, str | None]:
+    """``text2text-generation:decoder`` -> (``text2text-generation``, ``decoder``); a plain task has no part."""
+    base, _, part = name.partition(":")
+    task = get_task(base)
+    if part and part not in task.parts:
+        raise UsageError(f"task {base} has no part {part!r}", hint=f"its parts are: {', '.join(task.parts) or 'none'}")
+    if task.parts and not part:
+        raise UsageError(f"task {base} writes {len(task.parts)} models", hint="export it with `fwx export --task`")
+    return base, part or None
+
+
+def infer_task(config: Mapping[str, Any]) -> str:
+    """The task of a folder without ``--task``, from ``config.architectures`` as Optimum infers it."""
+    archs = config.get("architectures") or []
+    arch = str(archs[0]) if archs else ""
+    model_type = str(config.get("model_type", ""))
+    for suffix, task in _BY_SUFFIX:
+        if arch.endswith(suffix):
+            if task == "text2text-generation" and model_type in _SPEECH_TYPES:
+                return "automatic-speech-recognition"
+            return task
+    raise UsageError(
+        f"cannot tell the task of this folder (architectures: {arch or 'none'})",
+        hint=f"pass --task, one of: {task_names()}",
+    )
+
+
+def _ids(name: str, seq: str = SEQ) -> TensorSpec:
+    return TensorSpec(name, "int64", (BATCH, seq))
+
+
+def text_inputs(config: Mapping[str, Any], forward_params: frozenset[str]) -> tuple[TensorSpec, ...]:
+    """``input_ids``, ``attention_mask``, and ``token_type_ids`` only where the config has a type table."""
+    specs = [_ids("input_ids"), _ids("attention_mask")]
+    if int(config.get("type_vocab_size") or 0) > 0 and "token_type_ids" in forward_params:
+        specs.append(_ids("token_type_ids"))
+    return tuple(specs)
+
+
+def image_inputs(config: Mapping[str, Any]) -> tuple[TensorSpec, ...]:
+    """``pixel_values`` at the config's image size (position embeddings fix it), channels first."""
+    size = config.get("image_size", 224)
+    h, w = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+    return (TensorSpec("pixel_values", "float32", (BATCH, int(config.get("num_channels", 3)), h, w)),)
+
+
+def audio_inputs(config: Mapping[str, Any]) -> tuple[TensorSpec, ...]:
+    """Whisper's log-mel ``input_features`` (its encoder takes exactly 2 x max_source_positions frames);
+    a CTC model's raw ``input_values``."""
+    if "num_mel_bins" in config:
+        frames = 2 * int(config.get("max_source_positions", 1500))
+        return (TensorSpec("input_features", "float32", (BATCH, int(config["num_mel_bins"]), frames)),)
+    return (TensorSpec("input_values", "float32", (BATCH, SEQ)),)
+
+
+def decoder_part_inputs(hidden: int) -> tuple[TensorSpec, ...]:
+    """A seq2seq decoder without a cache, as Optimum's ``decoder_model``: the decoder's ``input_ids``, the
+    encoder's mask and hidden states."""
+    return (
+        _ids("input_ids", "decoder_sequence_length"),
+        _ids("encoder_attention_mask", "encoder_sequence_length"),
+        TensorSpec("encoder_hidden_states", "float32", (BATCH, "encoder_sequence_length", hidden)),
+    )
+
+
+def cache_inputs(layers: int, kv_heads: int, head_dim: int) -> tuple[TensorSpec, ...]:
+    """The merged decoder's inputs: ids, the mask over past + new tokens, positions, and each layer's cache."""
+    specs = [_ids("input_ids"), _ids("attention_mask", TOTAL), _ids("position_ids")]
+    for i in range(layers):
+        for kind in ("key", "value"):
+            specs.append(TensorSpec(f"past_key_values.{i}.{kind}", "float32", (BATCH, kv_heads, PAST, head_dim)))
+    return tuple(specs)
+
+
+def cache_outputs(layers: int) -> tuple[str, ...]:
+    return ("logits", *(f"present.{i}.{kind}" for i in range(layers) for kind in ("key", "value")))
+
+
+#: Sizes the cache decoder's symbols are drawn at, one plan per position: tracing (all >= 2), the first step
+#: (an empty cache), a later step (one new token). Only these keep the mask as long as past + new tokens.
+CACHE_SIZES: dict[str, tuple[int, ...]] = {
+    BATCH: (2, 1, 3),
+    SEQ: (5, 4, 1),
+    PAST: (3, 0, 6),
+    TOTAL: (8, 4, 7),
+}
