@@ -1,0 +1,188 @@
+"""Tiny Hugging Face folders, saved as users save them (``save_pretrained``), random weights, no download.
+
+Each builder makes a model from a small config (hidden size 32, 1-2 layers) with a wide initialiser
+(logits of order 1, and generated tokens that vary), saves it to a folder and returns the folder with the
+task it is exported for. A word-level tokenizer trained on a few sentences goes beside the text models.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+VOCAB = 96
+CORPUS = (
+    "Hello world, this is a test.",
+    "The quick brown fox jumps over the lazy dog.",
+    "fwx exports models.",
+    "A tokenizer saved beside the model.",
+)
+
+
+def transformers() -> Any:
+    """``transformers`` beside a CPU torch and PyPI's CUDA torchvision (see fwx.sources.hf.import_transformers)."""
+    if "torchvision" not in sys.modules:
+        sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
+    import transformers as tf
+
+    tf.logging.set_verbosity_error()
+    return tf
+
+
+def save_tokenizer(folder: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok.train_from_iterator(list(CORPUS), trainers.WordLevelTrainer(special_tokens=specials))
+    fast = transformers().PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    )
+    fast.save_pretrained(folder)
+
+
+def _save(model: Any, folder: Path, tokenizer: bool = False) -> Path:
+    import torch
+
+    torch.manual_seed(0)
+    model.eval()
+    model.save_pretrained(folder)
+    if tokenizer:
+        save_tokenizer(folder)
+    return folder
+
+
+def _init(model: Any, std: float = 0.3) -> Any:
+    """Re-draw every weight from N(0, std): a tiny random model whose outputs are of order 1."""
+    import torch
+
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name.lower() or name.endswith("ln_f.weight") or ".ln_" in name:
+                continue
+            p.normal_(0.0, std)
+    return model
+
+
+def bert(folder: Path) -> tuple[Path, str]:
+    tf = transformers()
+    cfg = tf.BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        num_labels=3,
+        architectures=["BertForSequenceClassification"],
+    )
+    return _save(_init(tf.BertForSequenceClassification(cfg)), folder, tokenizer=True), "text-classification"
+
+
+def distilbert(folder: Path) -> tuple[Path, str]:
+    tf = transformers()
+    cfg = tf.DistilBertConfig(
+        vocab_size=VOCAB,
+        dim=32,
+        n_layers=1,
+        n_heads=2,
+        hidden_dim=64,
+        max_position_embeddings=64,
+        architectures=["DistilBertModel"],
+    )
+    return _save(_init(tf.DistilBertModel(cfg)), folder, tokenizer=True), "feature-extraction"
+
+
+def gpt2(folder: Path, with_past: bool = False) -> tuple[Path, str]:
+    tf = transformers()
+    cfg = tf.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=2, n_positions=64)
+    task = "text-generation-with-past" if with_past else "text-generation"
+    return _save(_init(tf.GPT2LMHeadModel(cfg)), folder), task
+
+
+def llama(folder: Path, with_past: bool = False) -> tuple[Path, str]:
+    tf = transformers()
+    cfg = tf.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    task = "text-generation-with-past" if with_past else "text-generation"
+    return _save(_init(tf.LlamaForCausalLM(cfg)), folder), task
+
+
+def qwen2(folder: Path, with_past: bool = True) -> tuple[Path, str]:
+    tf = transformers()
+    cfg = tf.Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    task = "text-generation-with-past" if with_past else "text-generation"
+    return _save(_init(tf.Qwen2ForCausalLM(cfg)), folder), task
+
+
+def vit(folder: Path) -> tuple[Path, str]:
+    tf = transformers()
+    cfg = tf.ViTConfig(
+        image_size=16,
+        patch_size=8,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=4,
+    )
+    return _save(_init(tf.ViTForImageClassification(cfg), 0.1), folder), "image-classification"
+
+
+def whisper(folder: Path) -> tuple[Path, str]:
+    tf = transformers()
+    cfg = tf.WhisperConfig(
+        vocab_size=VOCAB,
+        num_mel_bins=8,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_source_positions=8,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+        max_target_positions=16,
+    )
+    return _save(_init(tf.WhisperForConditionalGeneration(cfg), 0.1), folder), "automatic-speech-recognition"
+
+
+def t5(folder: Path) -> tuple[Path, str]:
+    tf = transformers()
+    cfg = tf.T5Config(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=1, num_heads=2)
+    return _save(_init(tf.T5ForConditionalGeneration(cfg), 0.2), folder, tokenizer=True), "text2text-generation"
+
+
+BUILDERS: dict[str, Callable[[Path], tuple[Path, str]]] = {
+    "bert": bert,
+    "distilbert": distilbert,
+    "gpt2": gpt2,
+    "llama": llama,
+    "vit": vit,
+    "whisper": whisper,
+    "t5": t5,
+}

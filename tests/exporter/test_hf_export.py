@@ -1,0 +1,170 @@
+"""Hugging Face folders exported by task: Optimum's names, every format, validation on the model's own inputs,
+decoders with a cache that generate transformers' own tokens, and the artifacts served as exported.
+
+Each folder is a tiny random model saved with ``save_pretrained``. Validation runs every dynamic axis at two
+sizes (batch 1 and 3, sequence 8 and 12; the cache decoder at its first step, with an empty cache, and later).
+All five formats for BERT, GPT-2 and ViT and the Llama decoder with a cache; ONNX and one other for the rest,
+to keep the suite's time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fwx.exporter import ExportOptions
+from fwx.exporter.parts import export_all
+from tests.exporter import hf_folders as hf
+
+pytestmark = pytest.mark.slow
+ALL = ("torchscript", "pt2", "savedmodel", "onnx", "tflite")
+
+
+def _export(tmp_path: Path, name: str, targets: tuple[str, ...], **kw: Any) -> list[Any]:
+    build = {"llama_past": hf.llama, "qwen2_past": hf.qwen2, "gpt2_past": hf.gpt2}.get(name)
+    folder, task = build(tmp_path / name, with_past=True) if build else hf.BUILDERS[name](tmp_path / name)
+    results = export_all(str(folder), list(targets), ExportOptions(out=tmp_path / "repo", task=task, **kw))
+    for res in results:
+        assert res.ok, res.failures
+        published = set(res.manifest.artifacts)
+        assert all(res.manifest.artifacts[k].validation["passed"] for k in published)
+    return results
+
+
+def _published(res: Any) -> set[str]:
+    return set(res.manifest.artifacts)
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "vit"])
+def test_a_folder_reaches_all_five_formats_with_optimums_names(tmp_path: Path, name: str) -> None:
+    (res,) = _export(tmp_path, name, ALL)
+    assert _published(res) == set(ALL)
+    inputs = res.signature.input_names
+    want = {
+        "bert": ["input_ids", "attention_mask", "token_type_ids"],
+        "gpt2": ["input_ids", "attention_mask"],
+        "vit": ["pixel_values"],
+    }[name]
+    assert inputs == want
+    assert res.signature.output_names == ["logits"]
+    assert res.signature.inputs[0].shape[0] == "batch_size"
+
+
+@pytest.mark.parametrize(
+    ("name", "inputs", "outputs"),
+    [
+        ("distilbert", ["input_ids", "attention_mask"], ["last_hidden_state"]),
+        ("llama", ["input_ids", "attention_mask"], ["logits"]),
+        ("whisper", ["input_features"], ["last_hidden_state"]),
+    ],
+)
+def test_other_architectures_reach_onnx_and_torchscript(
+    tmp_path: Path, name: str, inputs: list[str], outputs: list[str]
+) -> None:
+    (res,) = _export(tmp_path, name, ("onnx", "torchscript"))
+    assert res.signature.input_names == inputs
+    assert res.signature.output_names == outputs
+    assert _published(res) == {"onnx", "torchscript"}
+
+
+def test_text2text_writes_an_encoder_and_a_decoder(tmp_path: Path) -> None:
+    enc, dec = _export(tmp_path, "t5", ("onnx", "torchscript"))
+    assert (enc.manifest.name, dec.manifest.name) == ("t5-encoder", "t5-decoder")
+    assert enc.signature.input_names == ["input_ids", "attention_mask"]
+    assert dec.signature.input_names == ["input_ids", "encoder_attention_mask", "encoder_hidden_states"]
+    assert dec.signature.output_names == ["logits"]
+
+
+def test_validation_uses_the_whole_vocabulary_real_padding_and_tokenized_sentences(tmp_path: Path) -> None:
+    """BERT's token_type_ids table has 2 rows: ids were once drawn from {0, 1} for every input."""
+    (res,) = _export(tmp_path, "bert", ("onnx",))
+    m = res.manifest
+    assert m.samples["input_ranges"]["input_ids"] == [0, hf.VOCAB]
+    assert m.samples["input_ranges"]["token_type_ids"] == [0, 2]
+    report = res.reports["onnx"]
+    drawn = list(report.inputs)
+    assert len(drawn) == 4 + 2  # generated samples, then a batch of three sentences and one alone
+    version = res.version_dir
+    assert {"tokenizer.json", "tokenizer_config.json", "config.json"} <= set(m.assets)
+    assert all((version / name).is_file() for name in m.assets)
+    m.verify(version)
+
+
+@pytest.mark.parametrize(
+    ("name", "targets"),
+    [
+        ("llama_past", ("torchscript", "savedmodel", "onnx", "tflite")),
+        ("qwen2_past", ("onnx", "torchscript")),
+        ("gpt2_past", ("onnx", "tflite")),
+    ],
+)
+def test_a_decoder_with_a_cache_generates_transformers_own_tokens(
+    tmp_path: Path, name: str, targets: tuple[str, ...]
+) -> None:
+    (res,) = _export(tmp_path, name, targets)
+    sig = res.signature
+    assert sig.input_names[:3] == ["input_ids", "attention_mask", "position_ids"]
+    assert sig.input("past_key_values.0.key").shape[2] == "past_sequence_length"
+    assert sig.output_names[:3] == ["logits", "present.0.key", "present.0.value"]
+    assert sig.output("present.1.value").shape[2] == "past_sequence_length + sequence_length"
+    for key in targets:
+        notes = res.reports[key].artifact(key).notes
+        assert any("greedy generation of 16 tokens" in n for n in notes), (key, notes)
+    assert res.manifest.samples["sizes"]["past_sequence_length"][1] == 0  # the first step: an empty cache
+
+
+def test_a_cache_decoder_that_generates_other_tokens_fails(tmp_path: Path) -> None:
+    """The generation check can fail: against a model with other weights the same artifact diverges."""
+    from fwx.formats import Format
+    from fwx.runtimes.base import load_runtime
+    from fwx.sources import hf_cache
+
+    (res,) = _export(tmp_path, "llama_past", ("onnx",))
+    tf = hf.transformers()
+    other = hf._init(tf.LlamaForCausalLM.from_pretrained(str(tmp_path / "llama_past")), 0.5).eval()
+    check = hf_cache.greedy_check(other, hf_cache.CacheShape.of(other.config), hf.VOCAB)
+    rt = load_runtime(Format.ONNX, res.version_dir / "model.onnx")
+    try:
+        errors, _ = check(rt)
+    finally:
+        rt.close()
+    assert errors
+    assert "greedy generation differs from transformers' at token" in errors[0]
+
+
+def test_an_export_is_served_over_rest_with_the_tasks_names(tmp_path: Path) -> None:
+    import httpx
+
+    from fwx.serving.config import ServerConfig
+    from fwx.serving.server import Server
+
+    (res,) = _export(tmp_path, "bert", ("onnx",))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = Server(ServerConfig(repository=tmp_path / "repo", http_port=0, grpc_port=-1, poll_seconds=0))
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(120)
+    try:
+        ids = np.array([[2, 7, 9, 3]], dtype=np.int64)
+        body = {
+            "inputs": [
+                {"name": n, "datatype": "INT64", "shape": [1, 4], "data": d.ravel().tolist()}
+                for n, d in (("input_ids", ids), ("attention_mask", np.ones_like(ids)), ("token_type_ids", 0 * ids))
+            ]
+        }
+        url = f"http://127.0.0.1:{server.http_port}/v2/models/bert/infer"
+        with httpx.Client(timeout=60) as client:
+            r = client.post(url, json=body)
+        assert r.status_code == 200, r.text
+        (out,) = r.json()["outputs"]
+        assert out["name"] == "logits"
+        assert out["shape"] == [1, 3]
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)

@@ -1,0 +1,123 @@
+"""Hugging Face folders as sources: detection, the task table, and the safety rules (one line each)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from fwx.errors import UnsafeModelError, UsageError
+from fwx.formats import Format, detect_format, is_hf_folder
+from fwx.sources import hf_tasks
+from fwx.sources.hf_files import check_folder, load_weights
+
+
+def _folder(tmp_path: Path, config: dict[str, object] | None = None) -> Path:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config or {"architectures": ["BertModel"]}))
+    (folder / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    return folder
+
+
+def test_a_save_pretrained_folder_is_detected_as_a_pytorch_source(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    assert is_hf_folder(folder)
+    assert detect_format(folder) is Format.PYTORCH
+    (folder / "model.safetensors").unlink()
+    assert not is_hf_folder(folder)
+
+
+@pytest.mark.parametrize(
+    ("arch", "model_type", "task"),
+    [
+        ("BertForSequenceClassification", "bert", "text-classification"),
+        ("DistilBertModel", "distilbert", "feature-extraction"),
+        ("GPT2LMHeadModel", "gpt2", "text-generation"),
+        ("LlamaForCausalLM", "llama", "text-generation"),
+        ("ViTForImageClassification", "vit", "image-classification"),
+        ("WhisperForConditionalGeneration", "whisper", "automatic-speech-recognition"),
+        ("T5ForConditionalGeneration", "t5", "text2text-generation"),
+        ("BertForQuestionAnswering", "bert", "question-answering"),
+    ],
+)
+def test_the_task_is_inferred_from_the_architecture(arch: str, model_type: str, task: str) -> None:
+    assert hf_tasks.infer_task({"architectures": [arch], "model_type": model_type}) == task
+
+
+def test_an_unknown_task_and_a_multi_model_task_without_its_part_are_refused() -> None:
+    with pytest.raises(UsageError, match="unknown --task 'summarise'"):
+        hf_tasks.split_part("summarise")
+    with pytest.raises(UsageError, match="writes 2 models"):
+        hf_tasks.split_part("text2text-generation")
+    assert hf_tasks.split_part("text2text-generation:decoder") == ("text2text-generation", "decoder")
+
+
+def test_token_type_ids_only_where_the_config_has_a_type_table() -> None:
+    params = frozenset({"input_ids", "attention_mask", "token_type_ids"})
+    assert [s.name for s in hf_tasks.text_inputs({"type_vocab_size": 2}, params)][-1] == "token_type_ids"
+    assert [s.name for s in hf_tasks.text_inputs({}, params)] == ["input_ids", "attention_mask"]
+
+
+def test_a_config_with_auto_map_is_refused_unless_trusted(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, {"architectures": ["X"], "auto_map": {"AutoModel": "modeling_x.XModel"}})
+    with pytest.raises(UnsafeModelError, match=r"auto_map: loading it imports code from the folder \(modeling_x"):
+        check_folder(folder, trust=False)
+    assert check_folder(folder, trust=True)["auto_map"]
+
+
+def test_a_link_that_leaves_the_folder_is_refused(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    (tmp_path / "elsewhere.json").write_text("{}")
+    os.symlink(tmp_path / "elsewhere.json", folder / "tokenizer.json")
+    with pytest.raises(UnsafeModelError, match="tokenizer.json is a link to .*outside the model folder"):
+        check_folder(folder, trust=True)
+
+
+class _Payload:
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, ("echo pwned",))
+
+
+def test_a_pickled_bin_with_a_code_global_is_refused_naming_it(tmp_path: Path) -> None:
+    import torch
+
+    path = tmp_path / "pytorch_model.bin"
+    torch.save({"w": torch.ones(2), "x": _Payload()}, path)
+    with pytest.raises(
+        UnsafeModelError, match=r"pytorch_model.bin is a pickle that would import and run code: (posix|os)\.system"
+    ):
+        load_weights(path, trust=False)
+    legacy = tmp_path / "legacy.bin"
+    legacy.write_bytes(pickle.dumps({"x": _Payload()}, protocol=2))
+    with pytest.raises(UnsafeModelError, match="(posix|os).system"):
+        load_weights(legacy, trust=False)
+
+
+def test_a_state_dict_bin_and_safetensors_load_as_data(tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    torch.save({"w": torch.arange(3.0)}, tmp_path / "pytorch_model.bin")
+    save_file({"w": torch.arange(3.0)}, str(tmp_path / "model.safetensors"))
+    for name in ("pytorch_model.bin", "model.safetensors"):
+        assert load_weights(tmp_path / name, trust=False)["w"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_weights_fill_a_factory_module(tmp_path: Path) -> None:
+    """``fwx export pkg.mod:build --weights model.safetensors``: a Linear(1,1) with w=2, b=1 turns 4 into 9."""
+    import torch
+    from safetensors.torch import save_file
+
+    from fwx.sources.load import load_source
+
+    (tmp_path / "hfw_factory.py").write_text("import torch\ndef build():\n    return torch.nn.Linear(1, 1)\n")
+    save_file({"weight": torch.tensor([[2.0]]), "bias": torch.tensor([1.0])}, str(tmp_path / "w.safetensors"))
+    src = load_source(f"{tmp_path / 'hfw_factory.py'}:build", weights=str(tmp_path / "w.safetensors"))
+    assert src.obj(torch.tensor([[4.0]])).item() == 9.0
+    assert "w.safetensors" in src.kind
+    with pytest.raises(UsageError, match="--weights fills the module a factory builds"):
+        load_source(tmp_path / "w.safetensors", weights=str(tmp_path / "w.safetensors"))
