@@ -141,11 +141,28 @@ def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str) -> di
 def _snap(value: Any, roots: list[Path]) -> Any:
     if not isinstance(value, str | Path) or not os.path.exists(value):
         return value  # a factory reference, or a path the command reports as missing itself
+    if not _loadable(Path(value)):
+        roots.append(Path(value).resolve())  # a repository or model folder: listed, never loaded
+        return value
     snap = snapshot.register(value)
     roots.append(snap.root)
     for extra in _manifest_source(Path(value)):
         roots.append(snapshot.register(extra).root)
     return type(value)(snap.path) if isinstance(value, Path) else str(snap.path)
+
+
+def _loadable(path: Path) -> bool:
+    """A model file or folder, or a version folder (fwx.json): what a framework would load."""
+    from fwx.errors import FwxError
+    from fwx.formats import detect_format
+
+    if (path / "fwx.json").is_file() or path.is_file():
+        return True
+    try:
+        detect_format(path)
+    except FwxError:
+        return False
+    return True
 
 
 def _manifest_source(path: Path) -> Iterable[Path]:
