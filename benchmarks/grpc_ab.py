@@ -1,9 +1,9 @@
-"""gRPC (``--grpc-server aio`` vs ``sync``) and REST, full stack, side by side: server CPU per request.
+"""gRPC and REST, full stack, side by side: server CPU per request.
 
-Two ``fwx serve`` processes (one per gRPC server kind) over the same one-model
-repository; every repeat measures both back to back in alternating order (REST
-on the aio server), so machine load hurts each alike. Server CPU per request is
-read from the server's own counters over the measured window.
+One ``fwx serve`` process (gRPC on the event loop, fwx's one transport) over a
+one-model repository, plus the optional rows below; every repeat measures each
+row back to back in alternating order, so machine load hurts each alike. Server
+CPU per request is read from the server's own counters over the measured window.
 
 With ``--native`` (the default when benchmarks/peers/native_grpc builds), a
 third row: the C++ front end of benchmarks/peers/native_grpc in ``forward``
@@ -17,7 +17,7 @@ libgrpc++ inside the Python process in front of fwx's data plane).
 another checkout of fwx (``git archive BASE | tar -x -C DIR``): a same-run A/B
 of a change.
 
-Prints medians (with every run's CPU/request) and writes bench-results/grpc_ab.json.
+Prints medians (with every run's CPU/request) and writes benchmarks/results/grpc_ab.json.
 
     .venv/bin/python benchmarks/grpc_ab.py --model small_cnn --repeats 3
 """
@@ -54,7 +54,7 @@ def _start_from(tree: Path, repo: Path) -> tuple[Any, str, str]:
 
     here, serve.HERE = serve.HERE, tree.resolve() / "benchmarks"  # start_server's PYTHONPATH is HERE.parent
     try:
-        return start_server(repo, ["--grpc-server", "aio"])
+        return start_server(repo, [])
     finally:
         serve.HERE = here
 
@@ -91,15 +91,15 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--before", type=Path, default=None, help="another fwx checkout to A/B against (aio server)")
     ap.add_argument("--native", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--out", type=Path, default=HERE.parent / "bench-results" / "grpc_ab.json")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "grpc_ab.json")
     args = ap.parse_args()
     build, shape = MODELS[args.model]
     work = Path(tempfile.mkdtemp(prefix="fwx-bench-grpc-ab-"))
     publish(work / "repo", args.model, build()[0], shape)
     x = {"x": np.random.default_rng(2).standard_normal((1, *shape)).astype(np.float32)}
     cs = [int(c) for c in args.concurrency.split(",")]
-    kinds = ["aio", "sync"] + (["before"] if args.before else [])
-    servers = {kind: start_server(work / "repo", ["--grpc-server", kind]) for kind in ("aio", "sync")}
+    kinds = ["aio"] + (["before"] if args.before else [])
+    servers = {"aio": start_server(work / "repo", [])}
     if args.before:
         servers["before"] = _start_from(args.before, work / "repo")
     res: dict[str, list[dict[str, float]]] = {}
