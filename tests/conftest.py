@@ -13,6 +13,7 @@ import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+from ci_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402, F401  (hooks: CI=true)
 
 
 def _has_cuda() -> bool:

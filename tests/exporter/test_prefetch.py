@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -39,7 +40,7 @@ def _children() -> list[int]:
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
             cmd = (stat.parent / "cmdline").read_bytes()
-        except OSError:
+        except (OSError, IndexError):  # gone, or exiting (an empty stat) meanwhile: not ours to count
             continue
         if int(fields[1]) == os.getpid() and b"prefetch_child" in cmd and fields[0] != "Z":
             found.append(int(stat.parent.name))
@@ -157,19 +158,53 @@ def test_a_failed_or_dead_child_fails_that_hop_only(
     assert _children() == []
 
 
+def _main_thread_waits_for_the_child() -> bool:
+    """The main thread is in ``Prefetcher._wait``: its loop, where Ctrl-C lands as KeyboardInterrupt."""
+    from fwx.exporter.prefetch import Prefetcher
+
+    frame = sys._current_frames().get(threading.main_thread().ident or -1)
+    while frame is not None:
+        if frame.f_code is Prefetcher._wait.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def test_ctrl_c_kills_the_prefetch_process(keras_files: dict[str, Path], tmp_path: Path, planted: Any) -> None:
+    """Ctrl-C while the export waits for the prefetch process (which sleeps in its planted hop).
+
+    The race this removes: the signal used to go a fixed 0.5 s after the child appeared. On a loaded
+    machine the export was then still converting its other targets in-process, and Python runs a
+    signal handler wherever the main thread is; inside a ``__del__`` (TensorFlow's functions and
+    tensors have them, and conversions free thousands) the KeyboardInterrupt is printed as
+    "Exception ignored" and dropped, so the export went on and waited out the child's 120 s sleep.
+    The timer thread also died silently on any error, sending nothing. Now the signal goes only once
+    the main thread is seen (in its live frame) waiting for the child's answer, a plain Python loop,
+    and a failure of the interrupting thread fails the test instead of leaving the export waiting.
+    """
     planted("Sleeps")
+    problems: list[str] = []
 
     def interrupt() -> None:
-        deadline = time.monotonic() + 60
-        while not _children() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)
-        os.kill(os.getpid(), signal.SIGINT)
+        try:
+            deadline = time.monotonic() + 300
+            while not (_children() and _main_thread_waits_for_the_child()):
+                if time.monotonic() > deadline:
+                    problems.append("the export never waited for the prefetch process")
+                    return
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+        except BaseException as exc:  # a failure here must fail the test, not leave the export waiting
+            problems.append(repr(exc))
 
     threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
+    outcome: BaseException | None = None
+    try:
         _export(keras_files["savedmodel"], tmp_path, CHEAP, "on")
+    except (KeyboardInterrupt, ExportError) as exc:
+        outcome = exc
+    assert not problems, problems
+    assert isinstance(outcome, KeyboardInterrupt), outcome
     assert _children() == []
     assert numbered_versions(tmp_path) == []
     assert not [p for p in tmp_path.rglob("*") if p.name == "model.tflite"]
