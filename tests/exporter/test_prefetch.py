@@ -148,12 +148,10 @@ def test_a_failed_or_dead_child_fails_that_hop_only(
     keras_files: dict[str, Path], tmp_path: Path, planted: Any, cls: str, line: str
 ) -> None:
     planted(cls)
-    t0 = time.perf_counter()
-    with pytest.raises(ExportError) as exc:
+    with pytest.raises(ExportError) as exc:  # a hang waiting for a dead child would hit pytest's timeout
         _export(keras_files["savedmodel"], tmp_path, CHEAP, "on")
     assert exc.value.message == line
     assert "\n" not in str(exc.value)
-    assert time.perf_counter() - t0 < 60
     assert numbered_versions(tmp_path) == []
     assert _children() == []
 
