@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from . import hostile
+from . import hostile, hostile_allow
 
 
 @dataclass
@@ -19,6 +20,7 @@ class Corpus:
     clean_pt2: Path | None = None
     manifests: dict[str, str] = field(default_factory=dict)  # bad-manifest model name -> needle
     repo: Path | None = None  # every hostile artifact as a version whose checksums match
+    secret: Path | None = None  # a host file whose bytes must never show up in any output
 
     def ran(self) -> list[str]:
         """Sentinels created so far: any entry means hostile code ran."""
@@ -62,6 +64,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     c.files.update(hostile.savedmodels(files, c.sentinels))
     c.files["onnx_custom"] = hostile.onnx_custom(files)
     c.files["tflite_custom"] = hostile.tflite_custom(files)
+    c.secret = root / "secret.txt"
+    c.secret.write_text(f"FWX-SECRET-{os.getpid()}-{id(c)}\n")
+    c.files.update(hostile_allow.pt2_graphs(c.clean_pt2, files, c.sentinels))
+    c.files.update(hostile_allow.pt2_names(c.clean_pt2, files, c.sentinels))
+    c.files.update(hostile_allow.zip_bombs(c.clean_pt2, files))
+    c.files.update(hostile_allow.savedmodels(files, c.sentinels, root / "secret_ckpt"))
     c.repo = root / "repo"
     for kind, fmt in ARTIFACT_KINDS.items():
         hostile.version_folder(c.repo, kind, c.files[kind], fmt)
@@ -80,6 +88,20 @@ ARTIFACT_KINDS = {
     "pt2_opaque": "pt2",
     "sm_signature": "savedmodel",
     "sm_nested": "savedmodel",
+    "pt2_from_file_write": "pt2",
+    "pt2_from_file_read": "pt2",
+    "pt2_guards": "pt2",
+    "pt2_sympy": "pt2",
+    "pt2_json_name": "pt2",
+    "pt2_extra_name": "pt2",
+    "pt2_casefold": "pt2",
+    "pt2_protocol0": "pt2",
+    "pt2_bomb": "pt2",
+    "pt2_liar": "pt2",
+    "sm_save_op": "savedmodel",
+    "sm_graph_from_string": "savedmodel",
+    "sm_saver_hijack": "savedmodel",
+    "sm_symlink_asset": "savedmodel",
     "onnx_custom": "onnx",
     "tflite_custom": "tflite",
 }

@@ -208,7 +208,10 @@ def version_folder(repo: Path, name: str, artifact: Path, fmt: str, version: int
     folder = repo / name / str(version)
     folder.mkdir(parents=True)
     dest = folder / ("model." + fmt if fmt != "savedmodel" else "model.savedmodel")
-    (shutil.copytree if artifact.is_dir() else shutil.copy2)(artifact, dest)
+    if artifact.is_dir():
+        shutil.copytree(artifact, dest, symlinks=True)  # a symlinked asset stays a link
+    else:
+        shutil.copy2(artifact, dest)
     entry = ArtifactEntry(
         format=fmt, path=dest.name, sha256=sha256_path(dest), size_bytes=size_of(dest), signature=SIG.to_json()
     )

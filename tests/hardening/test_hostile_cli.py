@@ -42,6 +42,22 @@ NEEDLES = {
     "sm_nested": "WriteFile",
     "onnx_custom": "com.evil::Pwn",
     "tflite_custom": "Igamma",
+    "pt2_from_file_write": "aten.from_file",
+    "pt2_from_file_read": "aten.from_file",
+    "pt2_guards": "guard",
+    "pt2_sympy": "shape expression",
+    "pt2_json_name": "posix.system",
+    "pt2_txt_name": "posix.system",
+    "pt2_extra_name": "posix.system",
+    "pt2_legacy_weights": "posix.system",
+    "pt2_casefold": "posix.system",
+    "pt2_protocol0": "posix.system",
+    "pt2_bomb": "inflate budget",
+    "pt2_liar": "inflates past",
+    "sm_save_op": "Save",
+    "sm_graph_from_string": "DatasetFromGraph",
+    "sm_saver_hijack": "RestoreV2",
+    "sm_symlink_asset": "symbolic link",
 }
 SOURCE_KINDS = [k for k in NEEDLES if k != "tflite_custom"]  # fwx exports from these
 
@@ -143,6 +159,30 @@ def test_validate_refuses_bad_manifest(batch: dict[str, dict[str, Any]], corpus:
     _assert_refused(res, corpus.manifests[name])
     if name != "m_tampered":
         assert "fwx.json" in _error_lines(res["stderr"])[0]  # names the file
+
+
+def _host_secrets(corpus: Corpus) -> list[str]:
+    """Bytes of host files a hostile model tried to read: none may reach any output or artifact."""
+    found = [corpus.secret.read_text().strip()] if corpus.secret else []
+    for path in (Path("/etc/passwd"), Path("/etc/hostname")):
+        if path.is_file():
+            first = path.read_text(errors="replace").splitlines()[0:1]
+            found.extend(line for line in first if len(line) >= 6)
+    return found
+
+
+def test_no_host_byte_in_any_output_or_artifact(batch: dict[str, dict[str, Any]], corpus: Corpus) -> None:
+    secrets = _host_secrets(corpus)
+    assert secrets
+    for key, res in batch.items():
+        for secret in secrets:
+            assert secret not in res["stdout"] + res["stderr"], (key, secret)
+    out = next(iter(batch.values()))["out"]
+    for path in out.rglob("*"):
+        if path.is_file() and path.suffix not in (".json",) or path.name == "fwx.json":
+            data = path.read_bytes()
+            assert not any(s.encode() in data for s in secrets), path
+    assert corpus.ran() == []
 
 
 def test_controls_pass(batch: dict[str, dict[str, Any]]) -> None:
