@@ -99,11 +99,22 @@ def environment_reads() -> list[Path]:
     names = ("stdlib", "platstdlib", "purelib", "platlib", "include", "scripts", "data")
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.executable, *sys.path]
     paths += [sysconfig.get_path(n) for n in names]
+    paths += [str(Path(__file__).resolve().parents[1]), *_editable_packages()]  # fwx itself, editable installs
     for p in paths:
         if p and os.path.exists(p):
             for q in (Path(p), Path(os.path.realpath(p))):
                 if q not in found:
                     found.append(q)
+    return found
+
+
+def _editable_packages() -> list[str]:
+    """Package folders that ``pip install -e`` maps outside ``sys.path`` (setuptools' editable finders)."""
+    found: list[str] = []
+    for finder in sys.meta_path:
+        mapping = getattr(sys.modules.get(getattr(finder, "__module__", "")), "MAPPING", None)
+        if isinstance(mapping, dict):
+            found += [str(v) for v in mapping.values() if isinstance(v, str)]
     return found
 
 
