@@ -23,14 +23,11 @@ from typing import Any
 
 from fwx import ui
 from fwx.errors import InputError, first_line
-from fwx.formats import Format
 from fwx.frameworks import require
-from fwx.manifest import sha256_path
 from fwx.quiet import quiet
 from fwx.signature import TensorSpec
 from fwx.sources import hf_files, hf_tasks
 from fwx.sources.extras import SourceExtras
-from fwx.sources.load import LoadedSource
 
 SENTENCES = (
     "Hello world, this is a test.",
@@ -72,14 +69,24 @@ class Built:
     sizes: dict[str, tuple[int, ...]]
 
 
-def load_hf(folder: Path, *, task: str | None, trust: bool) -> LoadedSource:
+@dataclass(frozen=True)
+class HFSource:
+    """What ``fwx.sources.load`` makes a ``LoadedSource`` of (this module does not import it: no cycle)."""
+
+    kind: str
+    module: Any
+    inputs: tuple[TensorSpec, ...]
+    sizes: dict[str, tuple[int, ...]]
+    extras: SourceExtras
+
+
+def load_hf(folder: Path, *, task: str | None, trust: bool) -> HFSource:
     """The folder's model for ``task`` (inferred from ``config.architectures`` when None, and printed)."""
     config_json = hf_files.check_folder(folder, trust=trust)
     if task is None:
         task = hf_tasks.infer_task(config_json)
         ui.info(f"  task {task} (from the config's architectures; --task to choose another)")
     base, part = hf_tasks.split_part(task)
-    torch = require("torch", "loading Hugging Face models")
     model = _model(folder, hf_tasks.get_task(base), config_json, trust)
     built = _build(model, base, part, config_json)
     arch = (config_json.get("architectures") or [type(model).__name__])[0]
@@ -90,18 +97,8 @@ def load_hf(folder: Path, *, task: str | None, trust: bool) -> LoadedSource:
         assets=hf_files.assets(folder),
         check=built.extras.check,
     )
-    return LoadedSource(
-        Format.PYTORCH,
-        Format.PYTORCH,
-        folder,
-        f"Hugging Face folder ({arch}, task {task})",
-        "torch",
-        torch.__version__,
-        obj=built.module.eval(),
-        inputs=built.inputs,
-        sha256=sha256_path(folder),
-        sizes=built.sizes,
-        extras=extras,
+    return HFSource(
+        f"Hugging Face folder ({arch}, task {task})", built.module.eval(), built.inputs, built.sizes, extras
     )
 
 

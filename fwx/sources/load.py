@@ -90,7 +90,8 @@ def load_source(
     if is_hf_folder(path):
         from fwx.sources.hf import load_hf  # imports torch and transformers
 
-        return load_hf(path, task=task, trust=trust)
+        hf = load_hf(path, task=task, trust=trust)
+        return _torch(Format.PYTORCH, path, hf.kind, hf.module, inputs=hf.inputs, sizes=hf.sizes, extras=hf.extras)
     check_model(fmt, path, trust=trust)  # SavedModel I/O ops, ONNX custom domains: refused before any load
     if fmt is Format.PYTORCH:
         return _torch_checkpoint(path, model_class, kwargs, trust)
