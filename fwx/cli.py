@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     except FwxError as exc:
         if ui.state.debug:
             raise
-        ui.fail(exc.message, exc.hint, exc.exit_code)
+        ui.fail(exc.message, exc.hint, exc.exit_code, exc.detail)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:

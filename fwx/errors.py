@@ -9,6 +9,7 @@ unless ``--debug``; REST and gRPC translate it in one place each.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:
@@ -29,6 +30,8 @@ class FwxError(Exception):
     exit_code: int = 1
     http_status: int = 500
     grpc_code: str = "INTERNAL"
+    #: Structured facts for ``--json`` beside the message (e.g. what each target of a failed export did).
+    detail: dict[str, Any] | None = None
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)

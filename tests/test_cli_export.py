@@ -280,3 +280,31 @@ def test_keras_class_from_a_foreign_module_is_refused(cli, tmp_path: Path) -> No
     res = cli("export", model, "--to", "savedmodel", "--out", tmp_path / "repo")
     assert_refused(res, tmp_path / "repo", 2, "outside Keras", "evil_pkg.layers.evil>Boom")
     assert "--trust-model-code" in res.err
+
+
+def test_a_failed_named_target_publishes_nothing_and_says_what_passed(cli, tmp_path: Path) -> None:
+    """--to torchscript,onnx where ONNX cannot be written at --opset 10: exit 1 (a conversion failure, not a usage
+    error), one error line naming the failed target, a hint naming the one that passed; --json carries both."""
+    args = ["export", f"{TOYS}:build_cumsum", "--input", "x:float32[N,4]", "--to", "torchscript,onnx"]
+    args += ["--opset", "10", "--out", tmp_path]
+    res = cli(*args, "--json")
+    assert_refused(res, tmp_path, 1, "onnx: ")
+    assert "torchscript passed but nothing was published; --keep-failed" in res.err
+    doc = json.loads(res.out)
+    assert doc["ok"] is False
+    assert doc["exit_code"] == 1
+    targets = {t["format"]: t for t in doc["targets"]}
+    assert targets["torchscript"]["status"] == "ok"
+    assert targets["torchscript"]["published"] is False
+    assert targets["torchscript"]["check"].startswith("PASS")
+    assert targets["onnx"]["status"] == "failed"
+    assert "opset 10" in doc["failed"]["onnx"]["error"]
+    kept = cli(*args, "--keep-failed", "--json")
+    assert kept.code == 1
+    manifest = json.loads((tmp_path / "build_cumsum" / "1" / "fwx.json").read_text())
+    assert list(manifest["artifacts"]) == ["torchscript"]
+    assert "opset 10" in manifest["failed"]["onnx"]["error"]
+    assert {t["format"]: t["published"] for t in json.loads(kept.out)["targets"]} == {
+        "torchscript": True,
+        "onnx": False,
+    }

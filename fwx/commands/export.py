@@ -286,10 +286,10 @@ def _summary(result: Any) -> str:
             from fwx.quantize.report import render
 
             text += "\n\n" + render(entry.quantization, title=f"{key} quantisation:")
-    failed = [r for r in result.rows if r.status == "failed" and not r.path]
+    failed = [r for r in result.rows if r.status == "failed" and not r.published]
     if failed:
-        text += "\n\nnot published (validated wrong; recorded under `failed` in fwx.json): " + "; ".join(
-            str(r.error) for r in failed
+        text += "\n\nnot published (recorded under `failed` in fwx.json): " + "; ".join(
+            f"{r.format}: {r.error}" for r in failed
         )
     return f"{text}\n\nwritten to {result.version_dir}"
 
@@ -297,7 +297,7 @@ def _summary(result: Any) -> str:
 def _row_check(row: Any) -> str:
     if row.status == "skipped":
         return click.style("skipped", fg="yellow") + f": {row.error}"
-    if row.status == "failed" and not row.path:
+    if not row.published:
         return _check(row.check) + " - not published"
     return _check(row.check)
 

@@ -14,19 +14,21 @@ import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from fwx import __version__, ui
 from fwx.converters.base import ConvertOptions
 from fwx.converters.plan import Plan
-from fwx.errors import ExportError, FwxError, ValidationError
+from fwx.errors import FwxError
 from fwx.exporter.collision import check_new_version, check_pinned
-from fwx.exporter.manifest_build import build_manifest, choose, telling_error
+from fwx.exporter.manifest_build import build_manifest
 from fwx.exporter.options import ExportOptions, prefetch_mode
+from fwx.exporter.outcome import blocking_error, run_targets, warn_skipped
 from fwx.exporter.pinning import guess_layout, load_example_inputs
 from fwx.exporter.prefetch import Prefetcher, prefetch_bytes
 from fwx.exporter.resolve import pin_signature
-from fwx.exporter.runner import WORK, Attempt, RunContext, place, run_target
+from fwx.exporter.runner import WORK, RunContext
+from fwx.exporter.summary import TargetRow
 from fwx.exporter.targets import (
     FORMAT_LAYOUT,
     Selection,
@@ -36,7 +38,7 @@ from fwx.exporter.targets import (
     run_order,
     start_format,
 )
-from fwx.formats import ARTIFACT_NAMES, TARGETS, Format
+from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.manifest import Manifest
 from fwx.quantize.options import check_options, check_target, validation_examples
 from fwx.repository import Repository, model_name_for
@@ -47,32 +49,6 @@ from fwx.sources.load import LoadedSource, is_factory_ref, load_source
 from fwx.sources.lookups import lookup_values
 from fwx.sources.samples import check_names, dynamic_symbols, make_feeds, probe_sizes
 from fwx.validators.inputs import load_data
-
-
-@dataclass
-class TargetRow:
-    """One line of the summary: what happened to one requested format."""
-
-    format: Format
-    status: str  # ok | failed | skipped (--to all: failed = validated wrong, not published; skipped = no artifact)
-    path: str | None = None  # relative to the version folder
-    size_bytes: int = 0
-    plan: str = ""
-    check: str = ""
-    signature: str = ""
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": self.format.value,
-            "status": self.status,
-            "path": self.path,
-            "size_bytes": self.size_bytes,
-            "plan": self.plan,
-            "check": self.check,
-            "signature": self.signature,
-            "error": self.error,
-        }
 
 
 @dataclass
@@ -192,103 +168,39 @@ def _run(
     examples: Mapping[str, Any] | None,
     eo: ExportOptions,
 ) -> ExportResult:
-    """Export every selected target; publish what passed.
+    """Export every selected target; publish what may be published (``fwx.exporter.outcome`` decides).
 
-    A named target that fails raises (nothing is published). Under ``--to all`` a
-    target without a working path is skipped, and one that validates wrong is
-    left out, recorded in fwx.json's ``failed`` with its numbers, and makes the
-    result not ``ok`` (exit 1); the targets that validated are still published.
+    Raises the first failing target's error, carrying every target's outcome in
+    ``FwxError.detail``, when nothing may be published.
     """
-    skipped = {fmt.value: reason for fmt, reason in sel.skipped.items()}
     with repo.staging(name, eo.version) as st, _context(src, sig, opts, examples, st.path, eo) as ctx:
-        chosen: dict[Format, Attempt] = {}
-        rejected: dict[Format, tuple[Attempt, list[str]]] = {}
-        failures: list[str] = []
-        errors: dict[Format, FwxError] = {}
         order = run_order(sel.plans)
         ctx.prefetch = Prefetcher(st.path, sel.plans, order, prefetch_mode(eo.prefetch), min_bytes=prefetch_bytes())
-        for fmt in order:
-            try:
-                with ui.step(f"export {fmt}"):
-                    pick, lines = _target(ctx, fmt, sel.plans[fmt])
-            except FwxError as exc:
-                if fmt not in sel.optional:
-                    raise
-                skipped[fmt.value] = exc.message
-                errors[fmt] = exc
-                continue
-            if lines and not eo.keep_failed:
-                if fmt not in sel.optional:
-                    raise _validation_error(pick, lines)
-                rejected[fmt] = (pick, lines)
-                failures += [f"{fmt}: {line}" for line in lines]
-                _show_rejected(fmt, pick, lines)
-                continue
-            chosen[fmt] = pick
-            for warning in (w for hop in pick.hops for w in hop.result.extra.get("warnings", [])):
-                ui.warn(f"{fmt}: {warning}")
-            failures += lines
-            if lines:
-                place(ctx, fmt, pick)
+        out = run_targets(ctx, sel, keep_failed=eo.keep_failed)
         ctx.prefetch.close()  # every hop it could convert has been taken or is no longer wanted
-        chosen, rejected, errors = _in_target_order(chosen), _in_target_order(rejected), _in_target_order(errors)
-        skipped = {f.value: skipped[f.value] for f in TARGETS if f.value in skipped}
-        first = next(iter(errors.values()), None)
-        for key, reason in skipped.items():
-            if chosen or first is None or reason != first.message:
-                ui.warn(f"{key} skipped: {reason}")
-        if not chosen:  # nothing to publish: fail with the first target's own error (type and exit code)
-            if rejected:
-                pick, lines = next(iter(rejected.values()))
-                raise _validation_error(pick, lines, shown=True)
-            assert first is not None
-            raise first
+        warn_skipped(out)
+        error = blocking_error(out, sig, keep_failed=eo.keep_failed)
+        if error is not None:
+            raise error
         manifest = build_manifest(
             name,
             src,
             sig,
-            chosen,
+            out.chosen,
             ctx,
             keep_intermediate=eo.keep_intermediate,
             command=eo.command,
             created=_now(),
             fwx_version=__version__,
-            skipped=skipped,
+            skipped=out.skipped,
         )
-        manifest.failed = {fmt.value: _failed_entry(fmt, pick, lines) for fmt, (pick, lines) in rejected.items()}
+        manifest.failed = out.failed_entries()
         shutil.rmtree(st.path / WORK, ignore_errors=True)
         check_new_version(repo, manifest, allow=eo.allow_signature_change)
         with ui.step("publish"):
             final = st.publish(manifest)
-    return ExportResult(
-        manifest,
-        final,
-        _rows(manifest, chosen),
-        sig,
-        failures,
-        {fmt.value: a.report for fmt, a in chosen.items() if a.report is not None},
-    )
-
-
-_T = TypeVar("_T")
-
-
-def _in_target_order(by_format: Mapping[Format, _T]) -> dict[Format, _T]:
-    """``by_format`` in ``TARGETS`` order (targets run in ``run_order``; fwx.json and errors follow ``TARGETS``)."""
-    return {f: by_format[f] for f in TARGETS if f in by_format}
-
-
-def _failed_entry(fmt: Format, attempt: Attempt, lines: list[str]) -> dict[str, Any]:
-    """What fwx.json keeps of a target that validated wrong: the first failure, the path and every number."""
-    validation = attempt.report.for_artifact(fmt.value) if attempt.report is not None else {}
-    return {"error": f"validation failed: {lines[0]}", "plan": attempt.plan.describe(), "validation": validation}
-
-
-def _show_rejected(fmt: Format, attempt: Attempt, lines: list[str]) -> None:
-    if attempt.report is not None and not ui.state.json:
-        ui.info(attempt.report.table())
-    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
-    ui.warn(f"{fmt} failed validation and is not published: {lines[0]}{more}")
+    reports = {fmt.value: a.report for fmt, a in out.chosen.items() if a.report is not None}
+    return ExportResult(manifest, final, out.rows(manifest), sig, out.failures(), reports)
 
 
 @contextlib.contextmanager
@@ -351,73 +263,6 @@ def _context(
             ctx.prefetch.close()
         if ctx.reference is not None:
             ctx.reference.close()
-
-
-def _target(ctx: RunContext, fmt: Format, plans: list[Plan]) -> tuple[Attempt, list[str]]:
-    """The attempt to publish for ``fmt`` and its validation failures; raises when no path made an artifact."""
-    attempts = run_target(ctx, fmt, plans)
-    pick, lines = choose(attempts)
-    if pick is None:
-        raise telling_error(attempts) or ExportError(f"{fmt}: no path produced an artifact")
-    return pick, lines
-
-
-def _rows(manifest: Manifest, chosen: Mapping[Format, Attempt]) -> list[TargetRow]:
-    rows = []
-    for fmt in TARGETS:
-        if fmt.value in manifest.skipped:
-            rows.append(TargetRow(fmt, "skipped", error=manifest.skipped[fmt.value]))
-        if fmt.value in manifest.failed:
-            bad = manifest.failed[fmt.value]
-            worst = _worst_diff(bad.get("validation") or {})
-            rows.append(
-                TargetRow(
-                    fmt,
-                    "failed",
-                    plan=bad.get("plan", ""),
-                    error=bad.get("error"),
-                    check="FAIL" + (f" (max abs {worst:.1e})" if worst is not None else ""),
-                )
-            )
-        if fmt not in chosen:
-            continue
-        attempt = chosen[fmt]
-        entry = manifest.artifacts[fmt.value]
-        if attempt.report is None:
-            check = "not validated"
-        else:
-            check = "PASS" if attempt.report.passed else "FAIL"
-            worst = _worst_diff(entry.validation)
-            check += f" (max abs {worst:.1e})" if worst is not None else ""
-        rows.append(
-            TargetRow(
-                fmt,
-                entry.status,
-                entry.path,
-                entry.size_bytes,
-                attempt.plan.describe(),
-                check,
-                str(entry.sig()) if entry.signature else "",
-            )
-        )
-    return rows
-
-
-def _worst_diff(validation: Mapping[str, Any]) -> float | None:
-    outputs = validation.get("outputs") or {}
-    values = [o.get("max_abs") for o in outputs.values() if isinstance(o, dict)]
-    nums = [float(v) for v in values if isinstance(v, (int, float))]
-    return max(nums) if nums else None
-
-
-def _validation_error(attempt: Attempt, lines: list[str], *, shown: bool = False) -> ValidationError:
-    if attempt.report is not None and not ui.state.json and not shown:
-        ui.info(attempt.report.table())
-    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
-    return ValidationError(
-        f"validation failed: {lines[0]}{more}",
-        hint="nothing was published; --keep-failed publishes it marked failed, --no-validate skips the check",
-    )
 
 
 def _now() -> str:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from fwx import ui
 from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, SourceModel, edge_class
 from fwx.converters.plan import POST_QUANTIZED, Plan
-from fwx.errors import ExportError, FwxError, SignatureMismatchError, first_line
+from fwx.errors import ExportError, FwxError, InputError, SignatureMismatchError, first_line
 from fwx.exporter.hopjob import HopFailed, hop_options, next_source
 from fwx.exporter.locating import Intermediate, locate_target
 from fwx.exporter.readback import baked_axes, check_readback
@@ -188,7 +188,13 @@ def _attempt(ctx: RunContext, target: Format, plan: Plan) -> Attempt:
     attempt = Attempt(plan)
     try:
         _convert(ctx, target, attempt)
-        _check(ctx, target, attempt)
+        try:
+            _check(ctx, target, attempt)
+        except InputError as exc:  # inputs the source model ran: the converter's output is what is broken
+            raise ExportError(
+                f"the {target} artifact of {plan.describe()} cannot run inputs the source model ran: {exc.message}",
+                hint="the converter wrote a model its runtime cannot run; `fwx export --plan` lists other paths",
+            ) from exc
     except FwxError as exc:
         attempt.error = exc
     except Exception as exc:  # noqa: BLE001 - a read-back bug must not take down the other targets

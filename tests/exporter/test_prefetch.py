@@ -150,7 +150,7 @@ def test_a_failed_or_dead_child_fails_that_hop_only(
     planted(cls)
     with pytest.raises(ExportError) as exc:  # a hang waiting for a dead child would hit pytest's timeout
         _export(keras_files["savedmodel"], tmp_path, CHEAP, "on")
-    assert exc.value.message == line
+    assert exc.value.message == f"tflite: {line}"  # the failed target, then its hop (onnx and savedmodel passed)
     assert "\n" not in str(exc.value)
     assert numbered_versions(tmp_path) == []
     assert _children() == []
