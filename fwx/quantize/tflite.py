@@ -195,6 +195,7 @@ def inspect_model(path: Path, key: str, info: QuantInfo) -> None:
             if any(tensors[i]["dtype"] in _FLOAT for i in idx):
                 float_ops[op["op_name"]] += 1
         info.float_ops = dict(float_ops)
+        _check_scales(interp, tensors)
     sigs = interp.get_signature_list()
     if key in sigs:
         runner = interp.get_signature_runner(key)
@@ -202,6 +203,31 @@ def inspect_model(path: Path, key: str, info: QuantInfo) -> None:
     else:
         details = {d["name"]: d for d in (*interp.get_input_details(), *interp.get_output_details())}
     info.io = {name: _io_entry(d) for name, d in details.items()}
+
+
+#: An int8 scale this wide spans more than +-1e12: no real activation; a constant has swamped the range.
+_MAX_SCALE = 1e10
+
+
+def _check_scales(interp: Any, tensors: dict[int, dict[str, Any]]) -> None:
+    """Refuse a model whose int8 ranges a huge constant swamped, naming the op, before LiteRT is asked to run it.
+
+    The converter folds a constant operand into its op's activation range (a
+    PADV2 pads with the dtype's lowest value and keeps its input's scale): every
+    value then rounds to zero, and LiteRT's XNNPACK delegate fails to prepare the
+    graph or aborts the process.
+    """
+    for op in interp._get_ops_details():
+        for i in op["outputs"]:
+            t = tensors.get(i)
+            scale = float(np.max(t["quantization_parameters"]["scales"], initial=0.0)) if t else 0.0
+            if t is not None and t["dtype"] in (np.int8, np.uint8) and not 0 <= scale <= _MAX_SCALE:
+                raise ExportError(
+                    f"TFLite int8: the range of {t['name']!r} (output of op {op['index']}, {op['op_name']}) is "
+                    f"{scale:.1e} per step: a constant in the graph swamped the calibrated range",
+                    hint="the converter's output cannot run; export the float model (no --quantize) or "
+                    "quantise the ONNX target instead",
+                )
 
 
 def _io_entry(d: dict[str, Any]) -> dict[str, Any]:

@@ -13,13 +13,14 @@ The interpreter is not thread-safe; a lock serialises calls.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from fwx.errors import InputError, UsageError, first_line
+from fwx.errors import InputError, UsageError
 from fwx.formats import Format
 from fwx.frameworks import require
 from fwx.quiet import quiet
@@ -194,7 +195,7 @@ class TFLiteRuntime(Runtime):
             for io in changed:
                 self._shapes[io.index] = ()  # force a fresh resize on the next call
             raise InputError(
-                f"LiteRT rejected the inputs: {first_line(exc)}", hint=f"the model expects {self._sig}"
+                f"LiteRT rejected the inputs: {litert_message(exc)}", hint=f"the model expects {self._sig}"
             ) from exc
         for io in changed:
             self._shapes[io.index] = feed[io.name].shape
@@ -212,3 +213,13 @@ class TFLiteRuntime(Runtime):
         import ai_edge_litert
 
         return f"ai-edge-litert {getattr(ai_edge_litert, '__version__', '')}".strip()
+
+
+def litert_message(exc: BaseException) -> str:
+    """LiteRT's error text made readable: its reporter joins messages without a separator
+    ("...XNNPACK runtimeNode number 38 (...) failed to prepare.Node number 38 ..."), often the same one twice."""
+    text = " ".join(str(exc).split())
+    text = re.sub(r"(?<=[^\s;])(?=Node number \d)", "; ", text)
+    text = re.sub(r"\.(?=[A-Z])", "; ", text)
+    parts = [p.strip(" .") for p in text.split(";")]
+    return "; ".join(dict.fromkeys(p for p in parts if p))[:300] or type(exc).__name__

@@ -201,9 +201,30 @@ def _max_pool(c: NodeCtx) -> Any:
         pads = "SAME"
     if pads == "SAME":
         return from_4d(tf.nn.max_pool2d(x, k, s, "SAME"), was_1d)
-    lowest = float(x.dtype.min) if x.dtype.is_floating else int(x.dtype.min)
     total = [(a + ea, b + eb) for (a, b), (ea, eb) in zip(pads, extra, strict=True)]
-    return from_4d(tf.nn.max_pool2d(_pad_nhwc(x, total, lowest), k, s, "VALID"), was_1d)
+    if _mirror_exact(total, hw, k):
+        padded = tf.pad(x, [[0, 0], *[list(p) for p in total], [0, 0]], "SYMMETRIC")
+    else:
+        padded = _pad_nhwc(x, total, float(x.dtype.min) if x.dtype.is_floating else int(x.dtype.min))
+    return from_4d(tf.nn.max_pool2d(padded, k, s, "VALID"), was_1d)
+
+
+def _mirror_exact(pads: Pads, hw: list[int | None], k: list[int]) -> bool:
+    """Whether padding by mirroring the border leaves every window's maximum unchanged.
+
+    A window that covers ``p`` padded cells on one side also covers the ``p``
+    border cells they mirror when ``k >= 2p`` (PyTorch's limit on pooling pads),
+    so their copies cannot raise its maximum. Padding with the dtype's lowest
+    value gives the same float result, but int8 calibration takes that constant
+    into the activation's range (PADV2 keeps its input's scale): the pooled
+    tensor's scale becomes ~1e36, every value rounds to zero and LiteRT's XNNPACK
+    delegate cannot prepare the graph (torchvision's ResNet stem).
+    """
+    for i, (begin, end) in enumerate(pads):
+        size = hw[i]
+        if max(begin, end) * 2 > k[i] or max(begin, end) > (size if size is not None else 1):
+            return False
+    return any(begin or end for begin, end in pads)
 
 
 @op("AveragePool")
