@@ -33,7 +33,7 @@ def pt2_bytes(path: Path, *, trust: bool) -> bytes:
     """
     from fwx.safety.pickles import PickleScanError
     from fwx.safety.pt2 import read_checked
-    from fwx.safety.zipbounds import BoundedZip, Budget, ZipBoundsError, inflate_budget
+    from fwx.safety.zipbounds import BoundedZip, Budget, ZipBoundsError, ZipCorruptError, inflate_budget
 
     path = Path(path)
     if not path.is_file():
@@ -44,10 +44,10 @@ def pt2_bytes(path: Path, *, trust: bool) -> bytes:
             BoundedZip(data, Budget(inflate_budget(len(data))))
             return data
         data, findings = read_checked(path)
+    except (PickleScanError, ZipCorruptError) as exc:
+        raise InputError(f"cannot read {path} as a .pt2 archive: {exc}", hint="the file is probably truncated") from exc
     except ZipBoundsError as exc:
         raise UnsafeModelError(f"{path}: {exc}", hint=BOUNDS_HINT) from exc
-    except PickleScanError as exc:
-        raise InputError(f"cannot read {path} as a .pt2 archive: {exc}", hint="the file is probably truncated") from exc
     except OSError as exc:
         raise InputError(f"cannot read {path}: {first_line(exc)}") from exc
     if findings.bounds:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fwx.safety.pickles import LEGACY_PICKLES, PickleScanError, torch_safe_globals, weights_only_problems
-from fwx.safety.zipbounds import MAX_DEPTH, BoundedZip, Budget, ZipBoundsError, inflate_budget
+from fwx.safety.zipbounds import MAX_DEPTH, BoundedZip, Budget, ZipBoundsError, ZipCorruptError, inflate_budget
 
 _ZIP_HEAD = b"PK\x03\x04"
 _NATIVE_SUFFIXES = (".so", ".dll", ".dylib", ".pyd", ".o", ".cubin")
@@ -77,6 +77,8 @@ def scan_archive(data: bytes, *, allowed: frozenset[str] | None = None) -> Pt2Fi
             _hold(zf, name, how, safe, out, 0)
         for name in plan.graphs:
             _graph(zf, name, out)
+    except ZipCorruptError as exc:
+        raise PickleScanError(str(exc)) from exc
     except ZipBoundsError as exc:
         out.bounds = str(exc)
     return out
@@ -90,7 +92,7 @@ def _plan(zf: BoundedZip) -> _Plan:
     elif "version" in names and "serialized_exported_program.json" in names:
         plan = _Plan({n: "load" for n in _LEGACY_PAYLOADS if n in names}, ["serialized_exported_program.json"])
     else:
-        raise ZipBoundsError("archive: not laid out as torch.export.save writes a .pt2 (no <root>/archive_format)")
+        raise ZipCorruptError("archive: not laid out as torch.export.save writes a .pt2 (no <root>/archive_format)")
     for name in names:  # code by construction, wherever it sits and whether or not a config names it
         base = name.rsplit("/", 1)[-1]
         if base.startswith("custom_obj"):

@@ -37,6 +37,10 @@ class ZipBoundsError(ValueError):
     """The archive breaks a bound; the message names the member and the bound."""
 
 
+class ZipCorruptError(ZipBoundsError):
+    """Not a zip at all, or truncated: a broken file rather than a hostile one."""
+
+
 def inflate_budget(file_size: int) -> int:
     """Bytes all members together may inflate to: ``FWX_MAX_INFLATE_MB`` if set, else max(4x file, 256 MiB)."""
     env = os.environ.get("FWX_MAX_INFLATE_MB", "").strip()
@@ -78,7 +82,7 @@ def declared_count(data: bytes) -> int:
     """Entries the end-of-central-directory record declares (zip64 aware), read before anything is parsed."""
     at = data.rfind(_EOCD, max(0, len(data) - 65_557))
     if at < 0 or len(data) < at + 22:
-        raise ZipBoundsError("no end-of-central-directory record (not a zip archive, or truncated)")
+        raise ZipCorruptError("no end-of-central-directory record (not a zip archive, or truncated)")
     count = struct.unpack_from("<H", data, at + 10)[0]
     if count == 0xFFFF and at >= 20 and data[at - 20 : at - 16] == _ZIP64_LOCATOR:
         rec = struct.unpack_from("<Q", data, at - 12)[0]
@@ -100,7 +104,7 @@ class BoundedZip:
         try:
             infos = zipfile.ZipFile(_Reader(data)).infolist()
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-            raise ZipBoundsError(f"{where or 'archive'}: not a readable zip archive ({exc})") from exc
+            raise ZipCorruptError(f"{where or 'archive'}: not a readable zip archive ({exc})") from exc
         self.members = self._check(infos)
         self.names = list(self.members)
         # charged before anything is inflated: a reader may inflate every member (zipfile-based loaders do)
@@ -133,7 +137,7 @@ class BoundedZip:
         off = info.header_offset
         head = self.data[off : off + 30]
         if len(head) < 30 or head[:4] != _LOCAL:
-            raise ZipBoundsError(f"{name}: no local header where the central directory points")
+            raise ZipCorruptError(f"{name}: no local header where the central directory points")
         _, _, flags, method, _, _, crc, csize, usize, nlen, xlen = struct.unpack("<4sHHHHHIIIHH", head)
         local_name = self.data[off + 30 : off + 30 + nlen]
         if local_name.decode("utf-8" if flags & 0x800 else "cp437", "replace") != info.filename:
@@ -145,7 +149,7 @@ class BoundedZip:
             raise ZipBoundsError(f"{name}: local header sizes differ from the central directory's")
         start = off + 30 + nlen + xlen
         if start + info.compress_size > len(self.data):
-            raise ZipBoundsError(f"{name}: data runs past the end of the archive")
+            raise ZipCorruptError(f"{name}: data runs past the end of the archive")
         if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
             raise ZipBoundsError(f"{name}: stored member whose sizes differ")
         return Member(name, start, info.compress_size, info.file_size, info.compress_type, info.CRC)
@@ -163,7 +167,7 @@ class BoundedZip:
         else:
             out = _inflate(raw, m)
         if zlib.crc32(out) != m.crc:
-            raise ZipBoundsError(f"{m.name}: CRC mismatch (corrupt, or not the bytes the directory declares)")
+            raise ZipCorruptError(f"{m.name}: CRC mismatch (corrupt, or not the bytes the directory declares)")
         return out
 
 
@@ -179,13 +183,13 @@ def _inflate(raw: memoryview, m: Member) -> bytes:
             if got > m.file_size:
                 raise ZipBoundsError(f"{m.name}: inflates past its declared {m.file_size} bytes")
             if not part and len(d.unconsumed_tail) == len(chunk):
-                raise ZipBoundsError(f"{m.name}: deflate stream makes no progress")
+                raise ZipCorruptError(f"{m.name}: deflate stream makes no progress")
             parts.append(part)
             chunk = d.unconsumed_tail
     parts.append(d.flush())  # all input consumed: only zlib's last buffered bytes remain
     got += len(parts[-1])
     if got != m.file_size:
-        raise ZipBoundsError(f"{m.name}: inflates to {got} bytes, not the {m.file_size} it declares")
+        raise ZipCorruptError(f"{m.name}: inflates to {got} bytes, not the {m.file_size} it declares")
     return b"".join(parts)
 
 
