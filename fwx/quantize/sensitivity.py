@@ -25,6 +25,7 @@ import io
 import math
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +157,34 @@ def tflite_ranking(
         noise = float(row["noise"])
         if noise > _NOISELESS:
             layers.append(Layer(row["tensor_name"], row["op_name"], -_sqnr(float(row["signal"]), noise)))
-    return sorted(layers, key=lambda layer: -layer.score)
+    ranked = sorted(layers, key=lambda layer: -layer.score)
+    floor = min((layer.score for layer in ranked), default=0.0) - 1.0
+    return ranked + [replace(group, score=floor) for group in concat_groups(requantizer.calibrated)]
+
+
+def concat_groups(calibrated: bytes) -> list[Layer]:
+    """Each CONCATENATION with the ops that feed it, as one layer to keep in float.
+
+    TFLite's int8 CONCATENATION takes one scale for its inputs and output, so
+    the quantiser gives every input the widest range among them (a detector's
+    0..1 scores take the 0..64 px boxes' scale). The debugger sees no error in
+    the concatenation itself, and keeping either it or a producer alone in
+    float changes nothing: only the group does.
+    """
+    from ai_edge_litert.interpreter import Interpreter
+
+    interp: Any = Interpreter(model_content=calibrated)
+    tensors = {t["index"]: t for t in interp.get_tensor_details()}
+    ops = interp._get_ops_details()
+    producer = {o: op for op in ops for o in op["outputs"]}
+    groups = []
+    for op in ops:
+        out = tensors[op["outputs"][0]] if len(op["outputs"]) == 1 else None
+        if op["op_name"] != "CONCATENATION" or out is None or out["dtype"] != np.float32:
+            continue  # int shape arithmetic is not quantised
+        feeds = [tensors[producer[i]["outputs"][0]]["name"] for i in op["inputs"] if i in producer]
+        groups.append(Layer(out["name"], "CONCATENATION", 0.0, tuple(dict.fromkeys(feeds))))
+    return groups
 
 
 def tflite_input_order(model: bytes) -> list[str]:

@@ -1,92 +1,197 @@
-"""The shapes detector (samples/detector.py): plain INT8 loses mAP, the mAP budget wins it back.
+"""The shapes detector (samples/detector.py) end to end: five formats, NMS graphs, INT8 within 0.5 mAP.
 
-Its one output concatenates boxes (0..64 px) and scores (0..1), so one int8
-range rounds every score to ~0.25 and plain INT8 loses points of mAP@0.5; the
-budget, measured with pycocotools' mAP on held-out images, finds the layer to
-keep in float (the final Concat) and the loss falls to <= 0.5 point.
+Trained once for the module (~20-40 s on two cores) and exported with fwx to
+all five formats. Its one output concatenates boxes (0..64 px) and scores
+(0..1), so plain INT8 puts both on one scale and loses points of mAP@0.5
+(pycocotools); the budget, scored by that mAP, keeps the concatenation in
+float (TFLite: with the ops feeding it, which share its scale) and the loss
+falls to <= 0.5 point. NMS runs as a graph where the format has the op (ONNX
+NonMaxSuppression appended to the model, TFLite NON_MAX_SUPPRESSION_V5) and
+must return what the numpy ``samples.detector.nms`` returns.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from fwx.formats import Format
-from fwx.quantize.budget import Budget
-from fwx.quantize.budget_fit import fit, measurer, rank_batches
-from fwx.quantize.data import open_source
+from fwx.formats import ARTIFACT_NAMES, Format
+from fwx.quantize.data import Source
 from fwx.quantize.evaluate import runtime_runner
-from fwx.quantize.sensitivity import ONNX_RANKING, onnx_ranking
-from fwx.quantize.stream import BatchStream
-from fwx.signature import Signature, parse_tensor_spec
 
 pytest.importorskip("pycocotools")
-SIG = Signature((parse_tensor_spec("image:float32[N,3,64,64]"),), (parse_tensor_spec("detections:float32[N,64,7]"),))
+pytestmark = pytest.mark.slow
+
+FLOAT_FORMATS = (Format.TORCHSCRIPT, Format.PT2, Format.ONNX, Format.SAVEDMODEL, Format.TFLITE)
 
 
-@pytest.mark.slow
-def test_detector_int8_onnx_within_half_a_map_point(tmp_path: Path) -> None:
+@dataclass
+class Trained:
+    version: Path  # fwx's published version folder: one artifact per format
+    folder: Path
+    eager_map: float
+    eval_images: np.ndarray
+    eval_labels: list[Any]
+    score: Callable[..., float]
+    calib: Source
+    evaluation: Source
+
+    def artifact(self, fmt: Format) -> Path:
+        return self.version / ARTIFACT_NAMES[fmt]
+
+    def run(self, fmt: Format, path: Path | None = None) -> tuple[Callable[..., Any], Callable[[], None]]:
+        from samples.detector_int8 import SIGNATURE
+
+        return runtime_runner(fmt, path or self.artifact(fmt), signature_hint=SIGNATURE)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     import torch
-    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
+    from fwx.exporter.options import ExportOptions
+    from fwx.exporter.pipeline import export
     from samples import detector as det
+    from samples.detector_int8 import write_data
 
+    folder = tmp_path_factory.mktemp("detector")
     x, y = det.make_shapes(800, seed=0)
     xv, yv = det.make_shapes(300, seed=1)
     model = det.train(x, y, epochs=15)
-    fp32 = tmp_path / "det.onnx"
-    torch.onnx.export(
-        model,
-        (torch.zeros(1, 3, 64, 64),),
-        str(fp32),
-        input_names=["image"],
-        output_names=["detections"],
-        opset_version=17,
-        dynamo=False,
-        dynamic_axes={"image": {0: "N"}, "detections": {0: "N"}},
+    torch.save(model.state_dict(), folder / "detector.pt")
+    opts = ExportOptions(
+        out=folder / "repo",
+        name="detector",
+        model_class="samples.detector:build_model",
+        inputs=["image:float32[N,3,64,64]"],
+        outputs=["detections"],
     )
-    np.savez(tmp_path / "calib.npz", image=x[:200])
-    np.savez(tmp_path / "eval.npz", image=xv)
-    calib = open_source(str(tmp_path / "calib.npz"), SIG, None)
+    res = export(folder / "detector.pt", ["all"], opts)
+    assert res.ok, res.failures
+    assert res.version_dir is not None
     score = det.map_scorer(xv, yv)
-    assert score(lambda feed: {"detections": det.predict_torch(model, feed["image"])}) > 85  # it learned
+    eager = score(lambda feed: {"detections": det.predict_torch(model, feed["image"])})
+    assert eager > 85  # it learned: INT8 numbers on an untrained detector say nothing
+    calib, evaluation = write_data(folder, x[:200], xv)
+    return Trained(res.version_dir, folder, eager, xv, yv, score, calib, evaluation)
 
-    def quantize(names: list[str], dest: Path) -> None:
-        quantize_static(
-            str(fp32),
-            str(dest),
-            BatchStream(calib, SIG, 200, 10),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=QuantType.QInt8,
-            weight_type=QuantType.QInt8,
-            nodes_to_exclude=list(names),
-        )
 
-    out = tmp_path / "det.int8.onnx"
-    quantize([], out)
-    run_f, close_f = runtime_runner(Format.ONNX, fp32)
-    run_q, close_q = runtime_runner(Format.ONNX, out)
-    plain_drop = score(run_f) - score(run_q)
-    close_f(), close_q()
-    assert plain_drop > 0.5  # plain INT8 misses the budget
+def test_all_five_formats_agree_in_float(trained: Trained) -> None:
+    for fmt in FLOAT_FORMATS:
+        run, close = trained.run(fmt)
+        try:
+            assert abs(trained.score(run) - trained.eager_map) <= 0.1, fmt
+        finally:
+            close()
 
-    src = open_source(str(tmp_path / "eval.npz"), SIG, None, purpose="eval")
-    measure, close = measurer(Format.ONNX, fp32, src, SIG, scorer=score)
+
+def _reference(trained: Trained, fmt: Format, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The format's raw detections through the numpy NMS, padded as the graphs return it."""
+    from samples import detector as det
+    from samples.detector_nms import padded
+
+    run, close = trained.run(fmt)
     try:
-        result = fit(
-            Budget(max_drop=0.5, metric="mAP@0.5"),
-            out,
-            quantize,
-            measure,
-            lambda: onnx_ranking(fp32, out, rank_batches(calib, SIG, 32)),
-            ranked_by=ONNX_RANKING,
-            data="eval",
-        )
+        return padded(det.nms(run({"image": images})["detections"]))
     finally:
         close()
+
+
+def test_onnx_nms_in_the_graph_matches_the_numpy_nms(trained: Trained) -> None:
+    import onnx
+    import onnxruntime as ort
+
+    from samples.detector_nms import append_onnx_nms
+
+    path = append_onnx_nms(trained.artifact(Format.ONNX), trained.folder / "with_nms.onnx")
+    assert "NonMaxSuppression" in {n.op_type for n in onnx.load(str(path)).graph.node}
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    rows, count = sess.run(["nms", "count"], {"image": trained.eval_images})
+    want_rows, want_count = _reference(trained, Format.ONNX, trained.eval_images)
+    assert count.tolist() == want_count.tolist()
+    assert want_count.sum() > len(want_count)  # several boxes per image: there was something to suppress
+    np.testing.assert_allclose(rows, want_rows, atol=1e-4)
+    blank = sess.run(["count"], {"image": np.zeros((2, 3, 64, 64), np.float32)})[0]
+    assert blank.tolist() == [0, 0]
+
+
+def test_tflite_and_savedmodel_nms_match_the_numpy_nms(trained: Trained) -> None:
+    tf = pytest.importorskip("tensorflow")
+    from ai_edge_litert.interpreter import Interpreter
+
+    from samples.detector_nms import savedmodel_with_nms, tflite_nms
+
+    path = tflite_nms(trained.folder / "nms.tflite")
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        tf.lite.experimental.Analyzer.analyze(model_path=str(path))
+    assert "NON_MAX_SUPPRESSION_V5" in text.getvalue()  # the builtin, not a Flex op
+    run, close = trained.run(Format.TFLITE)
+    try:
+        detections = run({"image": trained.eval_images})["detections"]
+    finally:
+        close()
+    got = Interpreter(model_path=str(path)).get_signature_runner()(detections=detections)
+    want_rows, want_count = _reference(trained, Format.TFLITE, trained.eval_images)
+    assert got["count"].tolist() == want_count.tolist()
+    np.testing.assert_allclose(got["nms"], want_rows, atol=1e-4)
+
+    sm = savedmodel_with_nms(trained.artifact(Format.SAVEDMODEL), trained.folder / "with_nms.savedmodel")
+    out = tf.saved_model.load(str(sm)).signatures["serving_default"](image=tf.constant(trained.eval_images[:50]))
+    want_rows, want_count = _reference(trained, Format.SAVEDMODEL, trained.eval_images[:50])
+    assert out["count"].numpy().tolist() == want_count.tolist()
+    np.testing.assert_allclose(out["nms"].numpy(), want_rows, atol=1e-4)
+
+
+def test_int8_onnx_plain_misses_half_a_point_the_budget_meets_it(trained: Trained) -> None:
+    import onnxruntime as ort
+
+    from samples import detector as det
+    from samples.detector_int8 import onnx_int8
+    from samples.detector_nms import append_onnx_nms, unpadded
+
+    out = trained.folder / "int8.onnx"
+    result = onnx_int8(trained.artifact(Format.ONNX), out, trained.calib, trained.evaluation, trained.score)
+    assert result.plain["drop_points"] > 0.5  # plain INT8 misses the budget
     assert result.met
     assert result.final["drop_points"] <= 0.5
     assert [layer["op"] for layer in result.float_layers] == ["Concat"]
+    # the published INT8 model with NMS in its graph scores what the budget measured
+    sess = ort.InferenceSession(
+        str(append_onnx_nms(out, trained.folder / "int8_nms.onnx")), providers=["CPUExecutionProvider"]
+    )
+    rows, count = sess.run(["nms", "count"], {"image": trained.eval_images})
+    assert trained.eager_map - det.mean_ap(unpadded(rows, count), trained.eval_labels) <= 0.5
+
+
+def test_int8_tflite_plain_misses_half_a_point_the_budget_meets_it(trained: Trained) -> None:
+    pytest.importorskip("tensorflow")
+    from ai_edge_litert.interpreter import Interpreter
+
+    from samples import detector as det
+    from samples.detector_int8 import tflite_int8
+    from samples.detector_nms import tflite_nms, unpadded
+
+    float_tflite, out = trained.artifact(Format.TFLITE), trained.folder / "int8.tflite"
+    sm = trained.artifact(Format.SAVEDMODEL)
+    result = tflite_int8(sm, float_tflite, out, trained.calib, trained.evaluation, trained.score)
+    assert result.plain["drop_points"] > 0.5
+    assert result.met
+    assert result.final["drop_points"] <= 0.5
+    assert [layer["op"] for layer in result.float_layers] == ["CONCATENATION"]
+    assert result.size_final < result.size_int8 * 1.05  # a few ops in float; the weights stay int8
+    run, close = trained.run(Format.TFLITE, out)
+    try:
+        detections = run({"image": trained.eval_images})["detections"]
+    finally:
+        close()
+    nms = Interpreter(model_path=str(tflite_nms(trained.folder / "nms.tflite"))).get_signature_runner()
+    got = nms(detections=detections)
+    assert trained.eager_map - det.mean_ap(unpadded(got["nms"], got["count"]), trained.eval_labels) <= 0.5
