@@ -47,11 +47,25 @@ def choose(attempts: list[Attempt]) -> tuple[Attempt | None, list[str]]:
 
 def telling_error(attempts: list[Attempt]) -> FwxError | None:
     """The failure that says most about why no path made an artifact: the one that got furthest (most hops
-    done), the later path on a tie. The first path's failure is often only that it cannot apply (torch.export
-    refuses every TorchScript module), while a fallback that converted a hop before failing names what stands
-    in the way."""
-    failed = [(len(a.hops), i, a.error) for i, a in enumerate(attempts) if a.error is not None]
-    return max(failed, key=lambda f: (f[0], f[1]))[2] if failed else None
+    done), the preferred (earlier) path on a tie. The first path's failure is often only that it cannot apply
+    (torch.export refuses every TorchScript module), while a fallback that converted a hop before failing
+    names what stands in the way; when neither got anywhere, the preferred path's reason is the one that
+    matters (the TorchScript ONNX exporter naming the op opset 10 lacks, not the dynamo exporter's floor).
+    Paths that failed at the same converter say the same thing: the first of them speaks (a converter that
+    crashed in the prefetch process, not its in-process rerun down a longer path)."""
+    failed = [(i, a) for i, a in enumerate(attempts) if a.error is not None]
+    if not failed:
+        return None
+    best = max(failed, key=lambda f: (len(f[1].hops), -f[0]))[1]
+    edge = _failed_edge(best)
+    first = next((a for _, a in failed if edge is not None and _failed_edge(a) == edge), best)
+    return first.error
+
+
+def _failed_edge(attempt: Attempt) -> object | None:
+    """The converter an attempt failed in (None when its hops all ran and a later check failed)."""
+    done = len(attempt.hops)
+    return attempt.plan.hops[done] if done < len(attempt.plan.hops) else None
 
 
 def build_manifest(
