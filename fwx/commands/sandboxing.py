@@ -174,8 +174,8 @@ def _manifest_source(path: Path) -> Iterable[Path]:
 
     try:
         source = json.loads(manifest.read_text(encoding="utf-8")).get("source", {}).get("path")
-    except (ValueError, OSError, AttributeError):
-        return ()
+    except (ValueError, OSError, AttributeError, RecursionError):
+        return ()  # the command's own manifest reader says what is wrong with it
     return (Path(source),) if isinstance(source, str) and os.path.exists(source) else ()
 
 
