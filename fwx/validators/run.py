@@ -20,6 +20,7 @@ from fwx.errors import FwxError, InputError, UsageError, first_line
 from fwx.formats import NCHW, NHWC, Format, parse_format
 from fwx.manifest import Manifest, sha256_path
 from fwx.runtimes.base import Runtime
+from fwx.safety.snapshot import loadable
 from fwx.signature import Signature, TensorSpec, is_dynamic
 from fwx.sources.id_ranges import onnx_id_ranges
 from fwx.sources.load import load_source
@@ -131,6 +132,7 @@ def load_source_runtime(col: Collection, opts: ValidateOptions, sig: Signature, 
     path = _source_path(manifest, col.folder)
     if path is None:
         raise InputError(f"the source {src.path} is not available here")
+    path = loadable(path, trust=opts.trust_model_code)  # its private copy: what is hashed is what loads
     if src.sha256 and sha256_path(path) != src.sha256:
         raise InputError(f"the source {path} changed since the export (sha256 differs)")
     fmt = Format(src.format)
