@@ -29,6 +29,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "onnxscript": ("onnxscript", "onnx"),
     "ai_edge_litert": ("ai-edge-litert", "tflite"),
     "h5py": ("h5py", "tf"),
+    "transformers": ("transformers", "hf"),
+    "safetensors": ("safetensors", "hf"),
 }
 
 
