@@ -79,30 +79,32 @@ def resolve_inputs(
     )
 
 
-def check_against_model(pinned: Sequence[TensorSpec], model: Sequence[TensorSpec], *, rename_ok: bool) -> None:
+def check_against_model(
+    pinned: Sequence[TensorSpec], model: Sequence[TensorSpec], *, rename_ok: bool, flag: str = "--input"
+) -> None:
     """Refuse ``--input`` specs that cannot fit a model whose signature is known (Keras, SavedModel, ONNX).
 
     With ``rename_ok`` (Keras: fwx writes new endpoints) names may differ; otherwise
-    they must match the model's (SavedModel/ONNX keep theirs).
+    they must match the model's (SavedModel/ONNX keep theirs). ``flag`` names where the specs came from.
     """
     if len(pinned) != len(model):
         want = ", ".join(str(s) for s in model)
         raise InputError(
-            f"--input gives {len(pinned)} input(s) but the model takes {len(model)}: {want}",
-            hint="pass one --input per model input, in order",
+            f"{flag} gives {len(pinned)} input(s) but the model takes {len(model)}: {want}",
+            hint=f"pass one {'array' if flag == '--example-inputs' else '--input'} per model input, in order",
         )
     by_name = {s.name: s for s in model}
     for i, spec in enumerate(pinned):
         ref = model[i] if rename_ok else by_name.get(spec.name)
         if ref is None:
             raise InputError(
-                f"--input {spec.name!r} is not an input of the model (it has {', '.join(by_name)})",
+                f"{flag} {spec.name!r} is not an input of the model (it has {', '.join(by_name)})",
                 hint="use the model's input names",
             )
         problem = _misfit(spec, ref)
         if problem:
             raise InputError(
-                f"--input {spec} does not fit the model's input {ref}: {problem}",
+                f"{flag} {spec} does not fit the model's input {ref}: {problem}",
                 hint="match the model's rank, fixed sizes and dtype",
             )
 

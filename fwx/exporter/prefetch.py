@@ -295,10 +295,11 @@ class Prefetcher:
         if samples is None:
             return
         if first == 0:
-            assert ctx.src.path is not None
+            path = ctx.source_file()  # an ONNX source's pinned copy where the pin fixes a dynamic axis
+            assert path is not None
             src = SourceModel(
                 ctx.src.plan_format,
-                Path(ctx.src.path),
+                path,
                 ctx.signature,
                 layout=ctx.layout,
                 opset=ctx.src.opset,

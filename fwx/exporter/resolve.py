@@ -40,7 +40,8 @@ def pin_signature(
     pinned_in = resolve_inputs(inputs, examples, src.inputs)
     model_in = src.inputs or ()
     if model_in:
-        check_against_model(pinned_in, model_in, rename_ok=src.format is Format.KERAS)
+        flag = "--example-inputs" if examples and not inputs else "--input"
+        check_against_model(pinned_in, model_in, rename_ok=src.format is Format.KERAS, flag=flag)
     model_out = src.outputs or ()
     if src.format is Format.KERAS:
         _probe_keras(src, pinned_in, examples, cfg, given=bool(inputs))

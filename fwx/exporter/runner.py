@@ -24,6 +24,7 @@ from fwx.converters.plan import POST_QUANTIZED, Plan
 from fwx.errors import ExportError, FwxError, InputError, SignatureMismatchError, first_line
 from fwx.exporter.hopjob import HopFailed, hop_options, next_source
 from fwx.exporter.locating import Intermediate, locate_target
+from fwx.exporter.onnx_pins import convert_file
 from fwx.exporter.readback import baked_axes, check_readback
 from fwx.exporter.reference_memo import RememberingRuntime
 from fwx.formats import ARTIFACT_NAMES, Format
@@ -113,6 +114,14 @@ class RunContext:
     suspect: dict[tuple[EdgeEntry, ...], FwxError] = field(default_factory=dict)  # prefixes whose file bakes a size
     counter: int = 0
     prefetch: Prefetch | None = None  # the helper process converting a later hop meanwhile (--prefetch)
+    pinned_source: Path | None = None  # the ONNX source with the pinned sizes written in (``source_file``)
+
+    def source_file(self) -> Path | None:
+        """The file the first hop converts (or copies): the source, or, for an ONNX source whose pin fixes an
+        axis the file leaves dynamic, a copy with those sizes written in (``fwx.exporter.onnx_pins``)."""
+        if self.pinned_source is None:
+            self.pinned_source = convert_file(self.src, self.signature, self.staging / WORK / "pinned")
+        return self.pinned_source
 
     def work_path(self, fmt: Format) -> Path:
         """A fresh path named like the final artifact (TorchScript names its archive root after it)."""
@@ -287,7 +296,7 @@ def _hop(ctx: RunContext, entry: EdgeEntry, prev: ConvertResult | None, key: Hop
     if prev is None:
         src = SourceModel(
             ctx.src.plan_format,
-            ctx.src.path,
+            ctx.source_file(),
             ctx.signature,
             obj=ctx.src.obj,
             layout=ctx.layout,
@@ -307,27 +316,30 @@ def _hop(ctx: RunContext, entry: EdgeEntry, prev: ConvertResult | None, key: Hop
 
 
 def _identity(ctx: RunContext, target: Format) -> HopRun:
-    """Source format == target: copy it in (a SavedModel with another signature key is re-signed)."""
-    assert ctx.src.path is not None
+    """Source format == target: copy it in (a SavedModel with another signature key is re-signed; an ONNX
+    source whose pin fixes a dynamic axis is copied with the pinned sizes written in)."""
+    path = ctx.source_file()
+    assert path is not None
     out = ctx.work_path(target)
     t0 = time.perf_counter()
     key = ctx.options.saved_model_signature
+    pinned = " with the pinned sizes written in" if path != ctx.src.path else ""
     if target is Format.SAVEDMODEL and key != "serving_default":
         tf = require("tensorflow", "re-signing SavedModels")
         with quiet():
-            loaded = tf.saved_model.load(str(ctx.src.path))
+            loaded = tf.saved_model.load(str(path))
             tf.saved_model.save(loaded, str(out), signatures={"serving_default": loaded.signatures[key]})
         tool = f"tf.saved_model.save (signature {key} as serving_default)"
-    elif target is Format.ONNX and external_files(ctx.src.path):
-        extra = gather_external_data(ctx.src.path, out)
-        tool = f"copy (external data gathered into {', '.join(extra)})"
+    elif target is Format.ONNX and external_files(path):
+        extra = gather_external_data(path, out)
+        tool = f"copy{pinned} (external data gathered into {', '.join(extra)})"
         result = ConvertResult(
             out, ctx.signature, tool=tool, layout=ctx.layout, opset=ctx.src.opset, extra={"files": extra}
         )
         return HopRun(None, result, time.perf_counter() - t0)
     else:
-        shutil.copytree(ctx.src.path, out) if ctx.src.path.is_dir() else shutil.copy2(ctx.src.path, out)
-        tool = "copy"
+        shutil.copytree(path, out) if path.is_dir() else shutil.copy2(path, out)
+        tool = f"copy{pinned}"
     result = ConvertResult(out, ctx.signature, tool=tool, layout=ctx.layout, opset=ctx.src.opset)
     return HopRun(None, result, time.perf_counter() - t0)
 
