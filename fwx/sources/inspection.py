@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fwx.errors import InputError, UnsafeModelError
+from fwx.errors import InputError, UnsafeModelError, UsageError
 from fwx.formats import Format, detect_format
 from fwx.manifest import MANIFEST_NAME, Manifest, size_of
 from fwx.repository import Repository
@@ -183,7 +183,34 @@ def _pt2(p: Path, info: dict[str, Any], *, trust: bool, **_: Any) -> None:
     }
 
 
+def _hf_folder(p: Path, info: dict[str, Any], *, trust: bool) -> None:
+    """A save_pretrained folder, read as data: its config, the task fwx would export, the files it carries."""
+    from fwx.sources import hf_files, hf_tasks
+
+    info["format"] = "hugging face folder"
+    try:
+        config = hf_files.check_folder(p, trust=trust)
+    except UnsafeModelError as exc:
+        info["notes"].append(f"{exc.message}; pass --trust-model-code to load it")
+        config = hf_files.read_json(p / hf_files.CONFIG)
+    info["metadata"] = {
+        "model_type": config.get("model_type"),
+        "architectures": config.get("architectures"),
+        "files": sorted(f.name for f in p.iterdir() if f.is_file()),
+    }
+    try:
+        task = hf_tasks.infer_task(config)
+    except UsageError as exc:
+        info["notes"].append(exc.message)
+        return
+    info["metadata"].update(task=task, outputs=list(hf_tasks.get_task(task).outputs))
+    info["notes"].append(f"export it with: fwx export {p} --task {task} (see docs/huggingface.md for the tasks)")
+
+
 def _checkpoint(p: Path, info: dict[str, Any], *, trust: bool, **_: Any) -> None:
+    if p.is_dir():
+        _hf_folder(p, info, trust=trust)
+        return
     needed = ts.unsafe_globals(p)
     info["metadata"]["unsafe_globals"] = needed
     if needed and not trust and ts.torch_nn_classes(needed) is None:

@@ -121,3 +121,16 @@ def test_weights_fill_a_factory_module(tmp_path: Path) -> None:
     assert "w.safetensors" in src.kind
     with pytest.raises(UsageError, match="--weights fills the module a factory builds"):
         load_source(tmp_path / "w.safetensors", weights=str(tmp_path / "w.safetensors"))
+
+
+def test_inspect_reads_a_folder_as_data_and_names_its_task(tmp_path: Path) -> None:
+    from fwx.sources.inspection import inspect_path
+
+    folder = _folder(tmp_path, {"architectures": ["BertForSequenceClassification"], "model_type": "bert"})
+    info = inspect_path(folder)
+    assert info["format"] == "hugging face folder"
+    assert info["metadata"]["task"] == "text-classification"
+    assert info["metadata"]["outputs"] == ["logits"]
+    (folder / "config.json").write_text(json.dumps({"architectures": ["X"], "auto_map": {"AutoModel": "m.X"}}))
+    notes = inspect_path(folder)["notes"]
+    assert any("auto_map" in n for n in notes)  # said, not loaded: inspect runs nothing
