@@ -13,8 +13,9 @@ per-class scores (objectness x class probability), concatenated the way
 YOLOv5's export does. That concatenation is what makes INT8 hard: one
 activation range (0..64 px) has to carry both the boxes and the 0..1 scores,
 so plain INT8 rounds every score to a multiple of about 0.25. Non-max
-suppression is class-aware greedy NMS (IoU 0.5, numpy) on the
-decoded output, run after the model (``nms``): the place a server runs it.
+suppression is class-aware greedy NMS (IoU 0.5, numpy) on the decoded output,
+run after the model (``nms``); ``samples/detector_nms.py`` builds the same NMS
+as a graph for the formats that have the op (ONNX, TFLite, SavedModel).
 
 mAP@0.5 is measured with pycocotools (``mean_ap``). Training takes ~10-30 s on
 two cores with a fixed seed.
