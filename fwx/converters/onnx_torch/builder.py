@@ -101,6 +101,9 @@ class GraphBuilder:
             exarg: Any = ex[0] if v.scalar else ex
             node = self.graph.call_function(fn, (arg,))
             done = Dyn(node, fn(exarg))
+            if v.grid is not None:
+                node = self.graph.call_method("reshape", (node, list(v.grid)))
+                done = Dyn(node, done.example.reshape(v.grid))
             if v.dtype != torch.int64:
                 node = self.graph.call_method("to", (node, v.dtype))
                 done = Dyn(node, done.example.to(v.dtype))
@@ -113,11 +116,11 @@ class GraphBuilder:
         if isinstance(v, Dyn):
             return v.example
         ex = [i.example if isinstance(i, SInt) else i for i in v.items]
-        return torch.tensor(ex[0] if v.scalar else ex, dtype=v.dtype)
+        return torch.tensor(ex[0] if v.scalar else ex, dtype=v.dtype).reshape(v.dims)
 
     def rank(self, v: Value) -> int:
         if isinstance(v, Sym):
-            return 0 if v.scalar else 1
+            return len(v.dims)
         return self.example(v).dim()
 
     # -- emitting ---------------------------------------------------------------
@@ -194,8 +197,14 @@ class GraphBuilder:
         nb = b.node if isinstance(b, SInt) else b
         return SInt(self.graph.call_function(fn, (na, nb)), fn(ea, eb))
 
-    def sym(self, items: Sequence[Item], scalar: bool = False, dtype: torch.dtype = torch.int64) -> Const | Sym:
-        return make_sym(list(items), scalar, dtype)
+    def sym(
+        self,
+        items: Sequence[Item],
+        scalar: bool = False,
+        dtype: torch.dtype = torch.int64,
+        dims: tuple[int, ...] | None = None,
+    ) -> Const | Sym:
+        return make_sym(list(items), scalar, dtype, dims)
 
     def item_of_tensor(self, v: Value) -> Item:
         """A scalar tensor as an int item (runtime ``int(t)`` when it is not known)."""

@@ -8,6 +8,9 @@ Three kinds, from most to least known at build time:
   int-valued fx nodes such as ``x.size(1) * 2``. Shape, and what is computed
   from it, lives here. Keeping these as ints rather than tensors is what lets
   reshape sizes stay symbolic under ``torch.jit.script`` and ``torch.export``.
+  A Sym may be viewed as a small grid (``grid``): the torch exporters turn
+  ``F.pad``'s list into ONNX pads by Reshape ``[-1, 2]``, Slice (reversed),
+  Transpose and Reshape ``[-1]``, which move items without computing them.
 - ``Dyn``: a runtime tensor (an fx node). It carries its value on the sample
   input, which handlers may read for rank and dtype only, never for sizes
   (sizes read from the sample would be baked into the graph).
@@ -15,8 +18,10 @@ Three kinds, from most to least known at build time:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import onnx
 import torch
 import torch.fx as fx
@@ -43,6 +48,13 @@ class Sym:
     items: tuple[Item, ...]
     scalar: bool = False
     dtype: torch.dtype = torch.int64
+    grid: tuple[int, ...] | None = None  # the items' shape (row-major) when it has 2+ axes; None: 1-D or scalar
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        if self.grid is not None:
+            return self.grid
+        return () if self.scalar else (len(self.items),)
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,20 +103,35 @@ def dtype_of(v: Value) -> torch.dtype:
 
 
 def make_sym(
-    items: list[Item] | tuple[Item, ...], scalar: bool = False, dtype: torch.dtype = torch.int64
+    items: list[Item] | tuple[Item, ...],
+    scalar: bool = False,
+    dtype: torch.dtype = torch.int64,
+    dims: tuple[int, ...] | None = None,
 ) -> Const | Sym:
-    """A Sym, or a Const when every item turned out to be known."""
+    """A Sym, or a Const when every item turned out to be known; ``dims`` views the items as that shape."""
+    if dims is not None:
+        scalar = len(dims) == 0
+    grid = dims if dims is not None and len(dims) >= 2 else None
     if all(isinstance(i, int) for i in items):
         ints = [int(i) for i in items]  # type: ignore[arg-type]
         t = torch.tensor(ints[0] if scalar else ints, dtype=dtype)
-        return Const(t)
-    return Sym(tuple(items), scalar, dtype)
+        return Const(t.reshape(grid) if grid is not None else t)
+    return Sym(tuple(items), scalar, dtype, grid)
+
+
+def moved(x: Sym, move: Callable[[np.ndarray], np.ndarray]) -> Const | Sym:
+    """``x`` with its items moved as ``move`` moves an index array of ``x``'s shape (Reshape, Slice,
+    Transpose, Gather, Squeeze): items are only picked, never computed, so sizes stay sizes."""
+    idx = np.asarray(move(np.arange(len(x.items)).reshape(x.dims)))
+    items = [x.items[int(i)] for i in idx.reshape(-1)]
+    return make_sym(items, dtype=x.dtype, dims=tuple(int(d) for d in idx.shape))
 
 
 def as_items(v: Value | None, limit: int = 64) -> tuple[list[Item], bool] | None:
-    """Items and scalar flag of a Sym, or of a small integer Const; None for anything else."""
+    """Items and scalar flag of a 1-D or scalar Sym, or of a small integer Const; None for anything else
+    (a grid Sym too: handlers that take items mean a vector)."""
     if isinstance(v, Sym):
-        return list(v.items), v.scalar
+        return None if v.grid is not None else (list(v.items), v.scalar)
     if isinstance(v, Const) and v.value.dtype in INT_DTYPES and v.value.dim() <= 1 and v.value.numel() <= limit:
         return [int(x) for x in v.value.reshape(-1).tolist()], v.value.dim() == 0
     return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from dataclasses import replace
 from functools import reduce
 from typing import Any
 
@@ -142,7 +143,7 @@ def sym_equal(x: Value, y: Value) -> Value | None:
 def _unary(b: GraphBuilder, n: OnnxNode) -> Value:
     x = n.need(0)
     if n.op_type == "Neg" and isinstance(x, Sym):  # tf2onnx's ConvTranspose "same" pads: -(out - want)
-        return b.sym([b.int_op(operator.sub, 0, a) for a in x.items], x.scalar, x.dtype)
+        return b.sym([b.int_op(operator.sub, 0, a) for a in x.items], x.scalar, x.dtype, x.dims)
     return b.call(UNARY[n.op_type], x)
 
 
@@ -206,7 +207,7 @@ def _where(b: GraphBuilder, n: OnnxNode) -> Value:
 def _cast(b: GraphBuilder, n: OnnxNode) -> Value:
     x, to = n.need(0), torch_dtype(int(n.attr("to")))
     if isinstance(x, Sym) and to in INT_DTYPES and to != torch.uint8:
-        return Sym(x.items, x.scalar, to)
+        return replace(x, dtype=to)
     return b.method("to", x, to)
 
 
@@ -214,7 +215,7 @@ def _cast(b: GraphBuilder, n: OnnxNode) -> Value:
 def _cast_like(b: GraphBuilder, n: OnnxNode) -> Value:
     x, to = n.need(0), dtype_of(n.need(1))
     if isinstance(x, Sym) and to in INT_DTYPES and to != torch.uint8:
-        return Sym(x.items, x.scalar, to)
+        return replace(x, dtype=to)
     return b.method("to", x, to)
 
 

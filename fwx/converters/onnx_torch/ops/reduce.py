@@ -43,7 +43,7 @@ def _reduce(b: GraphBuilder, n: OnnxNode) -> Value:
             return x
         axes = list(range(rank))
     dims = sorted(a + rank if a < 0 else a for a in axes)
-    if isinstance(x, Sym) and not x.scalar and n.op_type in _SYM_FOLD:
+    if isinstance(x, Sym) and x.grid is None and not x.scalar and n.op_type in _SYM_FOLD:
         # shape arithmetic (tf2onnx's Tensordot: ReduceProd of a Shape slice feeds a Reshape): keep it
         # symbolic, else the Reshape reads a tensor value and torch.export sees a data-dependent size
         fold, start = _SYM_FOLD[n.op_type]

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
 import torch
 
 from fwx.converters.onnx_torch import graph_fns as gf
 from fwx.converters.onnx_torch.builder import GraphBuilder
 from fwx.converters.onnx_torch.ops.registry import OnnxNode, op
-from fwx.converters.onnx_torch.values import Const, Dyn, Item, Sym, Value, as_items, dtype_of
+from fwx.converters.onnx_torch.values import Const, Dyn, Item, Sym, Value, as_items, dtype_of, moved
 
 
 def size_items(b: GraphBuilder, x: Value) -> list[Item]:
@@ -24,7 +25,7 @@ def size_items(b: GraphBuilder, x: Value) -> list[Item]:
         return [b.size(x, i) for i in range(x.example.dim())]
     if isinstance(x, Const):
         return [int(s) for s in x.value.shape]
-    return [] if x.scalar else [len(x.items)]
+    return list(x.dims)
 
 
 def axes_of(b: GraphBuilder, n: OnnxNode, input_index: int, since: int) -> list[int] | None:
@@ -60,6 +61,9 @@ def _reshape(b: GraphBuilder, n: OnnxNode) -> Value:
         return b.call(gf.reshape, x, shape, allowzero)
     sizes = size_items(b, x) if not allowzero and any(isinstance(s, int) and s == 0 for s in got[0]) else []
     target = [sizes[i] if isinstance(s, int) and s == 0 and not allowzero else s for i, s in enumerate(got[0])]
+    ints = [s for s in target if isinstance(s, int)]
+    if isinstance(x, Sym) and len(ints) == len(target):  # F.pad's list viewed as [-1, 2], and back
+        return moved(x, lambda idx: idx.reshape(ints))
     if isinstance(x, Sym) and len(target) <= 1:
         return Sym(x.items, len(target) == 0, x.dtype)
     return b.call(torch.reshape, x, target)
@@ -75,8 +79,8 @@ def _flatten(b: GraphBuilder, n: OnnxNode) -> Value:
 @op("Squeeze")
 def _squeeze(b: GraphBuilder, n: OnnxNode) -> Value:
     x, axes = n.need(0), axes_of(b, n, 1, 13)
-    if isinstance(x, Sym) and not x.scalar and len(x.items) == 1:
-        return Sym(x.items, True, x.dtype)
+    if isinstance(x, Sym):
+        return moved(x, lambda idx: np.squeeze(idx, axis=None if axes is None else tuple(axes)))
     if axes is None:
         return b.call(torch.squeeze, x)
     rank = b.rank(x)
@@ -86,8 +90,8 @@ def _squeeze(b: GraphBuilder, n: OnnxNode) -> Value:
 @op("Unsqueeze")
 def _unsqueeze(b: GraphBuilder, n: OnnxNode) -> Value:
     x, axes = n.need(0), axes_of(b, n, 1, 13) or []
-    if isinstance(x, Sym) and x.scalar and len(axes) == 1:
-        return Sym(x.items, False, x.dtype)
+    if isinstance(x, Sym):
+        return moved(x, lambda idx: np.expand_dims(idx, tuple(axes)))
     out_rank = b.rank(x) + len(axes)
     for a in sorted(a + out_rank if a < 0 else a for a in axes):
         x = b.call(torch.unsqueeze, x, a)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
 
 from fwx.converters.onnx_torch import graph_fns as gf
 from fwx.converters.onnx_torch.builder import GraphBuilder
 from fwx.converters.onnx_torch.ops.registry import OnnxNode, op
-from fwx.converters.onnx_torch.values import Const, Item, Sym, Value, as_items
+from fwx.converters.onnx_torch.values import Const, Item, Sym, Value, as_items, moved
 
 _BIG = 1 << 62
 
@@ -47,19 +48,20 @@ def _dropout(b: GraphBuilder, n: OnnxNode) -> list[Value]:
 @op("Transpose")
 def _transpose(b: GraphBuilder, n: OnnxNode) -> Value:
     x = n.need(0)
-    perm = n.attr("perm") or list(range(b.rank(x)))[::-1]
-    return b.method("permute", x, [int(p) for p in perm])
+    perm = [int(p) for p in n.attr("perm") or list(range(b.rank(x)))[::-1]]
+    if isinstance(x, Sym):
+        return moved(x, lambda idx: idx.transpose(perm))
+    return b.method("permute", x, perm)
 
 
 @op("Gather")
 def _gather(b: GraphBuilder, n: OnnxNode) -> Value:
     data, idx = n.need(0), n.need(1)
     axis = int(n.attr("axis", 0))
-    if isinstance(data, Sym) and isinstance(idx, Const) and idx.value.dim() <= 1:
-        picks = [int(i) for i in idx.value.reshape(-1).tolist()]
-        items = [data.items[i] for i in picks]
-        return b.sym(items, idx.value.dim() == 0, data.dtype)
     axis = axis + b.rank(data) if axis < 0 else axis
+    if isinstance(data, Sym) and isinstance(idx, Const):
+        picks = idx.value.numpy()
+        return moved(data, lambda ix: np.take(ix, picks, axis=axis))
     if isinstance(idx, Const) and idx.value.dim() == 0:
         return b.call(torch.select, data, axis, int(idx.value))
     return b.call(gf.gather, data, idx, axis)
@@ -125,10 +127,13 @@ def _slice(b: GraphBuilder, n: OnnxNode) -> Value:
         steps = _items(b, n.input(4), [1] * len(starts))
     if not all(isinstance(v, int) for v in (*axes, *steps)):
         raise n.unsupported("axes/steps computed at run time")
-    if isinstance(x, Sym) and isinstance(starts[0], int) and isinstance(ends[0], int):
-        assert isinstance(steps[0], int)
-        return b.sym(list(x.items)[starts[0] : ends[0] : steps[0]], dtype=x.dtype)
     rank = b.rank(x)
+    if isinstance(x, Sym) and all(isinstance(v, int) for v in (*starts, *ends)):
+        key = [slice(None)] * rank
+        for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+            assert isinstance(axis, int)
+            key[axis] = slice(start, end, step)  # ONNX clamps as Python does, negative steps included
+        return moved(x, lambda idx: idx[tuple(key)])
     for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
         assert isinstance(axis, int)
         assert isinstance(step, int)
@@ -146,7 +151,7 @@ def _split(b: GraphBuilder, n: OnnxNode) -> list[Value]:
     axis = axis + b.rank(x) if axis < 0 else axis
     sizes = n.attr("split") if n.opset < 13 else n.const_ints(1)
     count = len(n.outputs)
-    if isinstance(x, Sym) and not x.scalar:  # a shape vector cut into pieces stays size arithmetic
+    if isinstance(x, Sym) and x.grid is None and not x.scalar:  # a shape vector cut into pieces: still sizes
         cuts = [int(s) for s in sizes] if sizes else [len(x.items) // count] * count
         if sum(cuts) == len(x.items):
             starts = [sum(cuts[:i]) for i in range(count)]
