@@ -9,7 +9,6 @@ tensor, the pads came back through ``.item()`` and ``torch.export`` failed with
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -104,46 +103,14 @@ def test_a_grid_that_reaches_a_tensor_op_is_built_in_its_shape() -> None:
     check_model(model, {"x": X, "b": b}, others=[{"x": X_OTHER, "b": b}])
 
 
-def _tiny_swin() -> torch.nn.Module:
-    from fwx.sources.hf import import_transformers
-
-    transformers = import_transformers()
-    torch.manual_seed(0)
-    cfg = transformers.SwinConfig(
-        image_size=64, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[1, 2], window_size=4, num_labels=5
-    )
-    swin = transformers.SwinForImageClassification(cfg).eval()
-
-    class Logits(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.swin = swin
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.swin(pixel_values=x).logits  # type: ignore[no-any-return]
-
-    return Logits().eval()
-
-
 @pytest.mark.slow
 def test_a_swin_from_onnx_reaches_pt2_directly(tmp_path: Path) -> None:
     """Hugging Face's tiny Swin (64 px, window 4), dynamic batch: ``onnx -> pt2`` in one hop, validated."""
     pytest.importorskip("transformers")
     from fwx.exporter import ExportOptions, export
+    from tests.exporter.test_onnx_pins_swin import swin_onnx
 
-    src = tmp_path / "swin.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            _tiny_swin(),
-            (torch.randn(2, 3, 64, 64),),
-            str(src),
-            input_names=["x"],
-            output_names=["y"],
-            dynamic_axes={"x": {0: "N"}, "y": {0: "N"}},
-            dynamo=False,
-            opset_version=17,
-        )
+    src = swin_onnx(tmp_path / "swin.onnx", dynamic_hw=False)
     res = export(src, ["pt2"], ExportOptions(out=tmp_path / "repo"))
     assert res.manifest is not None
     entry = res.manifest.artifacts["pt2"]
