@@ -16,7 +16,7 @@ import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from fwx.errors import InputError, UnsafeModelError
 
@@ -63,10 +63,65 @@ def take(path: str | Path, parent: Path | None = None) -> Snapshot:
             _copy_tree(original, dest)
         else:
             _copy_file(original, dest, original.parent)
+            for location in _external_data(dest):
+                _copy_companion(original, dest, location)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
     return Snapshot(dest, Path(path), root)
+
+
+#: Lists the external data files an ONNX model names, read from the private copy in a child process: the
+#: onnx package imports numpy, whose thread pool must not start before the sandbox (fwx.safety.landlock).
+_LOCATIONS = """
+import json, sys
+import onnx
+from onnx.external_data_helper import _get_all_tensors
+m = onnx.load(sys.argv[1], load_external_data=False)
+locs = {e.value for t in _get_all_tensors(m) if t.data_location == onnx.TensorProto.EXTERNAL
+        for e in t.external_data if e.key == "location"}
+print(json.dumps(sorted(locs)))
+"""
+
+
+def _external_data(copy: Path) -> list[str]:
+    """The files an ONNX model keeps its weights in (``location`` entries), relative to its folder."""
+    import mmap
+    import subprocess
+    import sys
+
+    from fwx.formats import Format, detect_format
+
+    try:
+        if detect_format(copy) is not Format.ONNX or copy.stat().st_size == 0:
+            return []
+        with open(copy, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            if mm.find(b"location") < 0:
+                return []  # weights inline: nothing else to copy
+    except (OSError, ValueError, InputError):
+        return []
+    proc = subprocess.run(  # noqa: S603 - our own interpreter reading our own private copy
+        [sys.executable, "-c", _LOCATIONS, str(copy)], capture_output=True, text=True, check=False
+    )
+    import json
+
+    try:
+        found = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else []
+    except (ValueError, IndexError):
+        return []  # the loader reads the file and says what is wrong with it
+    return [str(loc) for loc in found if isinstance(loc, str)]
+
+
+def _copy_companion(model: Path, copy: Path, location: str) -> None:
+    """Copy one external data file beside the model's private copy; one that leaves the folder is refused."""
+    from fwx.safety.onnx_locations import check_location
+
+    src = check_location(model, location)
+    dest = copy.parent / PurePosixPath(location.replace("\\", "/"))
+    if dest.exists():
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _copy_file(src, dest)
 
 
 def _copy_tree(src: Path, dest: Path) -> None:

@@ -15,13 +15,12 @@ lists that file with its own sha256 under the entry's ``files``.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
-from fwx.errors import InputError
 from fwx.frameworks import require
 from fwx.runtimes.files import load_onnx
+from fwx.safety.onnx_locations import check_location
 
 DATA_SUFFIX = ".data"
 
@@ -38,35 +37,6 @@ def _locations(model: Any) -> list[str]:
         if loc not in found:
             found.append(loc)
     return found
-
-
-def check_location(model_path: Path, location: str) -> Path:
-    """The file ``location`` names, or ``InputError`` if it could reach outside the model's folder."""
-    base = model_path.parent.resolve()
-
-    def refuse(why: str) -> InputError:
-        return InputError(
-            f"{model_path.name}: external data location {location!r} {why}",
-            hint="keep the data files in the model's folder, named by plain relative paths",
-        )
-
-    posix = PurePosixPath(location.replace("\\", "/"))
-    if not location or posix.is_absolute() or PureWindowsPath(location).drive:
-        raise refuse("is not a relative path")
-    if ".." in posix.parts:
-        raise refuse("climbs out with '..'")
-    path = model_path.parent / posix
-    resolved = path.resolve()
-    if not resolved.is_relative_to(base):
-        raise refuse("resolves (through a symlink) outside the model's folder")
-    if not resolved.is_file():
-        raise InputError(
-            f"{model_path.name}: external data file {location!r} is missing",
-            hint="copy the data file(s) next to the .onnx file",
-        )
-    if os.stat(resolved).st_nlink > 1:
-        raise refuse("is a hard link (it could alias a file outside the folder)")
-    return resolved
 
 
 def external_files(model_path: Path, model: Any = None) -> list[Path]:
