@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,8 +17,6 @@ from fwx.errors import UsageError
 
 if TYPE_CHECKING:
     from fwx.serving.config import ServerConfig
-
-MiB = 2**20
 
 
 def _removed_grpc_server(value: str | None) -> None:
@@ -126,39 +124,7 @@ def _removed_grpc_server(value: str | None) -> None:
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
 )
 @ui.common_options
-def serve(
-    repository: Path,
-    host: str,
-    http_port: int,
-    grpc_port: int,
-    prefer: str,
-    only_formats: str | None,
-    prefer_model: tuple[str, ...],
-    max_batch_size: int,
-    max_queue_delay_ms: float,
-    max_queue_size: int,
-    workers: str,
-    instances: int,
-    request_timeout_s: float,
-    max_body_mb: float,
-    grpc_max_message_mb: float,
-    device: str,
-    version_policy: str,
-    version_policy_model: tuple[str, ...],
-    poll_seconds: float,
-    enable_model_control: bool,
-    admin_token: str | None,
-    api_token: str | None,
-    trust_model_code: bool,
-    require_sandbox: bool,
-    drain_seconds: float,
-    model_name: str | None,
-    shutdown_delay_seconds: float,
-    no_warmup: bool,
-    no_load_probe: bool,
-    no_probe_spare: bool,
-    log_level: str,
-) -> None:
+def serve(repository: Path, workers: str, **options: Any) -> None:
     """Serve every model of an artifact repository over KServe v2 REST + gRPC and TF Serving REST.
 
     \b
@@ -174,59 +140,32 @@ def serve(
     spawner = Spawner(worker_env(n))
     spawner.start_early(n)
     try:
-        from fwx.serving.config import ServerConfig, parse_overrides, parse_prefer, parse_prefer_model
-        from fwx.serving.supervisor import supervise as run
+        from fwx.serving.config import ServerConfig
+        from fwx.serving.supervisor import supervise
 
-        config = ServerConfig(
-            repository=repository,
-            host=host,
-            http_port=http_port,
-            grpc_port=grpc_port,
-            prefer=parse_prefer(prefer),
-            prefer_per_model=parse_prefer_model(prefer_model),
-            only_formats=parse_prefer(only_formats) if only_formats is not None else None,
-            max_batch_size=max_batch_size,
-            max_queue_delay_ms=max_queue_delay_ms,
-            max_queue_size=max_queue_size,
-            workers=instances,
-            worker_processes=n,
-            request_timeout_s=request_timeout_s,
-            max_body_bytes=int(max_body_mb * MiB),
-            grpc_max_message_bytes=int(grpc_max_message_mb * MiB),
-            device=device,
-            version_policy=version_policy,
-            version_policy_per_model=parse_overrides(version_policy_model, "--version-policy-model"),
-            poll_seconds=poll_seconds,
-            enable_model_control=enable_model_control,
-            admin_token=admin_token,
-            api_token=api_token,
-            trust_model_code=trust_model_code,
-            require_sandbox=require_sandbox,
-            drain_seconds=drain_seconds,
-            shutdown_delay_s=shutdown_delay_seconds,
-            model_name=model_name,
-            warmup=not no_warmup,
-            load_probe=not no_load_probe,
-            probe_spare=not no_probe_spare,
-            log_level=log_level,
-        )
-        from fwx.serving.scan import is_model_folder
-
-        if model_name is None and is_model_folder(repository):
-            raise UsageError(
-                f"{repository} is one model's folder (it holds version folders), not a repository",
-                hint="pass --model-name NAME to serve it as NAME, or serve its parent folder",
-            )
+        config = ServerConfig.from_cli(repository, n, options)
+        _check_layout(config)
         _check_sandbox(config)
-        if host not in ("127.0.0.1", "localhost", "::1"):
-            ui.warn(
-                f"binding {host}: the server is reachable from other machines"
-                + ("" if api_token else "; consider --api-token")
-            )
-        code = run(config, spawner)
+        code = supervise(config, spawner)
     finally:
         spawner.close()
     sys.exit(code)
+
+
+def _check_layout(config: ServerConfig) -> None:
+    """Refuse one model's folder passed as a repository; warn when the server leaves this machine."""
+    from fwx.serving.scan import is_model_folder
+
+    if config.model_name is None and is_model_folder(config.repository):
+        raise UsageError(
+            f"{config.repository} is one model's folder (it holds version folders), not a repository",
+            hint="pass --model-name NAME to serve it as NAME, or serve its parent folder",
+        )
+    if config.host not in ("127.0.0.1", "localhost", "::1"):
+        ui.warn(
+            f"binding {config.host}: the server is reachable from other machines"
+            + ("" if config.api_token else "; consider --api-token")
+        )
 
 
 def _check_sandbox(config: ServerConfig) -> None:

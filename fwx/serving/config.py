@@ -7,9 +7,10 @@ a flag means the same thing everywhere and no config file is needed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fwx.errors import UsageError
 from fwx.formats import Format, parse_format
@@ -98,10 +99,31 @@ class ServerConfig:
     warmup: bool = True
     load_probe: bool = True  # load each new artifact once in a child process first (crash-safe)
     probe_spare: bool = True  # keep one pre-imported probe child per served format, so reloads skip the import
-    workers: int = 1  # concurrent batches per model version (compute threads; CLI --instances)
-    worker_processes: int = 1  # serving processes sharing the ports (CLI --workers; fwx.serving.supervisor)
+    instances: int = 1  # concurrent batches per model version (compute threads; CLI --instances)
+    workers: int = 1  # serving processes sharing the ports (CLI --workers; fwx.serving.supervisor)
     reuse_port: bool = False  # SO_REUSEPORT on both listeners (set for supervised workers)
     log_level: str = "info"
+
+    @classmethod
+    def from_cli(cls, repository: Path, workers: int, options: Mapping[str, Any]) -> ServerConfig:
+        """The config ``fwx serve`` runs: each flag mapped to its field once (sizes in MiB, negated switches)."""
+        o = dict(options)
+        only = o.pop("only_formats")
+        return cls(
+            repository=repository,
+            workers=workers,
+            prefer=parse_prefer(o.pop("prefer")),
+            prefer_per_model=parse_prefer_model(o.pop("prefer_model")),
+            only_formats=parse_prefer(only) if only is not None else None,
+            max_body_bytes=int(o.pop("max_body_mb") * MiB),
+            grpc_max_message_bytes=int(o.pop("grpc_max_message_mb") * MiB),
+            version_policy_per_model=parse_overrides(o.pop("version_policy_model"), "--version-policy-model"),
+            shutdown_delay_s=o.pop("shutdown_delay_seconds"),
+            warmup=not o.pop("no_warmup"),
+            load_probe=not o.pop("no_load_probe"),
+            probe_spare=not o.pop("no_probe_spare"),
+            **o,  # the rest are named as the fields are
+        )
 
     def __post_init__(self) -> None:
         self.repository = Path(self.repository)
@@ -135,8 +157,8 @@ class ServerConfig:
             "max_queue_size": self.max_queue_size,
             "max_body_bytes": self.max_body_bytes,
             "grpc_max_message_bytes": self.grpc_max_message_bytes,
-            "instances": self.workers,
-            "workers": self.worker_processes,
+            "instances": self.instances,
+            "workers": self.workers,
         }
         for name, value in positive.items():
             if value < 1:

@@ -89,7 +89,7 @@ class Supervisor:
 
     def __init__(self, config: ServerConfig, root: Path, spawner: Spawner | None = None) -> None:
         self.config = config
-        self.n = int(config.worker_processes)
+        self.n = int(config.workers)
         self.state = RunState.create(root, self.n)
         self.workers = [_Worker(i) for i in range(self.n)]
         self.signals = 0
@@ -250,7 +250,7 @@ def supervise(config: ServerConfig, spawner: Spawner | None = None) -> int:
 
     setup_logging(config.log_level, "supervisor", uvicorn=False)
     check_repository(config.repository)  # a wrong folder is a usage error here, before any worker starts
-    if config.worker_processes > 1 and config.enable_model_control:
+    if config.workers > 1 and config.enable_model_control:
         raise UsageError(
             "--enable-model-control needs --workers 1",
             hint="a load/unload call would reach one worker only; use repository polling instead",

@@ -225,7 +225,7 @@ def main() -> int:
     from fwx.serving.server import run_server
 
     setup_logging(config.log_level, f"w{slot}")
-    state = RunState(job.root, int(config.worker_processes))
+    state = RunState(job.root, int(config.workers))
     loader.load_guard = LoadGuard(state, slot)
     try:
         return asyncio.run(

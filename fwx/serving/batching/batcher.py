@@ -76,7 +76,7 @@ class Batcher:
         self._max_rows = config.max_batch_size
         self._delay = config.max_queue_delay_ms / 1000.0
         self._max_queue = config.max_queue_size
-        self._slots = config.workers
+        self._slots = config.instances
         self._stats = stats
         self._queue: deque[_Item] = deque()
         self._running = 0
