@@ -68,6 +68,7 @@ def test_killed_writer_leaves_no_version(tmp_path: Path) -> None:
     assert proc.stdout.readline().strip() == "staged"
     proc.kill()
     proc.wait()
+    proc.stdout.close()
     repo = Repository(tmp_path)
     assert repo.versions("m") == []
     assert not any(p.name.isdigit() for p in (tmp_path / "m").iterdir())

@@ -203,3 +203,5 @@ def test_the_manifests_token_path_protects_a_real_server(tmp_path: Path) -> None
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

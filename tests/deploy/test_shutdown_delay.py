@@ -92,6 +92,8 @@ def test_sigterm_keeps_serving_for_the_delay_then_drains(tmp_path: Path) -> None
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _ready(url: str) -> bool:

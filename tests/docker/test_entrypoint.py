@@ -113,4 +113,7 @@ def test_entrypoint_serves_the_repository(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             raise
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()
     assert proc.returncode == 0

@@ -168,3 +168,5 @@ def test_an_export_is_served_over_rest_with_the_tasks_names(tmp_path: Path) -> N
         asyncio.run_coroutine_threadsafe(server.stop(), loop).result(60)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+        if not thread.is_alive():
+            loop.close()

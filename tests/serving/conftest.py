@@ -89,6 +89,8 @@ class LiveServer:
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
+            if not self._thread.is_alive():
+                self.loop.close()  # else the loop is left to the garbage collector: ResourceWarning
 
 
 @pytest.fixture(scope="session")

@@ -65,6 +65,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def test_live_before_ready_then_ready_after_warmup(served: Any) -> None:

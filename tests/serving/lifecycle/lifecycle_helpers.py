@@ -217,6 +217,11 @@ class Client:
     def close(self) -> None:
         self.conn.close()
 
+    def __del__(self) -> None:
+        # most callers use a Client for one request (`Client(port).get(...)`): its socket closes with it,
+        # not whenever the garbage collector gets to it (a ResourceWarning in some later test)
+        self.conn.close()
+
 
 def y_of(answer: dict) -> float:
     return float(next(o for o in answer["outputs"] if o["name"] == "y")["data"][0])
