@@ -3,6 +3,8 @@
 Three figures, each the median (with min-max) of ``--repeats`` runs:
 
 * ``snapshot``: copying a model into a private folder (``fwx.safety.snapshot.take``), per size;
+* ``scan``: the allow-list check of the same file (``fwx.safety.check_model``), which ``--trust-model-code``
+  also skips, so the end-to-end difference below is snapshot + scan + sandbox;
 * ``restrict``: applying the Landlock rules in a fresh process (``fwx.safety.landlock.restrict``
   with the rules ``fwx export`` uses), against the interpreter start it follows;
 * ``validate``: ``fwx validate m.onnx m.onnx`` end to end in a fresh process, the default
@@ -68,7 +70,8 @@ def wall(cmd: list[str]) -> float:
 
 
 def bench(sizes: list[int], repeats: int, work: Path) -> dict[str, Any]:
-    from fwx.safety import snapshot
+    from fwx.formats import Format
+    from fwx.safety import check_model, snapshot
 
     out: dict[str, Any] = {"sizes_mb": sizes, "runs": repeats, "rows": []}
     restrict = [float(subprocess.check_output([sys.executable, "-c", RESTRICT.format(model=str(work))], cwd=ROOT))]
@@ -81,11 +84,14 @@ def bench(sizes: list[int], repeats: int, work: Path) -> dict[str, Any]:
     fwx = [sys.executable, "-m", "fwx", "validate"]
     for mb in sizes:
         model = onnx_model(work / f"m{mb}.onnx", mb)
-        copies = []
+        copies, scans = [], []
         for _ in range(repeats):
             t0 = time.perf_counter()
             snap = snapshot.take(model)
             copies.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            check_model(Format.ONNX, snap.path, trust=False)
+            scans.append(time.perf_counter() - t0)
             snap.discard()
         guarded = [wall([*fwx, str(model), str(model), "--samples", "1"]) for _ in range(repeats)]
         trusted = [wall([*fwx, str(model), str(model), "--samples", "1", "--trust-model-code"]) for _ in range(repeats)]
@@ -93,6 +99,7 @@ def bench(sizes: list[int], repeats: int, work: Path) -> dict[str, Any]:
             {
                 "size_mb": mb,
                 "snapshot_s": spread(copies),
+                "scan_s": spread(scans),
                 "validate_default_s": spread(guarded),
                 "validate_trusted_s": spread(trusted),
                 "added_s": round(statistics.median(guarded) - statistics.median(trusted), 3),
@@ -107,12 +114,13 @@ def table(res: dict[str, Any]) -> str:
 
     lines = [
         f"landlock restrict in a fresh process: {f(res['restrict_s'])} s; python start: {f(res['python_start_s'])} s",
-        f"{'size MiB':>8}  {'snapshot s':>22}  {'validate default s':>22}  {'validate trusted s':>22}  added s",
+        f"{'size MiB':>8}  {'snapshot s':>20}  {'scan s':>20}  {'validate default s':>20}  "
+        f"{'validate trusted s':>20}  added s",
     ]
     for r in res["rows"]:
         lines.append(
-            f"{r['size_mb']:>8}  {f(r['snapshot_s']):>22}  {f(r['validate_default_s']):>22}  "
-            f"{f(r['validate_trusted_s']):>22}  {r['added_s']:+.3f}"
+            f"{r['size_mb']:>8}  {f(r['snapshot_s']):>20}  {f(r['scan_s']):>20}  {f(r['validate_default_s']):>20}  "
+            f"{f(r['validate_trusted_s']):>20}  {r['added_s']:+.3f}"
         )
     return "\n".join(lines)
 

@@ -4,7 +4,7 @@ Two groups, each built with the frameworks' own APIs (no fwx exporter needed):
 the PyTorch ``SmallCNN`` as ONNX, TorchScript and .pt2 against the eager
 module, and the Keras CNN as SavedModel and TFLite against the Keras model.
 When ``fwx.exporter.export`` works here, a third row validates an exported
-version folder end to end (``fwx.validators.run.validate``, checksums included).
+version folder end to end (``fwx.validators.pipeline.validate``, checksums included).
 
 Prints a table and writes bench-results/validate.json.
     python benchmarks/validate.py [--samples 4] [--repeats 3]
@@ -124,7 +124,7 @@ def run_exporter(d: Path, repeats: int) -> dict[str, Any]:
     """End to end: export the Keras sample with fwx, then validate the version folder (if the exporter works)."""
     try:
         from fwx.exporter import ExportOptions, export
-        from fwx.validators.run import ValidateOptions, validate
+        from fwx.validators.pipeline import ValidateOptions, validate
 
         src = d / "cnn_keras.keras"
         from samples.models import build_keras_model

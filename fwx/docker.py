@@ -16,7 +16,7 @@ from pathlib import Path
 from fwx import __version__
 from fwx.errors import InputError
 from fwx.formats import Format
-from fwx.host import write_atomic
+from fwx.machine import write_atomic
 from fwx.repository import Repository
 from fwx.runtimes.base import runtime_entry
 from fwx.serving.config import DEFAULT_PREFER

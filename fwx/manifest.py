@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fwx.digits import is_digits
+from fwx.decimal_text import is_digits
 from fwx.errors import ChecksumError, FwxError, InputError
 from fwx.formats import Format, normalize_layout
 from fwx.signature import Signature

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from fwx.digits import is_digits
+from fwx.decimal_text import is_digits
 from fwx.errors import ExportError, InputError, UsageError
 from fwx.manifest import MANIFEST_NAME, Manifest
 

@@ -79,7 +79,7 @@ def _emit(yaml_text: str, out_dir: Path | None, filename: str, force: bool) -> N
         click.echo(yaml_text, nl=False)
         return
     from fwx.errors import InputError
-    from fwx.host import write_atomic
+    from fwx.machine import write_atomic
 
     target = out_dir / filename
     if target.exists() and not force:

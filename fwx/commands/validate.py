@@ -1,4 +1,4 @@
-"""``fwx validate``: a thin click wrapper over ``fwx.validators.run.validate``.
+"""``fwx validate``: a thin click wrapper over ``fwx.validators.pipeline.validate``.
 
 Imports no framework at module import (``fwx validate --help`` stays fast).
 Exit codes: 0 all artifacts pass, 1 any fails (all failures listed), 2 bad
@@ -114,9 +114,9 @@ def validate(
       fwx validate model.onnx model.tflite --report out.html
       fwx validate artifacts/cnn/1 --tolerance logits=1e-3 --device cuda
     """
+    from fwx.validators.pipeline import ValidateOptions
+    from fwx.validators.pipeline import validate as run_validate
     from fwx.validators.policy import Policy, parse_tolerance_override
-    from fwx.validators.run import ValidateOptions
-    from fwx.validators.run import validate as run_validate
 
     for r in reports:
         if r.suffix.lower() not in (".json", ".html", ".htm"):

@@ -15,7 +15,7 @@ from typing import Any
 
 from fwx.converters._freeze import freeze_into
 from fwx.converters._keras3_gru import before as keras3_gru_first
-from fwx.converters._lookup import LookupFreezer
+from fwx.converters._lookup_ops import LookupFreezer
 from fwx.converters._tf import tf_specs
 from fwx.converters.base import ConvertOptions, ConvertResult, SourceModel
 from fwx.errors import ExportError, UnsupportedOpsError, first_line

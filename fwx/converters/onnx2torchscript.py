@@ -23,13 +23,13 @@ class OnnxToTorch(Converter):
     prefetchable = True
 
     def precheck(self, src: SourceModel, opts: ConvertOptions) -> None:
-        from fwx.converters.onnx_torch.pipeline import precheck
+        from fwx.converters.onnx_torch.convert import precheck
 
         precheck(src.path, self.target)
 
     def convert(self, src: SourceModel, out: Path, opts: ConvertOptions) -> ConvertResult:
         self.check_available()
-        from fwx.converters.onnx_torch.pipeline import convert
+        from fwx.converters.onnx_torch.convert import convert
 
         return convert(src, out, opts, self.target)
 

@@ -157,7 +157,7 @@ def _lookup_reason(fn: Any, exc: UnsupportedOpsError) -> ExportError:
     """Name the lookup layer when a hash table stops TFLite: its builtin tables hold string <-> int64 only."""
     if "LookupTableFindV2" not in exc.ops:
         return exc
-    from fwx.sources.lookups import captured_tables
+    from fwx.sources.lookup_tables import captured_tables
 
     try:
         tables = [t for t in captured_tables(fn) if not (t.strings and t.values.dtype == np.int64)]

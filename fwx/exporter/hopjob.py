@@ -19,7 +19,7 @@ from fwx import errors
 from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, SourceModel
 from fwx.errors import FwxError, first_line
 from fwx.formats import Format
-from fwx.host import write_atomic
+from fwx.machine import write_atomic
 from fwx.quantize.options import QuantOptions
 from fwx.signature import Signature
 

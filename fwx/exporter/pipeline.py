@@ -44,9 +44,9 @@ from fwx.quantize.options import check_options, check_target, validation_example
 from fwx.repository import Repository, model_name_for
 from fwx.safety.snapshot import original
 from fwx.signature import Signature, static_signature
-from fwx.sources.id_ranges import input_roles
+from fwx.sources.input_roles import input_roles
 from fwx.sources.load import LoadedSource, is_factory_ref, load_source
-from fwx.sources.lookups import lookup_values
+from fwx.sources.lookup_tables import lookup_values
 from fwx.sources.samples import check_names, dynamic_symbols, make_feeds, probe_sizes
 from fwx.validators.inputs import load_data
 

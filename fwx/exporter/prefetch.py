@@ -43,11 +43,11 @@ from typing import IO, Any
 from fwx import ui
 from fwx.converters.base import EdgeEntry, SourceModel, edge_class
 from fwx.converters.plan import Plan
-from fwx.digits import is_digits
+from fwx.decimal_text import is_digits
 from fwx.exporter.hopjob import error_from_json, hop_options, next_source, options_json, result_from_json, source_json
 from fwx.exporter.runner import WORK, HopKey, HopRun, RunContext, hop_key, suspect
 from fwx.formats import ARTIFACT_NAMES, Format
-from fwx.host import signal_name, usable_cores
+from fwx.machine import signal_name, usable_cores
 from fwx.manifest import size_of
 
 #: ``auto`` prefetches only from a SavedModel source at least this big (``Prefetcher._pays``). Measured on

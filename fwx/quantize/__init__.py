@@ -9,4 +9,13 @@ from __future__ import annotations
 from fwx.quantize.info import EvalResult, QuantInfo
 from fwx.quantize.options import KINDS, METHODS, QUANTIZABLE, QuantOptions, check_options, quant_options
 
-__all__ = ["KINDS", "METHODS", "QUANTIZABLE", "EvalResult", "QuantInfo", "QuantOptions", "check_options", "quant_options"]
+__all__ = [
+    "KINDS",
+    "METHODS",
+    "QUANTIZABLE",
+    "EvalResult",
+    "QuantInfo",
+    "QuantOptions",
+    "check_options",
+    "quant_options",
+]

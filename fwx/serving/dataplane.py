@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fwx import __version__
-from fwx.digits import is_digits
+from fwx.decimal_text import is_digits
 from fwx.errors import (
     DeadlineExceededError,
     FwxError,

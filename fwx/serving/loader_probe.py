@@ -41,7 +41,7 @@ from pathlib import Path
 
 from fwx.errors import FwxError, InputError
 from fwx.formats import Format
-from fwx.host import signal_name
+from fwx.machine import signal_name
 from fwx.signature import Signature
 
 MARKER = "FWX-PROBE "

@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fwx.digits import is_digits
+from fwx.decimal_text import is_digits
 from fwx.errors import ForbiddenError, FwxError, InputError, NotFoundError, UnavailableError
 from fwx.formats import Format, parse_format
 from fwx.manifest import Manifest

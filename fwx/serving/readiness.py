@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fwx.digits import is_digits
+from fwx.decimal_text import is_digits
 from fwx.errors import UsageError
 from fwx.manifest import MANIFEST_NAME
 from fwx.repository import TMP_PREFIX

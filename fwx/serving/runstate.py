@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.formats import Format
-from fwx.host import write_atomic
+from fwx.machine import write_atomic
 
 BOARD = "board"
 QUARANTINE = "quarantine.json"

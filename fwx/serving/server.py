@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from fwx.errors import UsageError
+from fwx.serving.client_examples import print_usage_examples
 from fwx.serving.config import ServerConfig
 from fwx.serving.dataplane import DataPlane, build_dataplane
 from fwx.serving.readiness import readiness_blockers
 from fwx.serving.sockets import bind_tcp
-from fwx.serving.usage import print_usage_examples
 
 log = logging.getLogger("fwx.serving")
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import UsageError
-from fwx.host import usable_cores
+from fwx.machine import usable_cores
 
 
 def parse_workers(text: str | int) -> int:

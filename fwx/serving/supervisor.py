@@ -49,7 +49,7 @@ from pathlib import Path
 from types import FrameType
 
 from fwx.errors import UsageError
-from fwx.host import signal_name
+from fwx.machine import signal_name
 from fwx.serving.config import ServerConfig
 from fwx.serving.loader_probe import DEFAULT_TIMEOUT_S
 from fwx.serving.logs import setup_logging
@@ -171,7 +171,7 @@ class Supervisor:
                 self.config.http_port,
                 self.config.grpc_port,
             )
-            from fwx.serving.usage import print_usage_examples
+            from fwx.serving.client_examples import print_usage_examples
 
             print_usage_examples(
                 self.config, http_port=self._port(self.config.http_port), grpc_port=self._port(self.config.grpc_port)

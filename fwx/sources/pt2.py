@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fwx.digits import is_digits
+from fwx.decimal_text import is_digits
 from fwx.signature import BATCH, Dim, Signature, TensorSpec, normalize_dtype
 from fwx.sources.guards import guards, holds, sizes_read
 from fwx.sources.samples import InputConfig, size_plans

@@ -6,7 +6,7 @@ size sets, all different, none 0 or 1); the validators draw
 1 and 3, other dims 8 and 12 by default) so an artifact that silently pinned a
 dimension fails on the second size. Both draw each tensor through ``draw``,
 which samples integers by what they are: a mask (an input the model uses as
-one, ``fwx.sources.id_ranges``; by its name ``*mask*`` where the model could
+one, ``fwx.sources.input_roles``; by its name ``*mask*`` where the model could
 not be followed) is 1s with padding at the end of rows, ``--input-range``/
 ``--input-values`` (and the table an input indexes) bound the others;
 and no array is allocated before its size is checked against

@@ -1,17 +1,17 @@
 """Validators: run every format on the same inputs, diff the outputs, fail loudly.
 
 Import-light: numpy only. ``validate_runtimes`` compares loaded runtimes;
-``validate`` (``fwx.validators.run``) also finds, verifies and loads the
+``validate`` (``fwx.validators.pipeline``) also finds, verifies and loads the
 artifacts of a model version folder.
 """
 
 from __future__ import annotations
 
 from fwx.sources.samples import InputConfig, generate_inputs
-from fwx.validators.api import validate_runtimes
+from fwx.validators.judge import validate_runtimes
+from fwx.validators.pipeline import ValidateOptions, validate
 from fwx.validators.policy import Policy, Tolerance
 from fwx.validators.report import ArtifactResult, OutputResult, ValidationReport
-from fwx.validators.run import ValidateOptions, validate
 
 __all__ = [
     "ArtifactResult",

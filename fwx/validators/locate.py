@@ -29,8 +29,8 @@ from fwx.errors import first_line
 from fwx.formats import Format
 from fwx.runtimes.base import Runtime
 from fwx.signature import Signature
-from fwx.validators.api import check_signature
 from fwx.validators.compare import metrics
+from fwx.validators.judge import check_signature
 from fwx.validators.layout import inputs_to
 from fwx.validators.locate_match import Pair, Probe, pair
 from fwx.validators.mismatch import Mismatch, NodeError

@@ -2,7 +2,7 @@
 
 JSON (``to_json``), the slice stored in fwx.json (``for_artifact``), a
 terminal table (``table``) and a self-contained HTML page (``write``, via
-``fwx.validators.html``). Building a report never raises on bad numbers:
+``fwx.validators.report_html``). Building a report never raises on bad numbers:
 non-finite floats are written as the strings ``"inf"``/``"nan"`` in JSON.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import UsageError
-from fwx.validators.results import ArtifactResult, OutputResult, json_safe
+from fwx.validators.measurements import ArtifactResult, OutputResult, json_safe
 
 __all__ = ["ArtifactResult", "OutputResult", "ValidationReport"]
 
@@ -91,7 +91,7 @@ class ValidationReport:
         )
 
     def table(self) -> str:
-        from fwx.validators.render import render_table
+        from fwx.validators.report_text import render_table
 
         return render_table(self)
 
@@ -101,7 +101,7 @@ class ValidationReport:
         if p.suffix.lower() == ".json":
             p.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
         elif p.suffix.lower() in (".html", ".htm"):
-            from fwx.validators.html import render_html
+            from fwx.validators.report_html import render_html
 
             p.write_text(render_html(self), encoding="utf-8")
         else:

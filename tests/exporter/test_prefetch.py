@@ -23,7 +23,7 @@ from fwx.errors import ExportError, UsageError
 from fwx.exporter import ExportOptions, export
 from fwx.exporter.prefetch import child_env
 from fwx.formats import Format
-from fwx.host import usable_cores as cores
+from fwx.machine import usable_cores as cores
 
 from . import prefetch_edges
 from .fixtures import numbered_versions

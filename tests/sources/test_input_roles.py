@@ -15,7 +15,7 @@ import pytest
 
 from fwx.formats import Format
 from fwx.signature import Signature, TensorSpec
-from fwx.sources.id_ranges import input_roles
+from fwx.sources.input_roles import input_roles
 from fwx.sources.load import LoadedSource
 from fwx.sources.samples import InputConfig, generate_inputs, hints_from_json, hints_to_json
 

@@ -65,7 +65,7 @@ def test_onnx_ids_take_the_vocabulary_of_the_gather_they_feed(tmp_path: Path) ->
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
-    from fwx.sources.id_ranges import id_ranges
+    from fwx.sources.input_roles import id_ranges
     from fwx.sources.load import load_source
 
     table = numpy_helper.from_array(np.zeros((37, 4), np.float32), "table")
@@ -85,7 +85,7 @@ def test_onnx_ids_take_the_vocabulary_of_the_gather_they_feed(tmp_path: Path) ->
 def test_torch_ids_take_the_table_each_one_indexes() -> None:
     torch = pytest.importorskip("torch")
     from fwx.formats import Format
-    from fwx.sources.id_ranges import id_ranges
+    from fwx.sources.input_roles import id_ranges
     from fwx.sources.load import LoadedSource
 
     class Bert(torch.nn.Module):

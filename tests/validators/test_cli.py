@@ -172,7 +172,7 @@ def test_bad_flags(torch_files: dict[str, Path], capsys: pytest.CaptureFixture[s
 
 
 def test_cuda_without_gpu(torch_files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    from fwx.validators.run import cuda_usable
+    from fwx.validators.pipeline import cuda_usable
 
     if cuda_usable():
         pytest.skip("a GPU is present")

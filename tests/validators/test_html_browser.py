@@ -18,11 +18,11 @@ from runtimes import models
 
 from fwx.runtimes import Runtime
 from fwx.validators import ValidationReport, validate_runtimes
-from fwx.validators.html import error_figure
-from fwx.validators.render import fmt
+from fwx.validators.report_html import error_figure
+from fwx.validators.report_text import fmt
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-PLOT_BLUE = (0x40, 0x63, 0xD8)  # the histogram bars' colour in fwx/validators/html.py
+PLOT_BLUE = (0x40, 0x63, 0xD8)  # the histogram bars' colour in fwx/validators/report_html.py
 
 
 def test_zero_error_histogram_has_no_negative_axis() -> None:

@@ -81,8 +81,8 @@ def test_unknown_report_suffix(mixed_report: ValidationReport, tmp_path: Path) -
 def test_first_line_names_a_reference_that_is_not_the_source(mixed_report: ValidationReport) -> None:
     import copy
 
-    from fwx.validators.html import render_html
-    from fwx.validators.render import render_table
+    from fwx.validators.report_html import render_html
+    from fwx.validators.report_text import render_table
 
     assert "NOT the source" not in render_table(mixed_report)
     fell_back = copy.copy(mixed_report)

@@ -82,7 +82,7 @@ def test_the_export_records_its_id_ranges_and_validate_passes_with_them(
     exported: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     samples = json.loads((exported / "fwx.json").read_text())["samples"]
-    # each id input takes the table it indexes, followed in a traced run of the program (fwx.sources.id_ranges)
+    # each id input takes the table it indexes, followed in a traced run of the program (fwx.sources.input_roles)
     assert samples["input_ranges"] == {"input_ids": [0, VOCAB], "token_type_ids": [0, TYPES]}
     assert "indexes embedding" in samples["notes"]["input_ids"]
     code, out = _cli(["validate", "--device", "cpu", exported], capsys)
@@ -144,11 +144,13 @@ def test_hints_round_trip_through_json_with_strings_as_text() -> None:
 
 def test_restricted_sizes_round_trip_and_drive_the_samples() -> None:
     """A ``.pt2`` whose length Dim starts at 400: the sizes it admits go to fwx.json and back, and every
-    generated sample takes them; symbols the signature does not have, or sizes under 1, are dropped."""
+    generated sample takes them; symbols the signature does not have, or negative sizes, are dropped (0 is a
+    size: a KV-cache decoder's first step takes an empty cache)."""
     sig = Signature((TensorSpec("x", "float32", ("N", "x_d1")),), (TensorSpec("y", "float32", ("N", 4)),))
     data = hints_to_json(InputConfig(sizes={"x_d1": (400, 410)}))
     assert data == {"sizes": {"x_d1": [400, 410]}}
     back = hints_from_json(json.loads(json.dumps(data)), sig)
     assert back.sizes == {"x_d1": (400, 410)}
     assert sorted({s["x"].shape for s in generate_inputs(sig, back)}) == [(1, 400), (3, 410)]
-    assert hints_from_json({"sizes": {"other": [5], "x_d1": [0, 3]}}, sig).sizes == {}
+    assert hints_from_json({"sizes": {"other": [5], "x_d1": [-1, 3]}}, sig).sizes == {}
+    assert hints_from_json({"sizes": {"x_d1": [0, 3]}}, sig).sizes == {"x_d1": (0, 3)}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from fwx.digits import is_digits
+from fwx.decimal_text import is_digits
 from fwx.errors import InputError, PayloadTooLargeError
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from fwx.digits import is_digits
+from fwx.decimal_text import is_digits
 from fwx.errors import InputError
 from fwx.serving.codecs import decode_json_data, decode_raw, encode_raw, json_data
 from fwx.serving.rest.schema import check_infer_request

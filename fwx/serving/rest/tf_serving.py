@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from fwx.digits import is_digits
+from fwx.decimal_text import is_digits
 from fwx.errors import InputError, first_line
 from fwx.serving.codecs import MAX_ELEMENTS
 from fwx.serving.json_values import numeric_array

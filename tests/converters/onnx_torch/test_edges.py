@@ -17,7 +17,7 @@ from onnx_torch_helpers import graph_model, rand
 from fwx.converters.base import ConvertOptions, SourceModel, edges
 from fwx.converters.onnx2pt2 import OnnxToExportedProgram
 from fwx.converters.onnx2torchscript import OnnxToTorchScript
-from fwx.converters.onnx_torch.pipeline import SIGNATURE_FILE
+from fwx.converters.onnx_torch.convert import SIGNATURE_FILE
 from fwx.converters.onnx_torch.sample import index_bounds
 from fwx.errors import ExportError, InputError, UnsupportedOpsError
 from fwx.formats import Format

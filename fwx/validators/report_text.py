@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from fwx import ui
 
 if TYPE_CHECKING:
-    from fwx.validators.results import ArtifactResult, ReportData
+    from fwx.validators.measurements import ArtifactResult, ReportData
 
 
 def fmt(value: Any, kind: str = "g") -> str:

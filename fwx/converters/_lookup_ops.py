@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fwx.sources.lookups import captured_tables as read_tables
+from fwx.sources.lookup_tables import captured_tables as read_tables
 from fwx.sources.tf_source import model_layers
 
 #: Integer keys spread over at most this many values get a dense table (8 MiB of int64).

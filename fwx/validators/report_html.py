@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fwx.validators.render import fmt
+from fwx.validators.report_text import fmt
 
 if TYPE_CHECKING:
-    from fwx.validators.results import ArtifactResult, OutputResult, ReportData
+    from fwx.validators.measurements import ArtifactResult, OutputResult, ReportData
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}td.l{text-align:left}

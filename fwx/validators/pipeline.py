@@ -22,13 +22,13 @@ from fwx.manifest import Manifest, sha256_path
 from fwx.runtimes.base import Runtime
 from fwx.safety.snapshot import loadable
 from fwx.signature import Signature, TensorSpec, is_dynamic
-from fwx.sources.id_ranges import onnx_id_ranges
+from fwx.sources.input_roles import onnx_id_ranges
 from fwx.sources.load import load_source
 from fwx.sources.reference import file_source, source_runtime
 from fwx.sources.samples import InputConfig, check_names, generate_inputs, hints_from_json, is_mask, symbol_key
-from fwx.validators.api import validate_runtimes
 from fwx.validators.artifacts import Artifact, Collection, by_precision, close_all, collect, gpu_visible, load_all
 from fwx.validators.inputs import load_data, load_labels
+from fwx.validators.judge import validate_runtimes
 from fwx.validators.layout import shape_to
 from fwx.validators.locate import Side, locate_failures
 from fwx.validators.policy import Policy

@@ -6,7 +6,7 @@ out of vocabulary, so every runtime returns the same OOV index and a wrong
 table would pass. An input that feeds a lookup table is sampled from the
 table's keys plus out-of-vocabulary values (``lookup_values``), so
 validation compares hits and misses. The converters read the same tables to
-freeze them into ONNX ops (``fwx.converters._lookup``).
+freeze them into ONNX ops (``fwx.converters._lookup_ops``).
 """
 
 from __future__ import annotations
