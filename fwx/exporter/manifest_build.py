@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fwx.converters.base import edge_class
-from fwx.errors import FwxError
+from fwx.errors import FwxError, UnsupportedOpsError
 from fwx.exporter.runner import WORK, Attempt, HopRun, RunContext
 from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.frameworks import EXTRAS, version_of
@@ -52,10 +52,15 @@ def telling_error(attempts: list[Attempt]) -> FwxError | None:
     names what stands in the way; when neither got anywhere, the preferred path's reason is the one that
     matters (the TorchScript ONNX exporter naming the op opset 10 lacks, not the dynamo exporter's floor).
     Paths that failed at the same converter say the same thing: the first of them speaks (a converter that
-    crashed in the prefetch process, not its in-process rerun down a longer path)."""
+    crashed in the prefetch process, not its in-process rerun down a longer path). A path that names the
+    model's ops a format cannot express outranks them all (TFLite's missing MatrixDeterminant, not the
+    detour through ONNX that fails on the same op under another name)."""
     failed = [(i, a) for i, a in enumerate(attempts) if a.error is not None]
     if not failed:
         return None
+    named = next((a for _, a in failed if isinstance(a.error, UnsupportedOpsError)), None)
+    if named is not None:
+        return named.error  # the ops of the model a format cannot express: the preferred path's list
     best = max(failed, key=lambda f: (len(f[1].hops), -f[0]))[1]
     edge = _failed_edge(best)
     first = next((a for _, a in failed if edge is not None and _failed_edge(a) == edge), best)
