@@ -46,7 +46,11 @@ def triton_config(model: LoadedModel, config: ServerConfig) -> dict[str, Any]:
         "output": [_io(s, batched) for s in model.signature.outputs],
         "version_policy": _version_policy(config.version_policy),
         "instance_group": [
-            {"name": model.name, "count": config.instances, "kind": "KIND_CPU" if config.device == "cpu" else "KIND_GPU"}
+            {
+                "name": model.name,
+                "count": config.instances,
+                "kind": "KIND_CPU" if config.device == "cpu" else "KIND_GPU",
+            }
         ],
         "parameters": {"format": {"string_value": model.format.value}},
     }
