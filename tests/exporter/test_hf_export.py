@@ -63,17 +63,19 @@ def test_a_folder_reaches_all_five_formats_with_optimums_names(tmp_path: Path, n
         ("whisper", ["input_features"], ["last_hidden_state"]),
     ],
 )
-def test_other_architectures_reach_onnx_and_torchscript(
+def test_other_architectures_reach_all_five_formats(
     tmp_path: Path, name: str, inputs: list[str], outputs: list[str]
 ) -> None:
-    (res,) = _export(tmp_path, name, ("onnx", "torchscript"))
+    (res,) = _export(tmp_path, name, ALL)
     assert res.signature.input_names == inputs
     assert res.signature.output_names == outputs
-    assert _published(res) == {"onnx", "torchscript"}
+    assert _published(res) == set(ALL), res.manifest.skipped
 
 
 def test_text2text_writes_an_encoder_and_a_decoder(tmp_path: Path) -> None:
-    enc, dec = _export(tmp_path, "t5", ("onnx", "torchscript"))
+    enc, dec = _export(tmp_path, "t5", ALL)
+    assert _published(enc) == set(ALL), enc.manifest.skipped
+    assert _published(dec) == set(ALL), dec.manifest.skipped
     assert (enc.manifest.name, dec.manifest.name) == ("t5-encoder", "t5-decoder")
     assert enc.signature.input_names == ["input_ids", "attention_mask"]
     assert dec.signature.input_names == ["input_ids", "encoder_attention_mask", "encoder_hidden_states"]
@@ -99,8 +101,8 @@ def test_validation_uses_the_whole_vocabulary_real_padding_and_tokenized_sentenc
     ("name", "targets"),
     [
         ("llama_past", ("torchscript", "savedmodel", "onnx", "tflite")),
-        ("qwen2_past", ("onnx", "torchscript")),
-        ("gpt2_past", ("onnx", "tflite")),
+        ("qwen2_past", ("torchscript", "savedmodel", "onnx", "tflite")),
+        ("gpt2_past", ("torchscript", "savedmodel", "onnx", "tflite")),
     ],
 )
 def test_a_decoder_with_a_cache_generates_transformers_own_tokens(
