@@ -25,7 +25,7 @@ FLOORS: list[set[str]] = [
     {"sources"},
     {"runtimes"},
     {"signature", "formats", "manifest", "repository", "safety"},
-    {"errors", "ui", "quiet", "frameworks", "digits", "host", "__init__"},
+    {"errors", "ui", "quiet", "frameworks", "decimal_text", "machine", "__init__"},
 ]
 LEVEL = {unit: len(FLOORS) - i for i, floor in enumerate(FLOORS) for unit in floor}
 

@@ -11,14 +11,15 @@ from pathlib import Path
 from fwx.exporter.options import ExportOptions
 from fwx.exporter.pipeline import ExportResult, default_name, export
 from fwx.formats import Format, is_hf_folder
-from fwx.sources import hf_tasks
-from fwx.sources.hf_files import CONFIG, read_json
 
 
 def parts_of(source: str | Path, task: str | None) -> tuple[str, ...]:
     """The parts ``source`` exports for ``task`` (inferred from a folder's config without one); () for one model."""
     if not is_hf_folder(source):
         return ()
+    from fwx.sources import hf_tasks  # a Hugging Face folder only: other sources never import it
+    from fwx.sources.hf_files import CONFIG, read_json
+
     if task is None:
         config = read_json(Path(source) / CONFIG)
         task = hf_tasks.infer_task(config if isinstance(config, dict) else {})
@@ -33,6 +34,9 @@ def export_all(
     parts = parts_of(source, eo.task)
     if not parts:
         return [export(source, targets, eo)]
+    from fwx.sources import hf_tasks
+    from fwx.sources.hf_files import CONFIG, read_json
+
     base = eo.task or hf_tasks.infer_task(read_json(Path(source) / CONFIG))
     name = eo.name or default_name(source)
     return [export(source, targets, replace(eo, task=f"{base}:{part}", name=f"{name}-{part}")) for part in parts]

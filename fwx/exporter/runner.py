@@ -23,8 +23,6 @@ from fwx.converters.base import ConvertOptions, ConvertResult, EdgeEntry, Source
 from fwx.converters.plan import POST_QUANTIZED, Plan
 from fwx.errors import ExportError, FwxError, InputError, SignatureMismatchError, first_line
 from fwx.exporter.hopjob import HopFailed, hop_options, next_source
-from fwx.exporter.locating import Intermediate, locate_target
-from fwx.exporter.onnx_pins import convert_file
 from fwx.exporter.readback import baked_axes, check_readback
 from fwx.exporter.reference_memo import RememberingRuntime
 from fwx.formats import ARTIFACT_NAMES, Format
@@ -38,7 +36,6 @@ from fwx.sources.onnx_external import external_files, gather_external_data
 from fwx.sources.reference import source_runtime
 from fwx.sources.samples import InputConfig, generate_inputs
 from fwx.validators import validate_runtimes
-from fwx.validators.locate import Side
 
 WORK = ".work"
 
@@ -120,6 +117,8 @@ class RunContext:
         """The file the first hop converts (or copies): the source, or, for an ONNX source whose pin fixes an
         axis the file leaves dynamic, a copy with those sizes written in (``fwx.exporter.onnx_pins``)."""
         if self.pinned_source is None:
+            from fwx.exporter.onnx_pins import convert_file  # an ONNX source's pins only
+
             self.pinned_source = convert_file(self.src, self.signature, self.staging / WORK / "pinned")
         return self.pinned_source
 
@@ -408,6 +407,9 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
 
 def _locate(ctx: RunContext, target: Format, rt: Runtime, attempt: Attempt) -> None:
     """Name the first node out of tolerance (``fwx.exporter.locating``), against the nearest ONNX on the path."""
+    from fwx.exporter.locating import Intermediate, locate_target  # after a failure only: no cost when all pass
+    from fwx.validators.locate import Side
+
     res = attempt.result
     onnx_hops = [
         Intermediate(h.result.path, h.result.tool, h.result.layout)

@@ -30,7 +30,6 @@ from fwx.validators.artifacts import Artifact, Collection, by_precision, close_a
 from fwx.validators.inputs import load_data, load_labels
 from fwx.validators.judge import validate_runtimes
 from fwx.validators.layout import shape_to
-from fwx.validators.locate import Side, locate_failures
 from fwx.validators.policy import Policy
 from fwx.validators.report import ValidationReport
 
@@ -293,14 +292,17 @@ def validate(paths: Sequence[str | Path], options: ValidateOptions | None = None
             reference_key=ref_key,
             input_config=InputConfig(masks=hints.masks, notes=hints.notes),  # masks and notes; samples are given
         )
-        locate_failures(  # only failed artifacts are traced: a passing run costs nothing more
-            report,
-            Side(ref_rt, ref_key, ref_layout),
-            {a.key: Side(a.runtime, a.key, a.layout, a.precision) for a in col.artifacts if a.runtime is not None},
-            samples,
-            signature=sig,
-            policy=opts.policy,
-        )
+        if not report.passed:  # only failed artifacts are traced: a passing run costs (and imports) nothing more
+            from fwx.validators.locate import Side, locate_failures
+
+            locate_failures(
+                report,
+                Side(ref_rt, ref_key, ref_layout),
+                {a.key: Side(a.runtime, a.key, a.layout, a.precision) for a in col.artifacts if a.runtime is not None},
+                samples,
+                signature=sig,
+                policy=opts.policy,
+            )
     finally:
         close_all(col)
         if ref_rt is not None and not any(a.runtime is ref_rt for a in col.artifacts):
