@@ -105,9 +105,10 @@ def gpt2(folder: Path, with_past: bool = False) -> tuple[Path, str]:
     return _save(_init(tf.GPT2LMHeadModel(cfg)), folder), task
 
 
-def llama(folder: Path, with_past: bool = False) -> tuple[Path, str]:
+def _gqa_decoder(folder: Path, config: str, model: str, with_past: bool) -> tuple[Path, str]:
+    """A Llama-class decoder with grouped-query attention (4 heads over 2 key/value heads)."""
     tf = transformers()
-    cfg = tf.LlamaConfig(
+    cfg = getattr(tf, config)(
         vocab_size=VOCAB,
         hidden_size=32,
         intermediate_size=64,
@@ -117,22 +118,15 @@ def llama(folder: Path, with_past: bool = False) -> tuple[Path, str]:
         max_position_embeddings=64,
     )
     task = "text-generation-with-past" if with_past else "text-generation"
-    return _save(_init(tf.LlamaForCausalLM(cfg)), folder), task
+    return _save(_init(getattr(tf, model)(cfg)), folder), task
+
+
+def llama(folder: Path, with_past: bool = False) -> tuple[Path, str]:
+    return _gqa_decoder(folder, "LlamaConfig", "LlamaForCausalLM", with_past)
 
 
 def qwen2(folder: Path, with_past: bool = True) -> tuple[Path, str]:
-    tf = transformers()
-    cfg = tf.Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    task = "text-generation-with-past" if with_past else "text-generation"
-    return _save(_init(tf.Qwen2ForCausalLM(cfg)), folder), task
+    return _gqa_decoder(folder, "Qwen2Config", "Qwen2ForCausalLM", with_past)
 
 
 def vit(folder: Path) -> tuple[Path, str]:
