@@ -52,15 +52,14 @@ def telling_error(attempts: list[Attempt]) -> FwxError | None:
     names what stands in the way; when neither got anywhere, the preferred path's reason is the one that
     matters (the TorchScript ONNX exporter naming the op opset 10 lacks, not the dynamo exporter's floor).
     Paths that failed at the same converter say the same thing: the first of them speaks (a converter that
-    crashed in the prefetch process, not its in-process rerun down a longer path). A path that names the
-    model's ops a format cannot express outranks them all (TFLite's missing MatrixDeterminant, not the
-    detour through ONNX that fails on the same op under another name)."""
+    crashed in the prefetch process, not its in-process rerun down a longer path). When the preferred path
+    itself names the model's ops the target cannot express, that list is the answer (TFLite's missing
+    MatrixDeterminant, not the detour through ONNX failing on the same op under another name)."""
     failed = [(i, a) for i, a in enumerate(attempts) if a.error is not None]
     if not failed:
         return None
-    named = next((a for _, a in failed if isinstance(a.error, UnsupportedOpsError)), None)
-    if named is not None:
-        return named.error  # the ops of the model a format cannot express: the preferred path's list
+    if isinstance(attempts[0].error, UnsupportedOpsError):
+        return attempts[0].error  # the preferred path names the model's ops the target cannot express
     best = max(failed, key=lambda f: (len(f[1].hops), -f[0]))[1]
     edge = _failed_edge(best)
     first = next((a for _, a in failed if edge is not None and _failed_edge(a) == edge), best)
