@@ -74,6 +74,11 @@ def _states(port: int) -> dict[str, str]:
     return {r["version"]: r["state"] for r in rows if r["name"] == "lin"}  # type: ignore[union-attr]
 
 
+def _every_worker_says(port: int, want: dict[str, str], asks: int = 12) -> bool:
+    """Each worker keeps its own table and a new connection lands on any of them: ask several times."""
+    return all(_states(port) == want for _ in range(asks))
+
+
 @pytest.mark.slow
 def test_reload_while_serving_then_a_broken_version(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
@@ -95,14 +100,15 @@ def test_reload_while_serving_then_a_broken_version(tmp_path: Path) -> None:
         _wait(lambda: len(answers) >= 5, what="answers from v1")
         publish(repo, "lin", 2)
         _wait(lambda: [v for _, v, _ in answers[-20:]] == ["2"] * 20, what="20 answers in a row from v2")
-        assert _states(server.http_port) == {"1": "UNAVAILABLE", "2": "READY"}
+        _wait(lambda: _every_worker_says(server.http_port, {"1": "UNAVAILABLE", "2": "READY"}), what="v2 READY")
         publish(repo, "lin", 3, kind="tflite_crash")
         _wait(lambda: _states(server.http_port).get("3") == "FAILED", what="v3 FAILED")
         n = len(answers)
         _wait(lambda: len(answers) >= n + 10, what="more answers")
         stop.set()
         thread.join(30)
-        assert _states(server.http_port) == {"1": "UNAVAILABLE", "2": "READY", "3": "FAILED"}
+        want = {"1": "UNAVAILABLE", "2": "READY", "3": "FAILED"}
+        _wait(lambda: _every_worker_says(server.http_port, want), what="v3 FAILED in every worker")
         spares = _spares(server.pid)
         assert spares, "spares are back after the reload"
     finally:
