@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,8 +179,12 @@ def _manifest_source(path: Path) -> Iterable[Path]:
 
 
 def _own_process() -> bool:
-    """True when this is the ``fwx`` process itself, started for this command, with one thread."""
-    return command_process and threading.active_count() == 1 and len(os.listdir("/proc/self/task")) == 1
+    """True when this is the ``fwx`` process itself, started for this one command.
+
+    A thread already running there is not a reason to skip quietly: ``landlock.restrict`` refuses it
+    by name, and ``sandbox.enter`` turns that into the warning (or, with --require-sandbox, the error).
+    """
+    return command_process
 
 
 def _values(value: Any) -> Iterable[Any]:
