@@ -214,12 +214,12 @@ def _saver_hijack(path: Path, secret: Path) -> Path:
     return path
 
 
-def _symlinked_asset(path: Path) -> Path:
-    """A vocabulary-table SavedModel whose asset file was swapped for a symlink to /etc/passwd."""
+def vocab_savedmodel(path: Path, words: str) -> Path:
+    """A tf.Module whose lookup table reads its vocabulary file (a SavedModel asset) at load."""
     import tensorflow as tf
 
-    vocab = path.parent / "sm_symlink_vocab.txt"
-    vocab.write_text("root\ndaemon\n")
+    vocab = path.parent / f"{path.name}_vocab.txt"
+    vocab.write_text(words)
 
     class Vocab(tf.Module):
         def __init__(self) -> None:
@@ -234,7 +234,13 @@ def _symlinked_asset(path: Path) -> Path:
 
     mod = Vocab()
     tf.saved_model.save(mod, str(path), signatures={"serving_default": mod.serve})
-    asset = path / "assets" / vocab.name
+    return path
+
+
+def _symlinked_asset(path: Path) -> Path:
+    """A vocabulary-table SavedModel whose asset file was swapped for a symlink to /etc/passwd."""
+    vocab_savedmodel(path, "root\ndaemon\n")
+    (asset,) = (path / "assets").iterdir()
     asset.unlink()
     asset.symlink_to("/etc/passwd")
     return path

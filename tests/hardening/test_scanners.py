@@ -19,6 +19,7 @@ from fwx.safety import check_model, pt2_bytes
 from fwx.safety.pickles import UNRESOLVED, PickleScanError, pickle_globals, torch_safe_globals, unsafe_globals
 
 from . import hostile
+from .hostile_allow import vocab_savedmodel
 
 # --- pickles -------------------------------------------------------------------------------------------------
 
@@ -185,28 +186,12 @@ def test_a_vocabulary_table_over_the_savedmodels_own_asset_passes_and_one_over_a
     refused."""
     import shutil
 
-    import tensorflow as tf
     from tensorflow.core.protobuf import saved_model_pb2
 
     from fwx.errors import UnsafeModelError
 
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("the\ncat\nsat\n")
-
-    class Vocab(tf.Module):
-        def __init__(self) -> None:
-            init = tf.lookup.TextFileInitializer(
-                str(vocab), tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER
-            )
-            self.table = tf.lookup.StaticHashTable(init, -1)
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="words")])
-        def serve(self, words: Any) -> Any:
-            return {"ids": self.table.lookup(words)}
-
-    mod = Vocab()
-    tf.saved_model.save(mod, str(tmp_path / "asset"), signatures={"serving_default": mod.serve})
-    assert (tmp_path / "asset" / "assets" / "vocab.txt").is_file()
+    vocab_savedmodel(tmp_path / "asset", "the\ncat\nsat\n")
+    assert (tmp_path / "asset" / "assets" / "asset_vocab.txt").is_file()
     assert _scan_dir(tmp_path / "asset") == []
     check_model(Format.SAVEDMODEL, tmp_path / "asset", trust=False)
     for key, target in (("absolute", "/etc/hostname"), ("escape", "../../../etc/hostname")):
