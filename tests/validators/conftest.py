@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from runtimes import models
 
+from fwx import ui
 from fwx.formats import Format
 from fwx.runtimes import Runtime, load_runtime
+
+
+@pytest.fixture(autouse=True)
+def _reset_ui() -> Iterator[None]:
+    """A test that ran the CLI with --json, --quiet or --debug leaves ``ui.state`` as it found it."""
+    yield
+    ui.state.json = ui.state.quiet = ui.state.debug = False
 
 
 @pytest.fixture(scope="session")

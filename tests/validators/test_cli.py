@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from runtimes import models
 
-from fwx import ui
 from fwx.cli import main
 from fwx.manifest import ArtifactEntry, Manifest, SourceInfo, sha256_path
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(autouse=True)
-def _reset_ui() -> Iterator[None]:
-    yield
-    ui.state.json = False
-    ui.state.debug = False
 
 
 def run(args: list[object], capsys: pytest.CaptureFixture[str], device: str = "cpu") -> tuple[int, str, str]:

@@ -11,37 +11,20 @@ artifact's ``Gather``s say.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fwx import ui
-from fwx.cli import main
 from fwx.signature import Signature, TensorSpec
 from fwx.sources.samples import InputConfig, generate_inputs, hints_from_json, hints_to_json
+
+from .cli_run import fwx_cli
 
 pytestmark = pytest.mark.e2e
 
 
 VOCAB, TYPES = 50, 2  # input ids and token types: the type table has 2 rows
-
-
-@pytest.fixture(autouse=True)
-def _reset_ui() -> Iterator[None]:
-    yield
-    ui.state.json = False
-    ui.state.quiet = False
-
-
-def _cli(args: list[object], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out + err
 
 
 @pytest.fixture(scope="module")
@@ -85,14 +68,14 @@ def test_the_export_records_its_id_ranges_and_validate_passes_with_them(
     # each id input takes the table it indexes, followed in a traced run of the program (fwx.sources.input_roles)
     assert samples["input_ranges"] == {"input_ids": [0, VOCAB], "token_type_ids": [0, TYPES]}
     assert "indexes embedding" in samples["notes"]["input_ids"]
-    code, out = _cli(["validate", "--device", "cpu", exported], capsys)
+    code, out = fwx_cli(["validate", "--device", "cpu", exported], capsys)
     assert code == 0, out
     assert "verdict: PASS" in out
 
 
 def test_without_the_hints_ids_overflow_the_type_table(exported: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The failure the hints prevent, so the test above cannot pass by accident."""
-    code, out = _cli(["validate", "--device", "cpu", exported, "--int-range", "0,10"], capsys)
+    code, out = fwx_cli(["validate", "--device", "cpu", exported, "--int-range", "0,10"], capsys)
     assert code == 1
     assert "out of" in out or "index" in out.lower(), out
 
@@ -100,7 +83,7 @@ def test_without_the_hints_ids_overflow_the_type_table(exported: Path, capsys: p
 def test_loose_files_take_the_ranges_the_onnx_graph_gathers_from(
     exported: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out = _cli(
+    code, out = fwx_cli(
         [
             "validate",
             "--device",
@@ -117,9 +100,9 @@ def test_loose_files_take_the_ranges_the_onnx_graph_gathers_from(
 def test_input_range_overrides_and_unknown_names_are_refused(
     exported: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out = _cli(["validate", "--device", "cpu", exported, "--input-range", "token_type_ids:0,1"], capsys)
+    code, out = fwx_cli(["validate", "--device", "cpu", exported, "--input-range", "token_type_ids:0,1"], capsys)
     assert code == 0, out
-    code, out = _cli(["validate", "--device", "cpu", exported, "--input-range", "segment_ids:0,2"], capsys)
+    code, out = fwx_cli(["validate", "--device", "cpu", exported, "--input-range", "segment_ids:0,2"], capsys)
     assert code == 2
     assert "--input-range names segment_ids, not an input of the model" in out
 

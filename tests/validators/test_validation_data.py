@@ -4,33 +4,16 @@ the sampling choices are listed under the validation table."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fwx import ui
-from fwx.cli import main
+
+from .cli_run import fwx_cli
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(autouse=True)
-def _reset_ui() -> Iterator[None]:
-    yield
-    ui.state.json = False
-    ui.state.quiet = False
-
-
-def _cli(args: list[object], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out + err
 
 
 @pytest.fixture(scope="module")
@@ -58,27 +41,27 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_export_and_validate_add_the_real_samples(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     inputs = ["--input", "input_ids:int64[N,S]", "--input", "token_type_ids:int64[N,S]"]
     args = ["export", files / "tagger.pt", "--trust-model-code", "--to", "onnx", "--out", files / "repo", *inputs]
-    code, out = _cli([*args, "--validation-data", files / "real.npz"], capsys)
+    code, out = fwx_cli([*args, "--validation-data", files / "real.npz"], capsys)
     assert code == 0, out
     version = files / "repo" / "tagger" / "1"
     manifest = json.loads((version / "fwx.json").read_text())
     assert manifest["artifacts"]["onnx"]["validation"]["samples"] == 5  # 4 generated + 1 real batch
     assert manifest["samples"]["input_ranges"]["input_ids"] == [0, 30]  # its own table, not the 2-row one
     assert "indexes embedding of a 30-row table" in manifest["samples"]["notes"]["input_ids"]
-    code, out = _cli(
+    code, out = fwx_cli(
         ["validate", version, "--trust-model-code", "--validation-data", files / "real.npz", "--json"], capsys
     )
     assert code == 0, out
     assert len(json.loads(out[out.index("{") :])["inputs"]) == 5
     ui.state.json = False
-    code, out = _cli(["validate", version, "--trust-model-code"], capsys)
+    code, out = fwx_cli(["validate", version, "--trust-model-code"], capsys)
     assert "note: samples: input_ids: ids in [0, 30)" in out  # the choice is listed under the table
 
 
 def test_data_that_does_not_fit_is_refused_naming_the_flag(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     inputs = ["--input", "input_ids:int64[N,S]", "--input", "token_type_ids:int64[N,S]"]
     args = ["export", files / "tagger.pt", "--trust-model-code", "--to", "onnx", "--out", files / "bad", *inputs]
-    code, out = _cli([*args, "--validation-data", files / "bad.npz"], capsys)
+    code, out = fwx_cli([*args, "--validation-data", files / "bad.npz"], capsys)
     assert code != 0
     assert "--validation-data 'input_ids' has shape [2, 6, 1]" in out
     assert not (files / "bad" / "tagger").exists()
