@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,17 +85,18 @@ def train(x: np.ndarray, y: np.ndarray, *, epochs: int = 15, seed: int = SEED) -
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _fit(x, y, epochs, seed)
+        return fit(build_model, x, y, epochs=epochs, seed=seed, lr=2e-3)
     finally:
         torch.set_num_threads(threads)
 
 
-def _fit(x: np.ndarray, y: np.ndarray, epochs: int, seed: int) -> Any:
+def fit(build: Callable[[], Any], x: np.ndarray, y: np.ndarray, *, epochs: int, seed: int, lr: float) -> Any:
+    """Seed, build, then Adam over batches of 64 in a seeded order; the model comes back in eval mode."""
     import torch
 
     torch.manual_seed(seed)
-    model = build_model()
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    model = build()
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(epochs):

@@ -57,21 +57,12 @@ def upscale(x: np.ndarray) -> np.ndarray:
 def train(x: np.ndarray, y: np.ndarray, *, epochs: int = 4, seed: int = 0) -> Any:
     import torch
 
-    torch.manual_seed(seed)
+    from samples.digits import fit
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        model = build()
-        opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-        xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-        gen = torch.Generator().manual_seed(seed)
-        for _ in range(epochs):
-            model.train()
-            for idx in torch.randperm(len(xt), generator=gen).split(64):
-                opt.zero_grad()
-                torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx]).backward()
-                opt.step()
-        return model.eval()
+        return fit(build, x, y, epochs=epochs, seed=seed, lr=3e-3)
     finally:
         torch.set_num_threads(threads)
 
