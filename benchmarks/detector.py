@@ -40,7 +40,6 @@ def one_run(run: int, folder: Path) -> dict[str, float]:
     """Every figure of one training seed: mAP points, and drops vs the eager model."""
     import torch
 
-    from fwx.exporter.options import ExportOptions
     from fwx.exporter.pipeline import export
     from fwx.formats import ARTIFACT_NAMES, Format
     from fwx.quantize.evaluate import runtime_runner
@@ -53,13 +52,7 @@ def one_run(run: int, folder: Path) -> dict[str, float]:
     model = det.train(x, y, epochs=15, seed=run)
     fig: dict[str, float] = {"train_s": time.perf_counter() - t0}
     torch.save(model.state_dict(), folder / "detector.pt")
-    opts = ExportOptions(
-        out=folder / "repo",
-        name="detector",
-        model_class="samples.detector:build_model",
-        inputs=["image:float32[N,3,64,64]"],
-        outputs=["detections"],
-    )
+    opts = det.export_options(folder / "repo")
     t0 = time.perf_counter()
     version = export(folder / "detector.pt", ["all"], opts).version_dir
     fig["export_s"] = time.perf_counter() - t0

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -147,6 +148,19 @@ def train(images: np.ndarray, labels: list[list[Box]], *, epochs: int = 30, seed
             loss.backward()
             opt.step()
     return model.eval()
+
+
+def export_options(repo: Path) -> Any:
+    """How the detector's state_dict is exported: ``fwx.exporter.ExportOptions`` with its signature pinned."""
+    from fwx.exporter import ExportOptions
+
+    return ExportOptions(
+        out=repo,
+        name="detector",
+        model_class="samples.detector:build_model",
+        inputs=["image:float32[N,3,64,64]"],
+        outputs=["detections"],
+    )
 
 
 def nms(detections: np.ndarray, *, iou: float = 0.5, min_score: float = 0.01) -> list[np.ndarray]:

@@ -56,7 +56,6 @@ class Trained:
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     import torch
 
-    from fwx.exporter.options import ExportOptions
     from fwx.exporter.pipeline import export
     from samples import detector as det
     from samples.detector_int8 import write_data
@@ -66,13 +65,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     xv, yv = det.make_shapes(300, seed=1)
     model = det.train(x, y, epochs=15)
     torch.save(model.state_dict(), folder / "detector.pt")
-    opts = ExportOptions(
-        out=folder / "repo",
-        name="detector",
-        model_class="samples.detector:build_model",
-        inputs=["image:float32[N,3,64,64]"],
-        outputs=["detections"],
-    )
+    opts = det.export_options(folder / "repo")
     res = export(folder / "detector.pt", ["all"], opts)
     assert res.ok, res.failures
     assert res.version_dir is not None
