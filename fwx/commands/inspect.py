@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import click
@@ -23,11 +22,9 @@ from fwx.signature import shape_text
 @ui.common_options
 def inspect(path: str, trust_model_code: bool, signature_name: str) -> None:
     """Show the signature and metadata of PATH (a model, an artifact or a version folder) without running it."""
-    from fwx.safety.snapshot import original
     from fwx.sources.inspection import inspect_path
 
     info = inspect_path(path, trust=trust_model_code, signature_name=signature_name)
-    info["path"] = str(original(Path(info["path"])))  # the path as typed, not its private snapshot
     ui.emit(info, lambda: render(info))
 
 

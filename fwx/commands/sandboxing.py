@@ -37,14 +37,20 @@ def _export_folder(params: dict[str, Any]) -> list[Path]:
 
 @dataclass(frozen=True)
 class Spec:
-    models: tuple[str, ...]  # parameters naming model files or folders (snapshotted)
-    writes: tuple[str, ...] = ()  # parameters naming outputs: files (created empty)
-    folders: Callable[[dict[str, Any]], list[Path]] | None = None  # output folders (created)
+    """Which parameters of a command name models (snapshotted) and outputs (never granted for reading).
+
+    The outputs are writable: the folders ``folders`` derives from the parameters when it is given
+    (created), else each output parameter's file (created empty: the sandbox grants paths that exist).
+    """
+
+    models: tuple[str, ...]
+    outputs: tuple[str, ...] = ()
+    folders: Callable[[dict[str, Any]], list[Path]] | None = None
 
 
 SPECS: dict[str, Spec] = {
-    "export": Spec(models=("source",), writes=("out",), folders=_export_folder),
-    "validate": Spec(models=("paths",), writes=("reports",)),
+    "export": Spec(models=("source",), outputs=("out",), folders=_export_folder),
+    "validate": Spec(models=("paths",), outputs=("reports",)),
     "inspect": Spec(models=("path",)),
 }
 
@@ -126,11 +132,11 @@ def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str) -> di
                 f"cannot sandbox {what}: it runs inside another program", hint="run the fwx command itself"
             )
         return params
-    reads = [*roots, *_named_files(params, skip=(*spec.models, *spec.writes))]
+    reads = [*roots, *_named_files(params, skip=(*spec.models, *spec.outputs))]
     reads += [d for d in (_module_dir(params.get("model_class")), _module_dir(params.get("source"))) if d]
     policy = sandbox.Policy(
         read=tuple(reads),
-        write=tuple(_outputs(params, spec.writes if spec.folders is None else (), spec.folders)),
+        write=tuple(_outputs(params, spec)),
         gpu=str(params.get("device", "cpu")).startswith(("cuda", "auto")),
     )
     sandbox.enter(policy, require=require, what=what)
@@ -203,15 +209,15 @@ def _named_files(params: dict[str, Any], skip: Iterable[str]) -> list[Path]:
     return out
 
 
-def _outputs(
-    params: dict[str, Any], keys: Iterable[str], folders: Callable[[dict[str, Any]], list[Path]] | None
-) -> list[Path]:
-    """Outputs exist before the sandbox (it grants paths that exist): folders created, files created empty."""
+def _outputs(params: dict[str, Any], spec: Spec) -> list[Path]:
+    """The writable outputs, made to exist now: ``spec.folders``' folders, else the output files."""
+    if spec.folders is not None:
+        folders = spec.folders(params)
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+        return [f.resolve() for f in folders]
     out: list[Path] = []
-    for folder in folders(params) if folders is not None else ():
-        folder.mkdir(parents=True, exist_ok=True)
-        out.append(folder.resolve())
-    for key in keys:
+    for key in spec.outputs:
         for v in _values(params.get(key)):
             if isinstance(v, str | Path) and str(v):
                 p = Path(v)

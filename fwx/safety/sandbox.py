@@ -24,7 +24,7 @@ import os
 import sys
 import sysconfig
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from fwx.errors import FwxError
@@ -80,7 +80,6 @@ class Status:
     abi: int = 0
     reason: str = "not requested"
     scratch: Path | None = None
-    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {"on": self.on, "landlock_abi": self.abi, "reason": self.reason}
@@ -142,9 +141,12 @@ def module_dir(ref: str) -> Path | None:
 def scratch_dir() -> Path:
     """This process's private scratch folder; ``TMPDIR`` and the frameworks' caches point into it."""
     if status.scratch is None:
+        import atexit
+        import shutil
         import tempfile
 
         status.scratch = Path(tempfile.mkdtemp(prefix="fwx-scratch-"))
+        atexit.register(shutil.rmtree, status.scratch, ignore_errors=True)
     return status.scratch
 
 
