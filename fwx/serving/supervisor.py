@@ -69,8 +69,8 @@ EXIT_GRACE_S = 15.0
 
 
 def _reserve(host: str, port: int, what: str, flag: str) -> socket.socket:
-    """Bind (never listen) with SO_REUSEPORT: holds the port number for the workers, refuses a busy port."""
-    return bind_tcp(host, port, reuse_port=True, what=what, flag=flag)
+    """Bind (never listen) with SO_REUSEPORT and claim the port: the workers join it, another server cannot."""
+    return bind_tcp(host, port, reuse_port=True, claim=True, what=what, flag=flag)
 
 
 @dataclass
