@@ -90,6 +90,18 @@ def _removed_grpc_server(value: str | None) -> None:
     help="Bearer token required on inference routes [env FWX_API_TOKEN].",
 )
 @click.option(
+    "--api-token-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Read the --api-token from this file (safer than the command line, which other processes can read).",
+)
+@click.option(
+    "--admin-token-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Read the --admin-token from this file.",
+)
+@click.option(
     "--trust-model-code", is_flag=True, help="Skip checksum checks and the scans for code, I/O ops and custom ops."
 )
 @click.option("--drain-seconds", default=30.0, show_default=True, help="How long SIGTERM waits for in-flight work.")
@@ -143,13 +155,39 @@ def serve(repository: Path, workers: str, **options: Any) -> None:
         from fwx.serving.config import ServerConfig
         from fwx.serving.supervisor import supervise
 
-        config = ServerConfig.from_cli(repository, n, options)
+        config = ServerConfig.from_cli(repository, n, _tokens(options))
         _check_layout(config)
         _check_sandbox(config)
         code = supervise(config, spawner)
     finally:
         spawner.close()
     sys.exit(code)
+
+
+def _tokens(options: dict[str, Any]) -> dict[str, Any]:
+    """Tokens from a file, the environment or the command line; then erased from what other processes can read.
+
+    Workers get them over their job pipe (never argv or environ). A token typed on the command line is
+    visible in /proc/<pid>/cmdline until this point, hence the warning.
+    """
+    from fwx.serving.secrets import forget, read_token_file
+    from fwx.serving.spawn import SECRET_ENV
+
+    ctx = click.get_current_context()
+    for name in ("api_token", "admin_token"):
+        path = options.pop(f"{name}_file", None)
+        flag = "--" + name.replace("_", "-")
+        if path is not None:
+            if options.get(name) is not None:
+                raise UsageError(f"{flag} and {flag}-file both given", hint="pass one of them")
+            options[name] = read_token_file(path, f"{flag}-file")
+        elif options.get(name) is not None and ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+            ui.warn(
+                f"{flag} on the command line is visible to other processes while fwx serve starts; "
+                f"prefer {flag}-file or the environment variable"
+            )
+    forget(SECRET_ENV, [t for t in (options.get("api_token"), options.get("admin_token")) if t])
+    return options
 
 
 def _check_layout(config: ServerConfig) -> None:

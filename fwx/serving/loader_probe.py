@@ -108,7 +108,7 @@ def _command(
     lim: ProbeLimits,
     sizes: Mapping[str, int] | None = None,
 ) -> list[str]:
-    cmd = [sys.executable, "-m", "fwx.serving.loader_probe", fmt.value, str(path)]
+    cmd = [sys.executable, "-P", "-m", "fwx.serving.loader_probe", fmt.value, str(path)]  # -P: not the cwd
     cmd += ["--cpu-s", str(lim.cpu_s), "--memory-mb", str(lim.memory_mb)]
     if signature is not None:
         cmd += ["--signature", json.dumps(signature.to_json())]

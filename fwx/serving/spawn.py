@@ -42,14 +42,41 @@ def parse_workers(text: str | int) -> int:
     return n
 
 
+#: The environment a worker keeps (everything else, tokens and cloud keys included, stays with the caller):
+#: names the interpreter, the C library, the runtimes and fwx itself read.
+_ENV_KEEP = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "NO_COLOR"})
+_ENV_KEEP_PREFIXES = (
+    "LC_",
+    "PYTHON",  # PYTHONPATH, PYTHONUNBUFFERED, ... (the interpreter's own switches)
+    "FWX_",
+    "OMP_",
+    "KMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "TF_",
+    "TORCH_",
+    "CUDA_",
+    "NVIDIA_",
+    "ORT_",
+    "LD_LIBRARY_PATH",
+)
+#: fwx's own secrets: never in a worker's or a probe child's environment (they get the token over a pipe).
+SECRET_ENV = ("FWX_API_TOKEN", "FWX_ADMIN_TOKEN")
+
+
 def worker_env(n: int, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The workers' environment: with N > 1, each gets cores / N compute threads (unless the user set them).
+    """The workers' environment: an allow-list of the caller's, and with N > 1 cores / N compute threads each.
 
     Every runtime defaults to one intra-op thread per core; N workers doing that
     would run N x cores threads on the cores. ``FWX_THREADS`` sizes onnxruntime's
     pool; torch reads ``OMP_NUM_THREADS``, TensorFlow ``TF_NUM_INTRAOP_THREADS``.
+    A worker runs untrusted models: what it does not need from the caller's
+    environment (tokens, cloud credentials) it never sees.
     """
-    env = dict(os.environ if environ is None else environ)
+    source = os.environ if environ is None else environ
+    env = {
+        k: v for k, v in source.items() if (k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)) and k not in SECRET_ENV
+    }
     if n > 1:
         threads = str(max(1, parse_workers("auto") // n))
         for name in ("FWX_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
@@ -84,8 +111,10 @@ class Spawner:
         """A fresh worker, waiting for its job on stdin."""
         # Own process group: a terminal's Ctrl-C reaches the supervisor only, which passes on one SIGTERM
         # (a worker that also got the SIGINT would count the SIGTERM as a second signal: no drain).
+        # -P: the caller's working directory is not put on sys.path, so the sandbox (which grants sys.path)
+        # never grants it either: ``cd ~ && fwx serve repo`` must not expose ~/.ssh to a worker.
         return subprocess.Popen(
-            [sys.executable, "-m", "fwx.serving.workers"],
+            [sys.executable, "-P", "-m", "fwx.serving.workers"],
             stdin=subprocess.PIPE,
             env=self.env,
             process_group=0,

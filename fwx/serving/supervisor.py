@@ -13,17 +13,22 @@ the workers' listeners.
 Every ``TICK_S``, and at once when a worker writes to the wake-up pipe (it
 does on every change of its own readiness), it:
 
-* writes board[0] = every worker alive and ready (workers AND this into
+* writes the board = every worker alive and ready (workers AND this into
   their own /v2/health/ready, so the probe answers for the whole pod). The
   pipe makes "worker ready" to "pod ready" a matter of microseconds instead of
   up to two 20 ms ticks (the worker's and this one's);
 * reaps dead workers: a worker that died while loading an artifact gets that
-  artifact quarantined (its restart then marks the version FAILED with
-  "loader crashed (SIGSEGV) ..." and tries the next format, exactly like the
-  old probe child); its metrics snapshot is kept as ``dead-<pid>`` so counters
-  never drop; it is restarted after a back-off that doubles on quick deaths;
+  artifact quarantined for its slot (its restart then marks the version FAILED
+  with "loader crashed (SIGSEGV) ..." and tries the next format, exactly like
+  the old probe child); its metrics snapshot is copied to ``dead/<pid>.prom``
+  so counters never drop; its folder is emptied; it is restarted after a
+  back-off that doubles on quick deaths;
 * kills a worker stuck in one load longer than the probe timeout (a hostile
-  artifact that hangs), with the same quarantine.
+  artifact that hangs), with the same quarantine, timed by its own clock.
+
+Workers are untrusted (``fwx.serving.runstate``): everything read from their
+folders is validated, a bad record is logged and ignored, and no exception
+from tending one worker leaves the loop.
 
 A worker that exits with a usage error before ever being ready (bad flag,
 port refused) stops the whole server with that exit code instead of looping.
@@ -53,7 +58,7 @@ from fwx.machine import signal_name
 from fwx.serving.config import ServerConfig
 from fwx.serving.loader_probe import DEFAULT_TIMEOUT_S
 from fwx.serving.logs import setup_logging
-from fwx.serving.runstate import RunState
+from fwx.serving.runstate import LoadMark, RunState, describe_key
 from fwx.serving.sockets import bind_tcp
 from fwx.serving.spawn import Job, Spawner, worker_env
 
@@ -82,6 +87,7 @@ class _Worker:
     backoff: float = BACKOFF_MIN_S
     restart_at: float = 0.0
     hung: str = ""  # why we killed it, when we did
+    load: tuple[LoadMark, float] | None = None  # the mark it shows and when this process first saw it
 
 
 class Supervisor:
@@ -111,24 +117,26 @@ class Supervisor:
         code = w.proc.returncode
         pid = w.proc.pid
         w.proc = None
-        self.state.set_worker_ready(w.slot, False)
         self.state.retire_metrics(w.slot, pid)
         loading = self.state.current_load(w.slot)
-        self.state.end_load(w.slot)
+        what = self._what(w.slot, loading)
+        w.load = None
+        self.state.reset_slot(w.slot)  # the next worker in this slot starts from an empty folder
         how = _how(code)
-        if loading is not None:
-            reason = w.hung or f"loader crashed ({how}) on {loading.get('what', 'an artifact')}"
+        if loading is not None and what is not None:
+            reason = w.hung or f"loader crashed ({how}) on {what}"
             w.hung = ""
-            self.state.quarantine(str(loading["key"]), reason)
+            self.state.quarantine(w.slot, loading.key, reason)
             log.error(
                 "worker %d (pid %d) died (%s) loading %s: quarantined; restarting it without that artifact",
                 w.slot,
                 pid,
                 how,
-                loading.get("what"),
+                what,
             )
             w.restart_at = now  # the cause is gone: restart at once
             return
+        w.hung = ""
         if code > 0 and not w.was_ready:
             log.error("worker %d exited with code %d before it was ready; stopping", w.slot, code)
             self._fatal = code
@@ -138,29 +146,38 @@ class Supervisor:
         w.restart_at = now + (0.0 if stable else w.backoff)
         log.error("worker %d (pid %d) died (%s); restarting it in %.1fs", w.slot, pid, how, w.restart_at - now)
 
-    def _check_hung_load(self, w: _Worker) -> None:
-        loading = self.state.current_load(w.slot)
+    def _what(self, slot: int, mark: LoadMark | None) -> str | None:
+        """The artifact a mark names, described by the supervisor; None for a key outside the repository."""
+        if mark is None:
+            return None
+        what = describe_key(mark.key, self.config.repository)
+        if what is None:
+            log.warning("worker %d names an artifact outside the repository in its loading mark: ignored", slot)
+        return what
+
+    def _check_hung_load(self, w: _Worker, now: float) -> None:
+        """Kill a worker stuck in one load: timed by this process's clock from when the mark first showed."""
+        mark = self.state.current_load(w.slot)
+        if mark is None:
+            w.load = None
+            return
+        if w.load is None or w.load[0] != mark:
+            w.load = (mark, now)
         limit = float(getattr(self.config, "probe_timeout_s", DEFAULT_TIMEOUT_S))
-        if w.proc is not None and loading is not None and time.time() - float(loading.get("since", 0)) > limit:
-            log.error("worker %d stuck loading %s for over %gs: killing it", w.slot, loading.get("what"), limit)
-            w.hung = f"loader timed out after {limit:g}s on {loading.get('what', 'an artifact')}"
+        if w.proc is not None and now - w.load[1] > limit:
+            what = self._what(w.slot, mark) or "an artifact outside the repository"
+            log.error("worker %d stuck loading %s for over %gs: killing it", w.slot, what, limit)
+            w.hung = f"loader timed out after {limit:g}s on {what}"
             w.proc.kill()
 
     # --------------------------------------------------------------------- loop
     def tick(self) -> None:
         now = time.monotonic()
         for w in self.workers:
-            if w.proc is None:
-                if now >= w.restart_at:
-                    self._spawn(w)
-                continue
-            if w.proc.poll() is not None:
-                self._reap(w, now)
-                continue
-            if self.state.worker_ready(w.slot):
-                w.was_ready = True
-            else:
-                self._check_hung_load(w)
+            try:
+                self._tend(w, now)
+            except Exception:  # noqa: BLE001 - what a worker wrote must never stop the server
+                log.exception("worker %d: its state could not be read; retrying at the next tick", w.slot)
         ready = all(w.proc is not None and self.state.worker_ready(w.slot) for w in self.workers)
         self.state.set_all_ready(ready and self.signals == 0)
         if ready and not self._announced:
@@ -176,6 +193,19 @@ class Supervisor:
             print_usage_examples(
                 self.config, http_port=self._port(self.config.http_port), grpc_port=self._port(self.config.grpc_port)
             )
+
+    def _tend(self, w: _Worker, now: float) -> None:
+        if w.proc is None:
+            if now >= w.restart_at:
+                self._spawn(w)
+            return
+        if w.proc.poll() is not None:
+            self._reap(w, now)
+            return
+        if self.state.worker_ready(w.slot):
+            w.was_ready = True
+        else:
+            self._check_hung_load(w, now)
 
     @staticmethod
     def _port(port: int) -> int | None:
@@ -265,7 +295,11 @@ def supervise(config: ServerConfig, spawner: Spawner | None = None) -> int:
         grpc_port = int(held[-1].getsockname()[1])
     root = Path(tempfile.mkdtemp(prefix="fwx-serve-"))
     try:
-        worker_config = replace(config, reuse_port=True, http_port=http_port, grpc_port=grpc_port)
+        # an absolute repository: workers never resolve a path against a working directory they cannot read
+        repository = Path(config.repository).resolve()
+        worker_config = replace(
+            config, repository=repository, reuse_port=True, http_port=http_port, grpc_port=grpc_port
+        )
         sup = Supervisor(worker_config, root, spawner)
         try:
             return sup.run()

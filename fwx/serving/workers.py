@@ -15,7 +15,7 @@ with SO_REUSEPORT on both ports, plus four hooks:
   ready as soon as its last worker is, not one or two ticks later.
 * crash-safe loading without a probe child: the first load of every model runs
   in-process (no second framework import, no second load), inside a guard that
-  records the artifact being loaded in ``loading-<slot>``. If the native loader
+  records the artifact being loaded in its own ``w<slot>/loading``. If the native loader
   kills the worker, the supervisor reads that file, quarantines the artifact and
   restarts the worker, which then refuses it ("loader crashed (SIGSEGV) ...") and
   falls back to the next format, as the probe did. Guarded loads run one at a time
@@ -26,7 +26,8 @@ with SO_REUSEPORT on both ports, plus four hooks:
   start no worker is ready yet, and each listens at once so liveness answers
   while the models load.
 * hot reloads after ready still probe in a child (a crash there would cut off
-  serving), and the verdict is shared: a probe passed in one worker counts for all.
+  serving); each worker probes for itself: a verdict one worker wrote would
+  let a compromised worker wave a hostile version past its peers' probes.
 * metrics: a snapshot of this worker's registry every second, and /metrics
   answers with every worker's figures merged (``fwx.serving.metrics_merge``).
 """
@@ -72,32 +73,11 @@ class LoadGuard:
         if reason:
             raise InputError(reason, hint="the artifact is corrupt or hostile; re-export it")
         with self._lock:
-            self.state.begin_load(self.slot, key, _describe(fmt, path))
+            self.state.begin_load(key)
             try:
                 yield
             finally:
-                self.state.end_load(self.slot)
-
-
-def _describe(fmt: Format, path: Path) -> str:
-    """``resnet v3 model.onnx (onnx)``: the artifact's place in the repository, for the quarantine reason."""
-    version = path.parent
-    return f"{version.parent.name} v{version.name} {path.name} ({fmt})"
-
-
-class SharedProbes(set[str]):
-    """The manager's "already probed" set, shared by every worker through the run directory:
-    a hot reload's artifact is probed once, by whichever worker gets to it first."""
-
-    def __init__(self, state: RunState) -> None:
-        super().__init__()
-        self._state = state
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._state.probed(key)
-
-    def add(self, key: str) -> None:
-        self._state.mark_probed(key)
+                self.state.end_load()
 
 
 class Publisher:
@@ -110,7 +90,7 @@ class Publisher:
         self._last: bool | None = None
 
     def __call__(self, ready: bool) -> None:
-        self.state.set_worker_ready(self.slot, ready)
+        self.state.set_ready(ready)
         if ready != self._last:
             self._last = ready
             if self.wake_fd is not None:
@@ -126,7 +106,6 @@ def install(server: Any, state: RunState, slot: int, supervisor_pid: int, wake_f
     # Peers already serve (this is a restart): they answer liveness and traffic, so this worker joins the
     # shared ports only when its models are ready; a connection it accepted earlier would get 503 LOADING.
     server.listen_after_load = any(state.worker_ready(i) for i in range(state.workers) if i != slot)
-    manager.probed = SharedProbes(state)
     manager.probe_first_loads = False  # ``LoadGuard`` and the supervisor make first loads crash-safe
     local_ready = dp.ready
     local_render = dp.metrics.render
@@ -135,13 +114,14 @@ def install(server: Any, state: RunState, slot: int, supervisor_pid: int, wake_f
         mine = bool(local_ready())
         ok = mine and state.all_ready()
         dp.metrics.ready = ok
+        dp.peers_not_ready = mine and not ok  # a peer (re)starts: REST readiness says 503, retry
         return ok
 
     def merged() -> Any:
         from fwx.serving.metrics_merge import merged_registry
 
         ready()  # refresh the gauge with the all-workers answer
-        return merged_registry([(local_render(), True), *state.other_metrics(slot)])
+        return merged_registry([(local_render(), True), *state.other_metrics()])
 
     def render() -> bytes:
         from prometheus_client import generate_latest
@@ -190,20 +170,22 @@ async def _tick(
         if loop.time() >= next_metrics:
             next_metrics = loop.time() + METRICS_EVERY_S
             try:
-                state.write_metrics(slot, render())
+                state.write_metrics(render())
             except Exception:  # noqa: BLE001 - metrics must never stop a worker
                 log.exception("worker %d: metrics snapshot failed", slot)
         await asyncio.sleep(TICK_S)
 
 
-def sandbox_policy(config: Any, run_root: Path) -> Any:
-    """What a worker may touch: read its repository, write its run folder, bind its own ports."""
+def sandbox_policy(config: Any, run_root: Path, slot: int) -> Any:
+    """What a worker may touch: read its repository and the run folder, write its own slot's folder only
+    (not its peers', not the supervisor's records), bind its own ports."""
     from fwx.safety.sandbox import Policy
 
     ports = tuple(p for p in (config.http_port, config.grpc_port) if p > 0)
+    root = Path(run_root).resolve()
     return Policy(
-        read=(Path(config.repository).resolve(),),
-        write=(Path(run_root).resolve(),),
+        read=(Path(config.repository).resolve(), root),
+        write=(RunState.slot_dir_of(root, slot),),
         bind_ports=ports,
         gpu=str(config.device).startswith("cuda"),
     )
@@ -220,12 +202,12 @@ def main() -> int:
         from fwx.safety.sandbox import enter
 
         # (a kernel without Landlock was reported once by the supervisor: fwx.commands.serve)
-        enter(sandbox_policy(config, job.root), require=config.require_sandbox, what=f"worker {slot}", warn=False)
+        enter(sandbox_policy(config, job.root, slot), require=config.require_sandbox, what=f"worker {slot}", warn=False)
     from fwx.serving import loader
     from fwx.serving.server import run_server
 
     setup_logging(config.log_level, f"w{slot}")
-    state = RunState(job.root, int(config.workers))
+    state = RunState.open(job.root, int(config.workers), slot)
     loader.load_guard = LoadGuard(state, slot)
     try:
         return asyncio.run(
@@ -236,7 +218,7 @@ def main() -> int:
             )
         )
     finally:
-        state.set_worker_ready(slot, False)
+        state.set_ready(False)
         state.close()
 
 

@@ -78,7 +78,10 @@ class Routes:
         return _flag(self.dp.live())
 
     async def ready(self, request: Request) -> Response:
-        return _flag(self.dp.ready())
+        ok = self.dp.ready()
+        if not ok and getattr(self.dp, "peers_not_ready", False):  # set by fwx.serving.workers
+            return Response(b"", 503, headers={"Retry-After": "1"})  # a worker restarts: KServe's "retry"
+        return _flag(ok)
 
     async def model_ready(self, request: Request) -> Response:
         return _flag(self.dp.model_ready(*self._mv(request), auth=self._auth(request)))

@@ -109,10 +109,11 @@ def test_merge_adds_counters_keeps_dead_counters_and_drops_dead_gauges() -> None
 
 def test_a_worker_publishes_its_readiness_and_wakes_the_supervisor_only_on_a_change(tmp_path: Path) -> None:
     state = RunState.create(tmp_path, 2)
+    one, zero = RunState.open(tmp_path, 2, 1), RunState.open(tmp_path, 2, 0)
     r, w = os.pipe()
     os.set_blocking(r, False)
     try:
-        publish = Publisher(state, 1, w)
+        publish = Publisher(one, 1, w)
         publish(False)
         publish(True)
         publish(True)  # every tick republishes: no wake-up without a change
@@ -121,10 +122,11 @@ def test_a_worker_publishes_its_readiness_and_wakes_the_supervisor_only_on_a_cha
         publish(False)
         assert not state.worker_ready(1)
         assert os.read(r, 100) == b"rrr"  # False (first), True, False
-        Publisher(state, 0, None)(True)  # no pipe (a lone test server): the board still gets it
+        Publisher(zero, 0, None)(True)  # no pipe (a lone test server): the board still gets it
         assert state.worker_ready(0)
     finally:
-        state.close()
+        for s in (state, one, zero):
+            s.close()
         os.close(r)
         os.close(w)
 
@@ -217,9 +219,9 @@ def test_two_workers_serve_restart_aggregate_and_drain(tmp_path: Path, run_tmp: 
             assert status == 200
             assert y_of(body) == 2 * i + 1
         # every worker served some, and any worker's /metrics counts all 41 (snapshots are <= 1 s old)
-        metrics = _rundir(run_tmp) / "metrics"
+        run = _rundir(run_tmp)
         _wait(
-            lambda: all((_metric((metrics / f"worker-{i}.prom").read_text(), LIN) or 0) > 0 for i in (0, 1)),
+            lambda: all((_metric((run / f"w{i}" / "metrics.prom").read_text(), LIN) or 0) > 0 for i in (0, 1)),
             10,
             "both workers to have served",
         )
@@ -232,7 +234,7 @@ def test_two_workers_serve_restart_aggregate_and_drain(tmp_path: Path, run_tmp: 
 
         # a dead worker is restarted; readiness drops meanwhile and comes back; counters do not drop
         os.kill(workers[0], signal.SIGKILL)
-        _wait(lambda: _ready(server.http_port) == 400, 10, "the surviving worker to say not ready")
+        _wait(lambda: _ready(server.http_port) == 503, 10, "the surviving worker to say not ready (503: retry)")
         _wait(lambda: _ready(server.http_port) == 200, 120, "readiness to come back")
         after = _children(server.pid)
         assert len(after) == 2
@@ -275,8 +277,8 @@ def test_a_worker_killed_while_loading_quarantines_that_artifact(tmp_path: Path,
     try:
         _wait(
             lambda: (
-                bool(list(run_tmp.glob("fwx-serve-*/loading-0")))
-                and "lin v2" in next(run_tmp.glob("fwx-serve-*/loading-0")).read_text(errors="replace")
+                bool(list(run_tmp.glob("fwx-serve-*/w0/loading")))
+                and "/lin/2/" in next(run_tmp.glob("fwx-serve-*/w0/loading")).read_text(errors="replace")
             ),
             120,
             "the worker to load v2",
@@ -341,7 +343,7 @@ def test_a_restarted_worker_takes_no_traffic_before_its_models_are_ready(tmp_pat
             if state.worker_ready(slot):
                 break
         assert state.worker_ready(slot), "the replacement never became ready"
-        metrics = _rundir(run_tmp) / "metrics" / f"worker-{slot}.prom"
+        metrics = _rundir(run_tmp) / f"w{slot}" / "metrics.prom"
         for i in range(5_000):  # and once ready it does listen: it serves its share
             answers.append(_answer(server.http_port, float(i)))
             if metrics.exists() and (_metric(metrics.read_text(), LIN) or 0) > 0:
