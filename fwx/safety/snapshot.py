@@ -3,10 +3,11 @@
 Checking a path and then handing the same path to a framework is a race: the
 file can change in between (``saved_model.pb`` swapped after the scan ran
 ``WriteFile``). So an untrusted model is copied once into a directory only this
-user can enter (mode 0700), every file opened with ``O_NOFOLLOW``; a symlink, a
-file with more than one hard link (it can be any file on the same file system),
-a device, FIFO or socket is refused; the copy is scanned, hashed and loaded, and
-the user's path is never read again.
+user can enter (mode 0700), descriptor by descriptor (``fwx.safety.fdcopy``:
+every component opened relative to its parent with ``O_NOFOLLOW``, never a path
+looked up twice); a symlink out, a file with more than one hard link (it can be
+any file on the same file system), a device, FIFO or socket is refused; the copy
+is scanned, hashed and loaded, and the user's path is never read again.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from fwx.errors import InputError, UnsafeModelError
+from fwx.errors import InputError
+from fwx.safety import fdcopy
+from fwx.safety.beneath import open_beneath
 
-_CHUNK = 1 << 20
-#: A model folder with more entries than this is not a model (a home directory passed by mistake).
-MAX_ENTRIES = 100_000
+MAX_ENTRIES = fdcopy.MAX_ENTRIES
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class Snapshot:
     path: Path
     original: Path
     root: Path  # the private folder holding it; remove it with ``discard``
+    companions: tuple[str, ...] = ()  # a loose file's external data files, by the names it gives them
 
     def discard(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -46,46 +48,103 @@ def private_dir(parent: Path | None = None, prefix: str = "fwx-snapshot-") -> Pa
     return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
 
 
-def take(path: str | Path, parent: Path | None = None) -> Snapshot:
-    """Copy the file or folder ``path`` into a fresh private directory, refusing links out."""
+def take(path: str | Path, parent: Path | None = None, *, external_data: Path | None = None) -> Snapshot:
+    """Copy the file or folder ``path`` into a fresh private directory, refusing links out.
+
+    A loose ``.onnx`` file brings only the external data files its author evidently shipped
+    (``fwx.safety.onnx_locations.shipped``); ``external_data`` names a folder to read them from instead.
+    """
     original = Path(path)
     try:
         st = os.lstat(original)
     except OSError as exc:
         raise InputError(f"cannot read {original}: {exc.strerror}", hint="check the path") from exc
-    if stat.S_ISLNK(st.st_mode):
+    if stat.S_ISLNK(st.st_mode) and fdcopy.hub_parts(original.parent) is None:
         # the path the user typed may be a link; its target is what they mean, checked like any file
         original = original.resolve()
     root = private_dir(parent)
     dest = root / (original.name or "model")
+    companions: tuple[str, ...] = ()
     try:
         if original.is_dir():
-            _copy_tree(original, dest)
+            folder = fdcopy.Folder.open(original)
+            try:
+                folder.copy_tree(dest)
+            finally:
+                folder.close()
         else:
-            _copy_file(original, dest, original.parent)
-            for location in _external_data(dest):
-                _copy_companion(original, dest, location)
+            companions = _copy_loose(original, dest, external_data)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    return Snapshot(dest, Path(path), root)
+    return Snapshot(dest, Path(path), root, companions)
 
 
-#: Lists the external data files an ONNX model names, read from the private copy in a child process: the
-#: onnx package imports numpy, whose thread pool must not start before the sandbox (fwx.safety.landlock).
+def _copy_loose(named: Path, dest: Path, external_data: Path | None) -> tuple[str, ...]:
+    """Copy one model file, then the external data files it names; returns their names."""
+    from fwx.safety import onnx_locations
+
+    folder = fdcopy.Folder.open(named.parent)
+    try:
+        folder.copy(folder.open_file(folder.fd, (), named.name), dest, named, alone=True)
+        spans = _external_data(dest)
+        if not spans:
+            return ()
+        if external_data is not None:
+            return _copy_from(Path(external_data), dest, spans)
+        for location in spans:
+            onnx_locations.plain(named, location)
+            if folder.hub_fd is None:  # the clear message; the copy below is fd-relative either way
+                onnx_locations.check_location(named, location)
+            if (dest.parent / location).exists():
+                continue  # the model names itself: the coverage rule judges it
+            folder.copy(folder.open_file(folder.fd, (), location), dest.parent / location, named, alone=True)
+        onnx_locations.covered(named, dest.parent, spans)
+    finally:
+        folder.close()
+    return tuple(sorted(spans))
+
+
+def _copy_from(where: Path, dest: Path, spans: dict[str, list[tuple[int, int | None]]]) -> tuple[str, ...]:
+    """External data read from a folder the user named for it: any relative path beneath it, no links."""
+    folder = fdcopy.Folder.open(where)
+    try:
+        for location in spans:
+            target = dest.parent / PurePosixPath(location.replace("\\", "/"))
+            try:
+                fd = open_beneath(folder.fd, location)
+            except OSError as exc:
+                raise InputError(
+                    f"{dest.name}: external data file {location!r} cannot be read beneath {where}: {exc.strerror}",
+                    hint="check --external-data-dir",
+                ) from exc
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            folder.copy(fd, target, where / location, alone=True)
+    finally:
+        folder.close()
+    return tuple(sorted(spans))
+
+
+#: Lists the external data an ONNX model names (location, offset, length per tensor), read from the
+#: private copy in a child process: the onnx package imports numpy, whose thread pool must not start
+#: before the sandbox (fwx.safety.landlock).
 _LOCATIONS = """
 import json, sys
 import onnx
 from onnx.external_data_helper import _get_all_tensors
 m = onnx.load(sys.argv[1], load_external_data=False)
-locs = {e.value for t in _get_all_tensors(m) if t.data_location == onnx.TensorProto.EXTERNAL
-        for e in t.external_data if e.key == "location"}
-print(json.dumps(sorted(locs)))
+out = []
+for t in _get_all_tensors(m):
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        kv = {e.key: e.value for e in t.external_data}
+        out.append([kv.get("location", ""), kv.get("offset"), kv.get("length")])
+print(json.dumps(out))
 """
 
 
-def _external_data(copy: Path) -> list[str]:
-    """The files an ONNX model keeps its weights in (``location`` entries), relative to its folder."""
+def _external_data(copy: Path) -> dict[str, list[tuple[int, int | None]]]:
+    """The files an ONNX model keeps its weights in, each with the (offset, length) spans its tensors read."""
+    import json
     import mmap
     import subprocess
     import sys
@@ -94,101 +153,23 @@ def _external_data(copy: Path) -> list[str]:
 
     try:
         if detect_format(copy) is not Format.ONNX or copy.stat().st_size == 0:
-            return []
+            return {}
         with open(copy, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             if mm.find(b"location") < 0:
-                return []  # weights inline: nothing else to copy
+                return {}  # weights inline: nothing else to copy
     except (OSError, ValueError, InputError):
-        return []
+        return {}
     proc = subprocess.run(  # noqa: S603 - our own interpreter reading our own private copy
         [sys.executable, "-c", _LOCATIONS, str(copy)], capture_output=True, text=True, check=False
     )
-    import json
-
     try:
         found = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else []
-    except (ValueError, IndexError):
-        return []  # the loader reads the file and says what is wrong with it
-    return [str(loc) for loc in found if isinstance(loc, str)]
-
-
-def _copy_companion(model: Path, copy: Path, location: str) -> None:
-    """Copy one external data file beside the model's private copy; one that leaves the folder is refused."""
-    from fwx.safety.onnx_locations import check_location
-
-    src = check_location(model, location)
-    dest = copy.parent / PurePosixPath(location.replace("\\", "/"))
-    if dest.exists():
-        return
-    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _copy_file(src, dest)
-
-
-def _copy_tree(src: Path, dest: Path) -> None:
-    dest.mkdir(mode=0o700)
-    top = src.resolve()
-    links: dict[tuple[int, int], list[int]] = {}  # inode -> [links seen inside, st_nlink]
-    count = 0
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        rel = Path(dirpath).relative_to(src)
-        for name in dirnames:
-            here = Path(dirpath) / name
-            if os.path.islink(here):
-                raise _link(here, src)
-            (dest / rel / name).mkdir(mode=0o700)
-        for name in filenames:
-            count += 1
-            if count > MAX_ENTRIES:
-                raise InputError(f"{src} holds more than {MAX_ENTRIES} files", hint="pass the model's own folder")
-            here = Path(dirpath) / name
-            if os.path.islink(here):
-                # a link between the model's own files is fine; one that leaves the folder is not
-                target = here.resolve()
-                if not target.is_relative_to(top) or os.path.islink(target):
-                    raise _link(here, src)
-                here = target
-            key, nlink = _copy_file(here, dest / rel / name)
-            seen = links.setdefault(key, [0, nlink])
-            seen[0] += 1
-    for (_, ino), (inside, nlink) in links.items():
-        if nlink > inside:
-            raise _hard_link(src, ino, nlink)
-
-
-def _copy_file(src: Path, dest: Path, top: Path | None = None) -> tuple[tuple[int, int], int]:
-    """Copy one regular file without following links; returns its (device, inode) and link count."""
-    try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError as exc:
-        if os.path.islink(src):
-            raise _link(src, top or src.parent) from exc
-        raise InputError(f"cannot read {src}: {exc.strerror}", hint="check the file's permissions") from exc
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafeModelError(f"{src} is not a regular file", hint="a model folder holds plain files only")
-        if top is not None and st.st_nlink > 1:
-            raise _hard_link(src, st.st_ino, st.st_nlink)
-        with open(dest, "xb") as out:
-            os.fchmod(out.fileno(), 0o600)
-            while block := fh.read(_CHUNK):
-                out.write(block)
-    return (st.st_dev, st.st_ino), st.st_nlink
-
-
-def _hard_link(path: Path, inode: int, nlink: int) -> UnsafeModelError:
-    return UnsafeModelError(
-        f"{path} holds a file with {nlink} hard links (inode {inode}), not all inside it: "
-        "a hard link can name any file on the same file system",
-        hint="copy the file (cp, not ln) into the model folder",
-    )
-
-
-def _link(path: Path, top: Path) -> UnsafeModelError:
-    return UnsafeModelError(
-        f"{path} is a symbolic link inside {top}: a model is loaded only from its own files",
-        hint="replace the link by a copy of the file it points to",
-    )
+        spans: dict[str, list[tuple[int, int | None]]] = {}
+        for loc, offset, length in found:
+            spans.setdefault(str(loc), []).append((int(offset or 0), None if length is None else int(length)))
+    except (ValueError, IndexError, TypeError):
+        return {}  # the loader reads the file and says what is wrong with it
+    return spans
 
 
 #: Snapshots this process took, by the resolved path the user named: one copy per model per process.

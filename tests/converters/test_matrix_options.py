@@ -230,14 +230,13 @@ def test_unsupported_ops_on_the_command_line(exotic_onnx: Path, tmp_path: Path, 
 
 @pytest.fixture(scope="module")
 def external_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The MLP as ONNX with every weight in ``weights/mlp.bin``."""
+    """The MLP as ONNX with every weight in ``mlp.bin`` (a loose file's data lies beside it, under a plain name)."""
     import onnx
 
     folder = tmp_path_factory.mktemp("external")
     src = mm.export_onnx("mlp", folder / "mlp.onnx")
-    (folder / "weights").mkdir()
-    onnx.save(onnx.load(str(src)), str(src), save_as_external_data=True, location="weights/mlp.bin", size_threshold=0)
-    assert (folder / "weights" / "mlp.bin").exists()
+    onnx.save(onnx.load(str(src)), str(src), save_as_external_data=True, location="mlp.bin", size_threshold=0)
+    assert (folder / "mlp.bin").exists()
     return src
 
 
@@ -254,7 +253,7 @@ def test_an_onnx_source_with_external_data_keeps_its_weights(external_onnx: Path
     data = folder / "model.onnx.data"
     assert entry.files["model.onnx.data"] == sha256_path(data)
     assert entry.size_bytes == (folder / "model.onnx").stat().st_size + data.stat().st_size
-    assert not (folder / "weights").exists()
+    assert not (folder / "mlp.bin").exists()
     Manifest.read(folder).verify(folder)
     data.write_bytes(data.read_bytes()[:-4] + b"\0\0\0\0")  # the sha256 covers the weights too
     with pytest.raises(ChecksumError, match="model.onnx.data"):
@@ -281,7 +280,7 @@ def test_external_data_outside_the_model_folder_is_refused(external_onnx: Path, 
     from fwx.errors import InputError
 
     outside = tmp_path / "secret.bin"
-    outside.write_bytes((external_onnx.parent / "weights" / "mlp.bin").read_bytes())
+    outside.write_bytes((external_onnx.parent / "mlp.bin").read_bytes())
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     location = {
