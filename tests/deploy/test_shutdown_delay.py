@@ -73,17 +73,13 @@ def test_sigterm_keeps_serving_for_the_delay_then_drains(tmp_path: Path) -> None
             assert time.monotonic() < deadline, "not ready after 90 s"
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
-        t0 = time.monotonic()
         assert httpx.get(f"{url}/v2/health/ready", timeout=2).status_code == 400  # not ready at once
         early: list[Any] = []
         clients = [threading.Thread(target=_post, args=(url, early)) for _ in range(CLIENTS)]
         for t in clients:  # sent after SIGTERM, inside the delay: served
             t.start()
         serving_models.wait_queued(url, CLIENTS - 1)  # one running, the rest queued: in flight past the delay
-        assert time.monotonic() - t0 < DELAY_S, "machine too slow to send inside the delay"
-        time.sleep(max(0.0, t0 + DELAY_S + 0.3 - time.monotonic()))
-        with pytest.raises(httpx.ConnectError):  # after the delay the listener is closed: the balancer retries
-            httpx.post(f"{url}/v2/models/sleepy/infer", content=BODY, timeout=10)
+        _wait_refused(url)  # after the delay the listener is closed: the balancer retries elsewhere
         for t in clients:
             t.join(90)
         assert early == [200] * CLIENTS, early
@@ -101,3 +97,15 @@ def _ready(url: str) -> bool:
         return httpx.get(f"{url}/v2/health/ready", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def _wait_refused(url: str, timeout: float = 60.0) -> None:
+    """New connections are refused (the event), while the queued requests are still running."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{url}/v2/health/live", timeout=10)
+        except httpx.ConnectError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"new connections still accepted {timeout:g} s after SIGTERM")

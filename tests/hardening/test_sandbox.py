@@ -252,6 +252,5 @@ def test_the_loaded_bytes_are_the_checked_bytes(tmp_path: Path) -> None:
     again = load_source(path)
     assert first.path == again.path
     assert first.path != path
-    assert first.path is not None
     assert onnx.load(str(first.path)).graph.initializer[0].float_data[0] == 2.0
     snapshot.discard_all()

@@ -1,8 +1,9 @@
 """The accuracy budget: plain INT8 misses it, keeping the layers it hurts most in float meets it.
 
 The trained digits CNN loses no top-1 to INT8, so its budget here is a tight
-cosine (>= 0.99999 vs the float model; plain INT8 reaches ~0.99995): a budget
-plain INT8 really misses, met by keeping one layer in float. The detector
+cosine vs the float model, derived from plain INT8's own measured cosine (80%
+of the way from it to 1; about 0.99999 when plain INT8 reaches ~0.99995): a
+budget plain INT8 really misses, met by keeping one layer in float. The detector
 (tests/quantize/test_detector.py) is the case where plain INT8 costs accuracy.
 """
 
@@ -18,16 +19,31 @@ from fwx.quantize.budget import BudgetMissedError
 from fwx.quantize.options import QuantOptions, check_options
 from tests.quantize.conftest import SIGNATURE, Digits
 
-TIGHT = 0.99999
+#: How far from plain INT8's measured cosine towards 1 the tight budget sits.
+TIGHT_FRACTION = 0.8
 
 
 def _opts(digits: Digits, **budget: object) -> QuantOptions:
     return QuantOptions("int8", calibration_data=str(digits.calib), eval_data=str(digits.eval), **budget)  # type: ignore[arg-type]
 
 
-def test_onnx_budget_keeps_layers_in_float_until_it_holds(digits: Digits, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def tight(digits: Digits, tmp_path_factory: pytest.TempPathFactory) -> float:
+    """A cosine budget plain INT8 misses, measured here rather than tuned to today's numbers."""
     from fwx.quantize.onnx import quantize_onnx
 
+    out = tmp_path_factory.mktemp("baseline") / "q.onnx"
+    info = quantize_onnx(digits.onnx, out, SIGNATURE, _opts(digits, max_drop=0.5))  # a budget plain INT8 meets
+    assert info.budget is not None
+    plain = float(info.budget.plain["cosine_mean"])
+    assert plain < 1.0, "plain INT8 is exact: no budget between it and the float model to test"
+    return plain + TIGHT_FRACTION * (1.0 - plain)
+
+
+def test_onnx_budget_keeps_layers_in_float_until_it_holds(digits: Digits, tight: float, tmp_path: Path) -> None:
+    from fwx.quantize.onnx import quantize_onnx
+
+    TIGHT = tight
     info = quantize_onnx(digits.onnx, tmp_path / "q.onnx", SIGNATURE, _opts(digits, min_cosine=TIGHT))
     b = info.budget
     assert b is not None
@@ -51,8 +67,12 @@ def test_budget_met_by_plain_int8_keeps_nothing_in_float(digits: Digits, tmp_pat
 
 
 @pytest.mark.slow
-def test_tflite_budget_and_a_budget_it_cannot_meet(digits: Digits, digits_savedmodel: Path, tmp_path: Path) -> None:
+def test_tflite_budget_and_a_budget_it_cannot_meet(
+    digits: Digits, digits_savedmodel: Path, tight: float, tmp_path: Path
+) -> None:
     from fwx.quantize.tflite import convert_quantized
+
+    TIGHT = tight
 
     opts = _opts(digits, min_cosine=TIGHT, io_dtype="float32")
     info = convert_quantized(digits_savedmodel, tmp_path / "q.tflite", SIGNATURE, opts)
@@ -61,7 +81,7 @@ def test_tflite_budget_and_a_budget_it_cannot_meet(digits: Digits, digits_savedm
     assert info.budget.float_layers
     assert info.budget.plain["cosine_mean"] < TIGHT <= info.budget.final["cosine_mean"]
     # int8 outputs are themselves rounded to 256 levels: no layer kept in float can reach the bound
-    with pytest.raises(BudgetMissedError, match=r"misses the budget \(cosine >= 0.99999\): the best reached is"):
+    with pytest.raises(BudgetMissedError, match=r"misses the budget \(cosine >= [0-9.]+\): the best reached is"):
         convert_quantized(digits_savedmodel, tmp_path / "q2.tflite", SIGNATURE, _opts(digits, min_cosine=TIGHT))
 
 

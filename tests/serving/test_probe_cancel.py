@@ -11,6 +11,7 @@ import serving_models
 
 from fwx.errors import InputError
 from fwx.formats import Format
+from fwx.serving import loader_probe
 from fwx.serving.loader_probe import ProbeLimits, kill_active_probes, probe
 
 
@@ -29,7 +30,10 @@ def test_stopping_during_trial_load_is_not_a_crash(tmp_path: Path) -> None:
 
     t = threading.Thread(target=run)
     t.start()
-    time.sleep(1.0)  # the child is importing onnxruntime / warming up
+    deadline = time.monotonic() + 60
+    while not loader_probe._ACTIVE and t.is_alive():  # the probe child exists: it is loading now
+        assert time.monotonic() < deadline, "the trial load never started its child"
+        time.sleep(0.01)
     kill_active_probes()
     t.join(60)
     assert seen, "the probe finished before it could be stopped"

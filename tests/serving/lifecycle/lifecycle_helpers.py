@@ -6,7 +6,9 @@ produced it, independently of the ``model_version`` field.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from fwx.manifest import ArtifactEntry, Manifest, SourceInfo, sha256_path
 from fwx.repository import Repository
@@ -225,3 +227,16 @@ class Client:
 
 def y_of(answer: dict) -> float:
     return float(next(o for o in answer["outputs"] if o["name"] == "y")["data"][0])
+
+
+def count_polls(mm: Any) -> Callable[[], int]:
+    """A counter of the repository scans ``mm`` has finished: "several polls later" is an event, not a pause."""
+    done = [0]
+    scan = mm._reconcile_all
+
+    async def counted() -> None:
+        await scan()
+        done[0] += 1
+
+    mm._reconcile_all = counted
+    return lambda: done[0]

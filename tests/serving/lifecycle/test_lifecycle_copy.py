@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lifecycle_helpers import publish
+from lifecycle_helpers import count_polls, publish
 
 from fwx.manifest import MANIFEST_NAME
 from fwx.serving.models import LoadedModel, ModelManager
@@ -40,6 +40,7 @@ def test_failed_version_is_retried_when_its_files_change(make_config: Any, tmp_p
 
     async def main() -> None:
         mm = ModelManager(cfg.repository, cfg, on_load=on_load)
+        polls = count_polls(mm)
         await mm.start()
         failures = lambda: mm.load_failures["lin"]  # noqa: E731
         dst.mkdir()
@@ -47,8 +48,8 @@ def test_failed_version_is_retried_when_its_files_change(make_config: Any, tmp_p
         data = (src / "model.onnx").read_bytes()
         (dst / "model.onnx").write_bytes(data[: len(data) // 3])
         await _until(lambda: _state(mm, "2") == "FAILED")
-        seen = failures()
-        await asyncio.sleep(0.3)  # several polls, nothing changed: no retry loop
+        seen, scans = failures(), polls()
+        await _until(lambda: polls() >= scans + 3)  # several polls, nothing changed: no retry loop
         assert failures() == seen
         assert _state(mm, "2") == "FAILED"
         (dst / "model.onnx").write_bytes(data)  # the copy finishes: size and mtime change

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from lifecycle_helpers import publish
+from lifecycle_helpers import count_polls, publish
 
 from fwx.serving.models import LoadedModel, ModelManager
 
@@ -46,16 +46,18 @@ def test_poll_swaps_after_warmup_and_survives_a_corrupt_version(
 
     async def main() -> None:
         mm = ModelManager(cfg.repository, cfg, on_load=on_load)
+        polls = count_polls(mm)
         await mm.start()
         stop, log, errors = asyncio.Event(), [], []
         client = asyncio.create_task(_steady_load(mm, stop, log, errors))
-        await asyncio.sleep(0.2)
+        await _until(lambda: len(log) >= 5)  # v1 answers before v2 is published
         await asyncio.to_thread(publish, cfg.repository, "lin", 2)
         await _until(lambda: mm.versions("lin") == [2] and closed == [1])
         await asyncio.to_thread(publish, cfg.repository, "lin", 3, kind="checksum")
         (cfg.repository / "lin" / "junk").mkdir()
         await _until(lambda: any(r["version"] == "3" and r["state"] == "FAILED" for r in mm.index()))
-        await asyncio.sleep(0.3)  # several more polls: v3 is not retried, junk not re-logged
+        seen = polls()
+        await _until(lambda: polls() >= seen + 3)  # several more polls: v3 is not retried, junk not re-logged
         stop.set()
         await client
         await mm.stop()

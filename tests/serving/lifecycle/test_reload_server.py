@@ -134,13 +134,24 @@ def test_no_probe_spare_keeps_no_spare_and_still_reloads(tmp_path: Path) -> None
     repo = tmp_path / "repo"
     publish(repo, "lin", 1)
     server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0.2", "--no-probe-spare")
+    seen: set[int] = set()
+    stop = threading.Event()
+
+    def watch() -> None:  # the whole life of the server, not a fixed pause: any spare at any moment is seen
+        while not stop.is_set():
+            seen.update(_spares(server.pid))
+            stop.wait(0.02)
+
+    watcher = threading.Thread(target=watch)
     try:
         server.wait_ready(120)
-        time.sleep(1.0)  # a spare would have been started by now
-        assert _spares(server.pid) == []
+        watcher.start()
         publish(repo, "lin", 2)
         _wait(lambda: _infer(server.http_port)[1] == "2", what="v2 answers")
-        assert _spares(server.pid) == []
     finally:
         server.stop()
+        stop.set()
+        if watcher.is_alive():
+            watcher.join(30)
+    assert seen == set(), "no spare probe child ever ran"
     assert "probe" in next(ln for ln in server.log().splitlines() if "model lin v2 loaded as" in ln)
