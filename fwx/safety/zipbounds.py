@@ -12,11 +12,16 @@ only stored and deflated members pass, and the declared sizes of everything
 that will be inflated, nested archives included, must fit one budget
 (``FWX_MAX_INFLATE_MB``, else four times the file or 256 MiB, whichever is
 larger). Reading a member then inflates at most its declared size plus one
-byte and checks its CRC.
+byte and checks its CRC. A JSON config member (``config.json`` of a ``.keras``)
+has its own, smaller cap (``FWX_MAX_CONFIG_MB``, else 16 MiB): parsing JSON
+costs tens of times its size. Every zip fwx reads goes through here: ``.pt2``
+(``fwx.safety.pt2``), ``.keras`` (``fwx.sources.readers``) and torch.save zips
+(``check_zip_file`` before the framework opens them).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import zipfile
@@ -50,6 +55,21 @@ def inflate_budget(file_size: int) -> int:
         except ValueError as exc:
             raise ZipBoundsError(f"FWX_MAX_INFLATE_MB={env!r} is not a number of MiB") from exc
     return max(4 * file_size, _FLOOR)
+
+
+def config_limit() -> int:
+    """Bytes one JSON config member may inflate to: ``FWX_MAX_CONFIG_MB`` if set, else 16 MiB.
+
+    A model's config is kilobytes to a few MiB; parsing JSON takes tens of times its size in memory, so a
+    64 MiB config.json that deflates to 65 KB fits the archive's inflate budget yet costs gigabytes.
+    """
+    env = os.environ.get("FWX_MAX_CONFIG_MB", "").strip()
+    if env:
+        try:
+            return max(0, int(float(env) * _MIB))
+        except ValueError as exc:
+            raise ZipBoundsError(f"FWX_MAX_CONFIG_MB={env!r} is not a number of MiB") from exc
+    return 16 * _MIB
 
 
 class Budget:
@@ -169,6 +189,33 @@ class BoundedZip:
         if zlib.crc32(out) != m.crc:
             raise ZipCorruptError(f"{m.name}: CRC mismatch (corrupt, or not the bytes the directory declares)")
         return out
+
+    def read_config(self, name: str) -> bytes:
+        """Inflate a JSON config member, refused before inflating when it declares more than ``config_limit``."""
+        m = self.members[name]
+        limit = config_limit()
+        if m.file_size > limit:
+            raise ZipBoundsError(
+                f"{m.name} declares {m.file_size / _MIB:.1f} MiB, past the {limit / _MIB:.0f} MiB limit for a "
+                "config (raise FWX_MAX_CONFIG_MB if it is really that large)"
+            )
+        return self.read(name)
+
+
+def open_bounded(data: bytes | mmap.mmap, where: str = "") -> BoundedZip:
+    """``data`` checked as a zip under its own inflate budget (``inflate_budget`` of its size)."""
+    return BoundedZip(data, Budget(inflate_budget(len(data))), where)  # type: ignore[arg-type]
+
+
+def check_zip_file(path: str | os.PathLike[str]) -> None:
+    """Hold a zip file a framework will open itself (a torch.save ``.pt``, a ``.keras``) to the same bounds,
+    without reading it into memory; ZipBoundsError (ZipCorruptError when it is no zip) otherwise."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            raise ZipCorruptError("empty file")
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            open_bounded(view)
 
 
 def _inflate(raw: memoryview, m: Member) -> bytes:

@@ -83,6 +83,9 @@ class HFSource:
 def load_hf(folder: Path, *, task: str | None, trust: bool) -> HFSource:
     """The folder's model for ``task`` (inferred from ``config.architectures`` when None, and printed)."""
     config_json = hf_files.check_folder(folder, trust=trust)
+    from fwx.safety.config_budget import check as check_size  # before transformers builds what it describes
+
+    check_size(config_json, folder)
     if task is None:
         task = hf_tasks.infer_task(config_json)
         ui.info(f"  task {task} (from the config's architectures; --task to choose another)")

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fwx.errors import InputError, first_line
+from fwx.errors import InputError, UnsafeModelError, first_line
 from fwx.frameworks import require
 from fwx.quiet import quiet
 from fwx.runtimes.files import CORRUPT_HINT, check_tflite_file, load_onnx
@@ -137,10 +137,7 @@ def keras_config(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(config, metadata)`` of a ``.keras`` zip or a legacy ``.h5``, parsed as JSON only."""
     try:
         if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as zf:
-                config = json.loads(zf.read("config.json"))
-                meta = json.loads(zf.read("metadata.json")) if "metadata.json" in zf.namelist() else {}
-            return config, meta
+            return _keras_zip_config(path)
         h5py = require("h5py", "reading .h5 Keras models")
         with h5py.File(path, "r") as fh:
             raw = fh.attrs.get("model_config")
@@ -151,10 +148,29 @@ def keras_config(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                 hint="save the whole model with model.save('model.keras')",
             )
         return json.loads(_text(raw)), meta
-    except InputError:
+    except (InputError, UnsafeModelError):
         raise
     except Exception as exc:  # noqa: BLE001
         raise InputError(f"cannot read {path} as a Keras model: {first_line(exc)}", hint=CORRUPT_HINT) from exc
+
+
+def _keras_zip_config(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ``.keras`` zip's config and metadata, within the zip bounds: the whole archive must fit the inflate
+    budget before Keras opens it, and each JSON member the config limit before it is parsed."""
+    from fwx.safety import BOUNDS_HINT
+    from fwx.safety.zipbounds import ZipBoundsError, ZipCorruptError, open_bounded
+
+    try:
+        zf = open_bounded(path.read_bytes(), where=f"{path.name}!/")
+        if "config.json" not in zf.members:
+            raise InputError(f"{path} holds no config.json", hint=CORRUPT_HINT)
+        config = json.loads(zf.read_config("config.json"))
+        meta = json.loads(zf.read_config("metadata.json")) if "metadata.json" in zf.members else {}
+    except ZipCorruptError as exc:
+        raise InputError(f"cannot read {path} as a Keras model: {exc}", hint=CORRUPT_HINT) from exc
+    except ZipBoundsError as exc:
+        raise UnsafeModelError(f"{path}: {exc}", hint=BOUNDS_HINT) from exc
+    return config, meta
 
 
 def _text(v: Any) -> str:
