@@ -15,8 +15,9 @@ larger). Reading a member then inflates at most its declared size plus one
 byte and checks its CRC. A JSON config member (``config.json`` of a ``.keras``)
 has its own, smaller cap (``FWX_MAX_CONFIG_MB``, else 16 MiB): parsing JSON
 costs tens of times its size. Every zip fwx reads goes through here: ``.pt2``
-(``fwx.safety.pt2``), ``.keras`` (``fwx.sources.readers``) and torch.save zips
-(``check_zip_file`` before the framework opens them).
+(``fwx.safety.pt2``), ``.keras`` (``fwx.sources.readers``), torch.save zips
+(``hold_zip_file`` before torch opens them) and the pickles of Hugging Face
+weight archives (``held``).
 """
 
 from __future__ import annotations
@@ -207,15 +208,38 @@ def open_bounded(data: bytes | mmap.mmap, where: str = "") -> BoundedZip:
     return BoundedZip(data, Budget(inflate_budget(len(data))), where)  # type: ignore[arg-type]
 
 
-def check_zip_file(path: str | os.PathLike[str]) -> None:
-    """Hold a zip file a framework will open itself (a torch.save ``.pt``, a ``.keras``) to the same bounds,
-    without reading it into memory; ZipBoundsError (ZipCorruptError when it is no zip) otherwise."""
+BOUNDS_HINT = "a zip that inflates past what it declares, or past FWX_MAX_INFLATE_MB, is refused even when trusted"
+
+
+def held_members(data: bytes, shown: object, suffix: str) -> list[bytes]:
+    """The members whose names end with ``suffix``, inflated within the bounds; for a command, a broken
+    archive is an InputError and a broken bound an UnsafeModelError (one line each)."""
+    from fwx.errors import InputError, UnsafeModelError
+
+    try:
+        zf = open_bounded(data)
+        return [zf.read(n) for n in zf.names if n.endswith(suffix)]
+    except ZipCorruptError as exc:
+        raise InputError(f"cannot read {shown}: {exc}", hint="the file is probably truncated or corrupt") from exc
+    except ZipBoundsError as exc:
+        raise UnsafeModelError(f"{shown}: {exc}", hint=BOUNDS_HINT) from exc
+
+
+def hold_zip_file(path: str | os.PathLike[str]) -> None:
+    """A file a framework opens itself (a torch.save ``.pt``) keeps the same bounds if it is a zip, checked
+    without reading it into memory; anything else (a legacy pickle) is left to the framework."""
+    from fwx.errors import UnsafeModelError
+
     with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size == 0:
-            raise ZipCorruptError("empty file")
+        if fh.read(4) != _LOCAL:
+            return
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            open_bounded(view)
+            try:
+                open_bounded(view)
+            except ZipCorruptError:
+                return  # broken rather than hostile: the framework's own error says so
+            except ZipBoundsError as exc:
+                raise UnsafeModelError(f"{path}: {exc}", hint=BOUNDS_HINT) from exc
 
 
 def _inflate(raw: memoryview, m: Member) -> bytes:

@@ -172,8 +172,9 @@ def pickle_globals_outside_torch(data: bytes, path: Path) -> list[str]:
     allowed = torch_safe_globals()
     try:
         if data[:4] == b"PK\x03\x04":
-            with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                blobs = [zf.read(n) for n in zf.namelist() if n.endswith(".pkl")]
+            from fwx.safety.zipbounds import held_members
+
+            blobs = held_members(data, path, ".pkl")  # the inflate budget, as for every zip fwx reads
         else:
             blobs = [data]
         found: list[str] = []

@@ -102,6 +102,9 @@ def _has_signature(obj: Any) -> bool:
 
 def unsafe_globals(path: Path) -> list[str]:
     """Globals a checkpoint needs beyond torch's weights-only allow-list (reads, never executes)."""
+    from fwx.safety.zipbounds import hold_zip_file
+
+    hold_zip_file(path)  # torch's zip reader trusts the sizes an archive declares
     torch = require("torch", "loading PyTorch models")
     try:
         return list(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
