@@ -102,7 +102,7 @@ def build_v2(v1_repo: Path, out: Path) -> Path:
     src.parent.mkdir(parents=True, exist_ok=True)
     torch.save(build_torch_cnn(seed=SEED + 1).state_dict(), src)
     cmd = [sys.executable, "-m", "fwx", "export", str(src), *CNN_EXPORT_ARGS, "--to", "all"]
-    cmd += ["--out", str(out), "--name", "cnn", "--version", "2"]
+    cmd += ["--out", str(out), "--name", "cnn", "--model-version", "2"]
     subprocess.run(cmd, check=True, cwd=ROOT, env=cold_start._env(ROOT))
     return version
 

@@ -7,6 +7,8 @@ the per-format extras come from what the server would actually load under the
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fwx import __version__
-from fwx.errors import InputError
+from fwx.deploy.common import check_image
+from fwx.errors import InputError, UsageError
 from fwx.formats import Format
 from fwx.machine import write_atomic
 from fwx.repository import Repository
@@ -26,6 +29,8 @@ WHEEL_GLOB = DIST_NAME.replace("-", "_") + "-*.whl"  # wheel file names spell th
 WHEEL_DIR = ".fwx-wheels"  # inside the build context; hidden, so the server never sees it as a model
 BASE_CPU = "python:3.11.14-slim-bookworm"
 BASE_GPU = "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04"
+#: A wheel's file name as PEP 427 spells it; it lands inside a quoted ARG of the Dockerfile.
+WHEEL_NAME = re.compile(r"fwx_toolkit-[A-Za-z0-9_.!+]+(-[A-Za-z0-9_.]+){3}\.whl")
 
 
 @dataclass
@@ -55,12 +60,12 @@ class DockerizePlan:
         }
 
     def build_command(self) -> str:
-        return f"docker build -t {self.tag} {self.repository}"
+        return f"docker build -t {shlex.quote(self.tag)} {shlex.quote(str(self.repository))}"
 
     def run_command(self) -> str:
         gpus = "--gpus all " if self.gpu else ""
         dev = " --device cuda" if self.gpu else ""
-        return f"docker run --rm {gpus}-p 127.0.0.1:8000:8000 -p 127.0.0.1:8001:8001 {self.tag}{dev}"
+        return f"docker run --rm {gpus}-p 127.0.0.1:8000:8000 -p 127.0.0.1:8001:8001 {shlex.quote(self.tag)}{dev}"
 
 
 def plan_image(
@@ -70,7 +75,12 @@ def plan_image(
     gpu: bool = False,
     tag: str = "fwx-models:latest",
 ) -> DockerizePlan:
+    check_image(tag, "--tag")  # written into the Dockerfile's comments and the printed shell lines
     repo = Repository(repository)
+    if not str(repo.root).isprintable():
+        raise UsageError(
+            f"{str(repo.root)!r} holds control characters", hint="rename the folder; its path goes into the Dockerfile"
+        )
     if not repo.root.is_dir():
         raise InputError(f"{repo.root} is not a folder", hint="pass the folder `fwx export --out` wrote")
     served: dict[str, str] = {}
@@ -190,6 +200,8 @@ def write_docker_files(plan: DockerizePlan, *, force: bool = False, wheel: Path 
         if path.exists() and not force:
             raise InputError(f"{path} already exists", hint="pass --force to overwrite it")
     built = build_wheel(plan.repository / WHEEL_DIR, wheel=wheel)
+    if not WHEEL_NAME.fullmatch(built.name):
+        raise InputError(f"{built.name!r} is not a wheel file name", hint="pass a wheel named as pip writes them")
     plan.wheel = built.name
     for path, text in zip(out, (render_dockerfile(plan), DOCKERIGNORE), strict=True):
         write_atomic(path, text)  # a reader never sees half a Dockerfile

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from fwx import ui
+from fwx.commands.options import SECONDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,20 +22,35 @@ def _shared(func: F) -> F:
         click.option("--image", default="", help="fwx serving image [default: fwx:cpu, or fwx:gpu with --gpu]."),
         click.option("--gpu", is_flag=True, help="Request one nvidia.com/gpu and serve with --device cuda."),
         click.option("--namespace", default=None, help="metadata.namespace of every object (default: none)."),
-        click.option("--replicas", default=2, show_default=True, help="Replicas (the autoscaler's minimum)."),
-        click.option("--max-replicas", default=10, show_default=True, help="The autoscaler's maximum."),
+        click.option(
+            "--replicas",
+            default=2,
+            show_default=True,
+            type=click.IntRange(min=1),
+            help="Replicas (the autoscaler's minimum).",
+        ),
+        click.option(
+            "--max-replicas",
+            default=10,
+            show_default=True,
+            type=click.IntRange(min=1),
+            help="The autoscaler's maximum.",
+        ),
         click.option("--cpu-request", default="1", show_default=True),
         click.option("--cpu-limit", default="2", show_default=True),
         click.option("--memory-request", default="2Gi", show_default=True),
         click.option("--memory-limit", default="2Gi", show_default=True),
-        click.option("--drain-seconds", default=30.0, show_default=True, help="fwx serve --drain-seconds."),
+        click.option(
+            "--drain-seconds", default=30.0, show_default=True, type=SECONDS, help="fwx serve --drain-seconds."
+        ),
         click.option(
             "--shutdown-delay-seconds",
             default=10.0,
             show_default=True,
+            type=SECONDS,
             help="fwx serve --shutdown-delay-seconds: serve on after SIGTERM while endpoints update.",
         ),
-        click.option("--poll-seconds", default=2.0, show_default=True, help="fwx serve --poll-seconds."),
+        click.option("--poll-seconds", default=2.0, show_default=True, type=SECONDS, help="fwx serve --poll-seconds."),
         click.option("--service-account", default=None, help="Service account (storage credentials)."),
         click.option(
             "--token-secret",

@@ -11,13 +11,37 @@ from typing import Any
 import click
 
 from fwx import ui
+from fwx.commands.options import SectionedCommand, device_option, renamed, resolve_device, trust_option
 from fwx.commands.sampling import parse_samples, sample_options
 from fwx.converters.base import TORCHSCRIPT_MODES, ConvertOptions
 from fwx.formats import LAYOUTS
 from fwx.quantize.options import IO_DTYPES, KINDS, METHODS, quant_options
 
+#: ``fwx export --help`` in sections: 45 options in one list hide the few a first export needs.
+SECTIONS = (
+    ("Targets", ("targets", "plan", "out", "name", "version", "allow_signature_change")),
+    ("Source model", ("model_class", "model_kwargs", "task", "weights", "signature_name", "trust_model_code")),
+    ("Inputs and outputs", ("inputs", "outputs", "example_inputs", "input_ranges", "input_values")),
+    ("Conversion", ("opset", "torchscript_mode", "layout", "static_shapes", "prefetch", "keep_intermediate")),
+    ("Validation", ("validate", "validation_data", "device", "keep_failed")),
+    (
+        "Quantisation",
+        (
+            "quantize",
+            "calibration_data",
+            "calibration_method",
+            "calibration_samples",
+            "per_channel",
+            "io_dtype",
+            "strict_int8",
+            "preprocess",
+        ),
+    ),
+    ("Accuracy budget (int8)", ("eval_data", "max_drop", "min_cosine", "min_agreement", "budget_steps")),
+)
 
-@click.command("export", context_settings={"max_content_width": 100})
+
+@click.command("export", cls=SectionedCommand, sections=SECTIONS, context_settings={"max_content_width": 100})
 @click.argument("source")
 @click.option(
     "--to",
@@ -57,11 +81,7 @@ from fwx.quantize.options import IO_DTYPES, KINDS, METHODS, quant_options
     metavar="FILE",
     help="Weights (.safetensors, or a state_dict pickle) for the module a factory SOURCE builds.",
 )
-@click.option(
-    "--trust-model-code",
-    is_flag=True,
-    help="Allow loading files that run code or touch the host (TorchScript, pickles, Keras Lambda, SavedModel I/O ops, custom ops).",
-)
+@trust_option("The loader still runs behind every wall (only --no-sandbox takes them down).")
 @click.option(
     "--signature",
     "signature_name",
@@ -100,7 +120,10 @@ from fwx.quantize.options import IO_DTYPES, KINDS, METHODS, quant_options
     is_flag=True,
     help="Publish even if the inputs, outputs or layout differ from the model's previous version.",
 )
-@click.option("--version", "version", type=click.IntRange(min=1), help="Version number (default: next free).")
+@click.option(
+    "--model-version", "version", type=click.IntRange(min=1), help="Version number to publish (default: next free)."
+)
+@renamed("--version", "--model-version (fwx --version prints fwx's own version)")
 @click.option(
     "--validate/--no-validate",
     default=True,
@@ -110,13 +133,7 @@ from fwx.quantize.options import IO_DTYPES, KINDS, METHODS, quant_options
 @click.option("--keep-failed", is_flag=True, help="Publish artifacts that failed validation, marked failed.")
 @click.option("--keep-intermediate", is_flag=True, help="Keep the intermediate files of multi-hop conversions.")
 @click.option("--plan", "plan", is_flag=True, help="Print the conversion path(s) per target and exit.")
-@click.option(
-    "--device",
-    type=click.Choice(["cpu", "cuda"]),
-    default="cpu",
-    show_default=True,
-    help="Device for read-back and validation.",
-)
+@device_option("read-back and validation")
 @click.option(
     "--prefetch",
     type=click.Choice(["auto", "on", "off"], case_sensitive=False),
@@ -188,7 +205,7 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
         validate=kw["validate"],
         keep_failed=kw["keep_failed"],
         keep_intermediate=kw["keep_intermediate"],
-        device=kw["device"],
+        device=resolve_device(kw["device"]),
         command=_command_line(),
         input_ranges=ranges,
         input_values=values,

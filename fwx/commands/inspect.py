@@ -8,14 +8,13 @@ from typing import Any
 import click
 
 from fwx import ui
+from fwx.commands.options import trust_option
 from fwx.signature import shape_text
 
 
 @click.command("inspect")
 @click.argument("path", type=click.Path())
-@click.option(
-    "--trust-model-code", is_flag=True, help="Allow loading TorchScript, code-carrying pickles and flagged files."
-)
+@trust_option("The loader still runs behind every wall.")
 @click.option(
     "--signature", "signature_name", default="serving_default", show_default=True, help="SavedModel signature to show."
 )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from fwx import ui
+from fwx.commands.options import SECONDS, CountOrAuto, Duration, device_option, renamed, resolve_device, trust_option
 from fwx.errors import UsageError
 
 if TYPE_CHECKING:
@@ -31,8 +32,20 @@ def _removed_grpc_server(value: str | None) -> None:
 @click.command("serve", context_settings={"max_content_width": 100})
 @click.argument("repository", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 exposes it).")
-@click.option("--http-port", default=8000, show_default=True, help="KServe v2 + TF Serving REST port (0 any, -1 off).")
-@click.option("--grpc-port", default=8001, show_default=True, help="KServe v2 gRPC port (0 any, -1 off).")
+@click.option(
+    "--http-port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(-1, 65535),
+    help="KServe v2 + TF Serving REST port (0 any, -1 off).",
+)
+@click.option(
+    "--grpc-port",
+    default=8001,
+    show_default=True,
+    type=click.IntRange(-1, 65535),
+    help="KServe v2 gRPC port (0 any, -1 off).",
+)
 @click.option(
     "--prefer",
     default="onnx,torchscript,pt2,savedmodel,tflite",
@@ -49,28 +62,68 @@ def _removed_grpc_server(value: str | None) -> None:
 @click.option(
     "--prefer-model", multiple=True, metavar="NAME=FMT,FMT", help="Per-model override of --prefer (repeatable)."
 )
-@click.option("--max-batch-size", default=32, show_default=True, help="Rows merged into one model run.")
 @click.option(
-    "--max-queue-delay-ms",
-    default=2.0,
+    "--max-batch-size",
+    default=32,
     show_default=True,
+    type=click.IntRange(min=1),
+    help="Rows merged into one model run.",
+)
+@click.option(
+    "--max-queue-delay-seconds",
+    "max_queue_delay_ms",
+    default="2ms",
+    show_default=True,
+    type=Duration("ms"),
     help="Longest wait for the clients of the last batch to send again (never at concurrency 1).",
 )
-@click.option("--max-queue-size", default=100, show_default=True, help="Queued requests per model before 503.")
+@renamed("--max-queue-delay-ms", "--max-queue-delay-seconds (e.g. 2ms)")
+@click.option(
+    "--max-queue-size",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Queued requests per model before 503.",
+)
 @click.option(
     "--workers",
     default="1",
     show_default=True,
+    type=CountOrAuto(),
     help="Serving processes sharing the ports, each with its own models (auto = one per CPU).",
 )
 @click.option("--grpc-server", hidden=True, expose_value=False, callback=lambda _c, _p, v: _removed_grpc_server(v))
 @click.option(
-    "--instances", default=1, show_default=True, help="Concurrent batches (compute threads) per model version."
+    "--instances",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Concurrent batches (compute threads) per model version.",
 )
-@click.option("--request-timeout-s", default=30.0, show_default=True, help="Default request deadline (0 = none).")
-@click.option("--max-body-mb", default=64.0, show_default=True, help="Largest HTTP body, after decompression.")
-@click.option("--grpc-max-message-mb", default=64.0, show_default=True, help="Largest gRPC message.")
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option(
+    "--request-timeout-seconds",
+    "request_timeout_s",
+    default=30.0,
+    show_default=True,
+    type=SECONDS,
+    help="Default request deadline (0 = none).",
+)
+@renamed("--request-timeout-s", "--request-timeout-seconds")
+@click.option(
+    "--max-body-mb",
+    default=64.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Largest HTTP body, after decompression.",
+)
+@click.option(
+    "--grpc-max-message-mb",
+    default=64.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Largest gRPC message.",
+)
+@device_option("the served models")
 @click.option("--version-policy", default="latest", show_default=True, help="latest, latest:N, all or specific:1,3.")
 @click.option(
     "--version-policy-model",
@@ -78,7 +131,9 @@ def _removed_grpc_server(value: str | None) -> None:
     metavar="NAME=POLICY",
     help="Per-model override of --version-policy (repeatable).",
 )
-@click.option("--poll-seconds", default=2.0, show_default=True, help="Repository poll interval (0 = off).")
+@click.option(
+    "--poll-seconds", default=2.0, show_default=True, type=SECONDS, help="Repository poll interval (0 = off)."
+)
 @click.option("--enable-model-control", is_flag=True, help="Allow load/unload over the API (needs --admin-token).")
 @click.option(
     "--admin-token", envvar="FWX_ADMIN_TOKEN", default=None, help="Token for load/unload [env FWX_ADMIN_TOKEN]."
@@ -101,10 +156,10 @@ def _removed_grpc_server(value: str | None) -> None:
     default=None,
     help="Read the --admin-token from this file.",
 )
+@trust_option("Here it also skips the checksum checks, the private snapshot and the workers' sandbox.")
 @click.option(
-    "--trust-model-code", is_flag=True, help="Skip checksum checks and the scans for code, I/O ops and custom ops."
+    "--drain-seconds", default=30.0, show_default=True, type=SECONDS, help="How long SIGTERM waits for in-flight work."
 )
-@click.option("--drain-seconds", default=30.0, show_default=True, help="How long SIGTERM waits for in-flight work.")
 @click.option(
     "--model-name",
     default=None,
@@ -115,6 +170,7 @@ def _removed_grpc_server(value: str | None) -> None:
     "--shutdown-delay-seconds",
     default=0.0,
     show_default=True,
+    type=SECONDS,
     help="After SIGTERM: not ready but still serving this long (load balancer catch-up), then drain.",
 )
 @click.option(
@@ -134,6 +190,7 @@ def _removed_grpc_server(value: str | None) -> None:
     default="info",
     show_default=True,
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    help="Least severe fwx log line printed (uvicorn's own lines need --debug).",
 )
 @ui.common_options
 def serve(repository: Path, workers: str, **options: Any) -> None:
@@ -155,6 +212,7 @@ def serve(repository: Path, workers: str, **options: Any) -> None:
         from fwx.serving.config import ServerConfig
         from fwx.serving.supervisor import supervise
 
+        options["device"] = resolve_device(options["device"])
         config = ServerConfig.from_cli(repository, n, _tokens(options))
         _check_layout(config)
         _check_sandbox(config)

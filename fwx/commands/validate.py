@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from fwx import ui
+from fwx.commands.options import device_option, trust_option
 from fwx.commands.sampling import parse_samples, sample_options
 from fwx.errors import UsageError
 
@@ -38,7 +39,7 @@ def _int_range(text: str | None) -> tuple[int, int] | None:
     show_default=True,
     help="source, a format (onnx, tflite, ...) or an artifact key; auto = source when it can be rebuilt.",
 )
-@click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:N or auto (GPU when present).")
+@device_option("running the artifacts")
 @click.option(
     "--data",
     type=click.Path(path_type=Path, exists=True),
@@ -77,11 +78,7 @@ def _int_range(text: str | None) -> tuple[int, int] | None:
 )
 @click.option("--model-class", help="Class/factory that rebuilds a state_dict source (pkg.mod:Class).")
 @click.option("--model-kwargs", help="JSON keyword arguments for --model-class.")
-@click.option(
-    "--trust-model-code",
-    is_flag=True,
-    help="Allow loading files that run code or touch the host (pickles, loose TorchScript, SavedModel I/O ops, custom ops, factories from fwx.json).",
-)
+@trust_option("Also lets a factory named in fwx.json rebuild the source. The loader still runs behind every wall.")
 @ui.common_options
 def validate(
     paths: tuple[Path, ...],

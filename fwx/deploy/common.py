@@ -26,6 +26,22 @@ GRPC_PORT = 8081
 GRACE_SLACK_S = 10
 DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 QUANTITY = re.compile(r"\d+(\.\d+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?")
+#: An image reference as the distribution spec spells it: [registry[:port]/]path[:tag][@digest].
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REF = re.compile(
+    rf"(?:[A-Za-z0-9.-]+(?::\d+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
+)
+
+
+def check_image(ref: str, flag: str) -> str:
+    """An image reference, or a one-line refusal: it is written into YAML, a Dockerfile and shell lines."""
+    if len(ref) > 255 or not IMAGE_REF.fullmatch(ref):
+        raise UsageError(
+            f"{flag} {ref!r} is not an image reference",
+            hint="e.g. registry.example.com:5000/team/fwx-models:1.2 (lower-case path, tag of letters, digits, '._-')",
+        )
+    return ref
 
 
 @dataclass
@@ -60,6 +76,7 @@ class DeployOptions:
             )
         if not self.image:
             self.image = "fwx:gpu" if self.gpu else "fwx:cpu"
+        check_image(self.image, "--image")
         if not 1 <= self.replicas <= self.max_replicas:
             raise UsageError(f"--replicas {self.replicas} must be between 1 and --max-replicas {self.max_replicas}")
         for flag, value in (

@@ -31,6 +31,10 @@ class StorageUri:
 
 def parse_storage_uri(uri: str) -> StorageUri:
     """Check the URI names a repository an engine can fetch; a local path is refused with the fix."""
+    if not uri.isprintable() or any(c.isspace() for c in uri):
+        raise UsageError(
+            f"{uri!r} holds whitespace or control characters", hint="percent-encode them (%20, %0A) in the URI"
+        )
     scheme, sep, rest = uri.partition("://")
     scheme = scheme.lower()
     if not sep or scheme not in SCHEMES:

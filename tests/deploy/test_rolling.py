@@ -40,7 +40,7 @@ SERVE_ARGS = [
     "--drain-seconds",
     "10",
     "--no-load-probe",
-    "--max-queue-delay-ms",
+    "--max-queue-delay-seconds",
     "0",
     "--log-level",
     "warning",

@@ -58,7 +58,7 @@ def test_sigterm_keeps_serving_for_the_delay_then_drains(tmp_path: Path) -> None
             "90",
             "--max-batch-size",
             "1",
-            "--request-timeout-s",
+            "--request-timeout-seconds",
             "0",
         ],
         stdout=subprocess.PIPE,

@@ -117,7 +117,7 @@ def test_serve_cli_rejects_bad_flags(tmp_path: Path) -> None:
     bad = runner.invoke(cli, ["serve", str(tmp_path), "--prefer-model", "oops"], standalone_mode=False)
     assert isinstance(bad.exception, UsageError)
     help_text = runner.invoke(cli, ["serve", "--help"]).output
-    for flag in ("--http-port", "--grpc-port", "--prefer-model", "--max-queue-delay-ms", "--api-token"):
+    for flag in ("--http-port", "--grpc-port", "--prefer-model", "--max-queue-delay-seconds", "--api-token"):
         assert flag in help_text
 
 

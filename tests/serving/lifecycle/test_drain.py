@@ -74,7 +74,7 @@ def _grpc_calls(port: int, n: int) -> tuple[Any, list[Any]]:
 def test_sigterm_answers_every_request_sent_before_it(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     serving_models.publish(repo, "sleepy", *serving_models.build_sleepy(ITERATIONS))
-    args = ("--max-batch-size", "1", "--drain-seconds", "60", "--poll-seconds", "0", "--request-timeout-s", "0")
+    args = ("--max-batch-size", "1", "--drain-seconds", "60", "--poll-seconds", "0", "--request-timeout-seconds", "0")
     server = ServerProcess(repo, tmp_path / "serve.log", *args, grpc=True)
     try:
         code, answers, grpc_answers, refused = _sigterm_under_load(server)
