@@ -90,10 +90,11 @@ class Folder:
 
     def copy(self, fd: int, dest: Path, label: Path, *, alone: bool = False) -> os.stat_result:
         """Copy the open file ``fd`` to ``dest`` (mode 0600); ``alone``: refuse it if it has other hard links."""
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # checked before fdopen, which refuses a folder with an OSError
+            os.close(fd)
+            raise UnsafeModelError(f"{label} is not a regular file", hint="a model folder holds plain files only")
         with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise UnsafeModelError(f"{label} is not a regular file", hint="a model folder holds plain files only")
             if alone and st.st_nlink > 1:
                 raise _hard_link(label, st.st_ino, st.st_nlink)
             with open(dest, "xb") as out:
@@ -136,10 +137,11 @@ class Folder:
 
 
 def hub_parts(folder: Path) -> tuple[Path, tuple[str, ...]] | None:
-    """``(models--org--name folder, ("snapshots", rev))`` when ``folder`` is a hub cache revision."""
-    p = Path(os.path.abspath(folder))
-    if p.parent.name == "snapshots" and p.parent.parent.name.startswith("models--"):
-        return p.parent.parent, ("snapshots", p.name)
+    """``(models--org--name folder, ("snapshots", rev, ...))`` when ``folder`` is in a hub cache revision."""
+    parts = Path(os.path.abspath(folder)).parts
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i] == "snapshots" and parts[i - 1].startswith("models--"):
+            return Path(*parts[:i]), parts[i:]
     return None
 
 
