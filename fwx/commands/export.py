@@ -216,8 +216,12 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
         prefetch=kw["prefetch"],
     )
     results = export_all(source, targets, eo)  # one per model a task writes (text2text: encoder, decoder)
+    from fwx.safety import walls
+
+    shown = walls.report()  # which walls stood around the loading (none listed for an in-process call)
     for result in results:
-        ui.emit(result.to_json(), functools.partial(_summary, result))
+        doc = result.to_json() | ({"walls": shown.as_json()} if shown.walls else {})
+        ui.emit(doc, functools.partial(_summary, result))
         if result.manifest is not None:
             from fwx.exporter.collision import published_line
 
@@ -308,7 +312,10 @@ def _summary(result: Any) -> str:
         text += "\n\nnot published (recorded under `failed` in fwx.json): " + "; ".join(
             f"{r.format}: {r.error}" for r in failed
         )
-    return f"{text}\n\nwritten to {result.version_dir}"
+    from fwx.safety import walls
+
+    shown = walls.report()
+    return f"{text}\n\nwritten to {result.version_dir}" + (f"\n{shown.line()}" if shown.walls else "")
 
 
 def _row_check(row: Any) -> str:

@@ -21,10 +21,14 @@ from fwx.signature import shape_text
 @ui.common_options
 def inspect(path: str, trust_model_code: bool, signature_name: str) -> None:
     """Show the signature and metadata of PATH (a model, an artifact or a version folder) without running it."""
+    from fwx.safety import walls
     from fwx.sources.inspection import inspect_path
 
     info = inspect_path(path, trust=trust_model_code, signature_name=signature_name)
-    ui.emit(info, lambda: render(info))
+    shown = walls.report()  # which walls stood around the reading (none listed for an in-process call)
+    if shown.walls:
+        info = {**info, "walls": shown.as_json()}
+    ui.emit(info, lambda: render(info) + (f"\n{shown.line()}" if shown.walls else ""))
 
 
 def render(info: dict[str, Any]) -> str:

@@ -1,17 +1,23 @@
-"""Run ``fwx export``, ``validate`` and ``inspect`` on private snapshots, inside the Landlock sandbox.
+"""Run ``fwx export``, ``validate`` and ``inspect`` in one loader process behind every wall.
 
-Wrapping the command's callback keeps the commands themselves unaware of it:
-after click has parsed the command line and before the command imports any
-framework, the models it names are copied into private snapshots (the only
-copy any framework will read), every other file named on the command line is
-granted for reading, the outputs for writing, and the process restricts itself
-(``fwx.safety.sandbox``). With ``--trust-model-code`` nothing changes.
+Wrapping the command's callback keeps the commands themselves unaware of it.
+After click has parsed the command line, the ``fwx`` process starts the same
+command line again as the loader, with an environment scrubbed of secrets, and
+only waits for it (``fwx.safety.walls.run_loader``): it never opens the user's
+model itself. The loader, before it imports numpy or any framework, enters its
+namespaces, refuses sockets, sets its limits (``fwx.safety.walls.enter``),
+copies the models it names into private snapshots (the only copy any framework
+will read), grants every other file named on the command line for reading and
+the outputs for writing, and restricts itself with Landlock
+(``fwx.safety.sandbox``). ``--trust-model-code`` runs inside the same walls;
+only ``--no-sandbox`` takes them down, and says so.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +26,8 @@ from typing import Any
 import click
 
 from fwx import ui
-from fwx.safety import sandbox, snapshot
+from fwx.errors import UsageError
+from fwx.safety import limits, sandbox, snapshot, walls
 
 
 def _export_folder(params: dict[str, Any]) -> list[Path]:
@@ -72,6 +79,55 @@ TIMEOUT_OPTION = click.Option(
 )
 
 
+class _Size(click.ParamType):
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | None:
+        try:
+            return limits.parse_size(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class _Duration(click.ParamType):
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | None:
+        try:
+            return limits.parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+MEMORY_OPTION = click.Option(
+    [limits.MEMORY_OPTION, "memory_limit"],
+    type=_Size(),
+    envvar="FWX_MEMORY_LIMIT",
+    default=limits.size_text(limits.default_memory()),
+    show_default=True,
+    metavar="SIZE",
+    help="Memory the model's loader may use (e.g. 8GiB, 512MiB, none); default: 8GiB or half this machine's.",
+)
+CPU_OPTION = click.Option(
+    [limits.CPU_OPTION, "cpu_time_limit"],
+    type=_Duration(),
+    envvar="FWX_CPU_TIME_LIMIT",
+    default=limits.duration_text(limits.DEFAULT_CPU_S),
+    show_default=True,
+    metavar="DURATION",
+    help="CPU time the model's loader may use, all threads together (e.g. 30m, 90s, 2h, none).",
+)
+NO_SANDBOX_OPTION = click.Option(
+    ["--no-sandbox"],
+    is_flag=True,
+    help="Load in this process with no wall at all (no Landlock, namespaces, seccomp or limits); warns loudly.",
+)
+NO_SANDBOX_WARNING = (
+    "--no-sandbox: the model loads in this process with every wall down: code it runs can read and "
+    "write your files, reach the network and use all memory (the scanners still apply)"
+)
+
+
 #: Set by ``fwx.cli.main`` when it runs the real command line: this process exists for this one command.
 command_process = False
 #: What the CLI starts once the sandbox is in place (threads started before it would stay outside it).
@@ -97,22 +153,56 @@ def wrap(name: str, cmd: click.Command) -> click.Command:
     def callback(**params: Any) -> Any:
         require = bool(params.pop("require_sandbox", False))
         limit = params.pop("step_timeout", None)
+        no_sandbox = bool(params.pop("no_sandbox", False))
+        lim = limits.Limits(params.pop("memory_limit", None), params.pop("cpu_time_limit", None))
+        want = walls.Walls(limits=lim, require=sandbox.required(require), enabled=not no_sandbox)
+        if no_sandbox:
+            if want.require:
+                raise UsageError("--no-sandbox and --require-sandbox contradict each other", hint="drop one")
+            ui.warn(NO_SANDBOX_WARNING)
+            walls.down("--no-sandbox")
+        elif command_process and not walls.in_loader():
+            after_start.clear()  # this process only waits: no thread, no framework, no model path opened
+            sys.exit(walls.run_loader(want))
         if command_process:  # a process of its own may end itself; an in-process caller is never cut off
             ui.limit_steps(limit)
         try:
-            if not params.get("trust_model_code") and not params.get("plan"):
-                params = start(spec, params, require=require, what=f"fwx {name}")
+            if not no_sandbox:
+                params = _behind_walls(spec, params, want, what=f"fwx {name}")
         finally:
             _started()
-        return inner(**params)
+        return _run(inner, params, want)
 
     callback._fwx_sandboxed = True  # type: ignore[attr-defined]
     cmd.callback = callback
-    cmd.params += [REQUIRE_OPTION, TIMEOUT_OPTION]
+    cmd.params += [REQUIRE_OPTION, NO_SANDBOX_OPTION, MEMORY_OPTION, CPU_OPTION, TIMEOUT_OPTION]
     return cmd
 
 
-def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str) -> dict[str, Any]:
+def _behind_walls(spec: Spec, params: dict[str, Any], want: walls.Walls, *, what: str) -> dict[str, Any]:
+    """In the loader: namespaces, seccomp and limits, then the snapshots, then Landlock; else the snapshots."""
+    if not (command_process and walls.in_loader()):
+        return start(spec, params, require=want.require, what=what)
+    iso = walls.enter(want)
+    params = start(spec, params, require=want.require, what=what, shm=iso.shm)
+    walls.finish(iso, want, sandbox.status.abi, sandbox.status.reason)
+    os.environ["HOME"] = str(sandbox.scratch_dir())  # the user's home is out of reach: caches land here
+    return params
+
+
+def _run(inner: Callable[..., Any], params: dict[str, Any], want: walls.Walls) -> Any:
+    """Run the command; an allocation the memory limit refused ends in the one line that names the limit."""
+    try:
+        return inner(**params)
+    except limits.LimitError:
+        raise
+    except Exception as exc:
+        if walls.report().walls and want.limits.memory_bytes and limits.ran_out_of_memory(exc):
+            raise limits.memory_error(want.limits.memory_bytes) from exc
+        raise
+
+
+def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str, shm: bool = True) -> dict[str, Any]:
     """Snapshot the models ``params`` name, then sandbox this process when it is one we may restrict."""
     params = dict(params)
     ui.state.display = snapshot.display  # messages name the user's paths, not the private copies
@@ -136,8 +226,9 @@ def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str) -> di
     reads += [d for d in (_module_dir(params.get("model_class")), _module_dir(params.get("source"))) if d]
     policy = sandbox.Policy(
         read=tuple(reads),
-        write=tuple(_outputs(params, spec)),
+        write=tuple(_outputs(params, spec)) if not params.get("plan") else (),  # a plan writes nothing
         gpu=str(params.get("device", "cpu")).startswith(("cuda", "auto")),
+        shm=shm,
     )
     sandbox.enter(policy, require=require, what=what)
     return params

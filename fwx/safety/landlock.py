@@ -10,7 +10,9 @@ every right the running kernel knows, and nothing it does not.
 A restriction is irrevocable and inherited by every child. Below ABI 8 it
 covers only the calling thread and threads it starts afterwards, so
 ``restrict`` refuses to run in a process that already has more than one thread
-(torch, TensorFlow and onnxruntime start thread pools when imported).
+(torch, TensorFlow and onnxruntime start thread pools when imported). From ABI 8
+it asks for ``LANDLOCK_RESTRICT_SELF_TSYNC`` (every thread at once), and from
+ABI 9 the file rights include connecting to pathname unix sockets.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ _PR_SET_NO_NEW_PRIVS = 38
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
 MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
-REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
-_FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+REFER, TRUNCATE, IOCTL_DEV, RESOLVE_UNIX = 1 << 13, 1 << 14, 1 << 15, 1 << 16
+_FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1, 9: (1 << 17) - 1}
+#: landlock_restrict_self flag (ABI 8): the domain covers every thread of the process at once.
+RESTRICT_SELF_TSYNC = 1 << 3
 #: Rights that make sense on a file (not a directory); others on a file rule are EINVAL.
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 READ = EXECUTE | READ_FILE | READ_DIR
@@ -122,7 +126,8 @@ def restrict(rules: Rules) -> int:
                 raise _error(f"landlock_add_rule(port {port})")
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise _error("prctl(NO_NEW_PRIVS)")
-        if libc.syscall(ctypes.c_long(restrict_self), ctypes.c_int(fd), ctypes.c_uint32(0)) < 0:
+        flags = RESTRICT_SELF_TSYNC if abi >= 8 else 0
+        if libc.syscall(ctypes.c_long(restrict_self), ctypes.c_int(fd), ctypes.c_uint32(flags)) < 0:
             raise _error("landlock_restrict_self")
     finally:
         os.close(int(fd))

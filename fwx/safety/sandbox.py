@@ -70,6 +70,8 @@ class Policy:
     write: tuple[Path, ...] = ()
     bind_ports: tuple[int, ...] = ()
     gpu: bool = False
+    #: False where /dev/shm is the host's (no private mount namespace): then nothing may be written there.
+    shm: bool = True
 
 
 @dataclass
@@ -96,7 +98,13 @@ def environment_reads() -> list[Path]:
     """Where this interpreter and its packages live, as real paths (a venv's python is a link)."""
     found: list[Path] = []
     names = ("stdlib", "platstdlib", "purelib", "platlib", "include", "scripts", "data")
-    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.executable, *sys.path]
+    # not the working folder (``python -m`` puts it on sys.path): it may be the user's home
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = ""
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.executable]
+    paths += [p for p in sys.path if p and os.path.abspath(p) != here]
     paths += [sysconfig.get_path(n) for n in names]
     paths += [str(Path(__file__).resolve().parents[1]), *_editable_packages()]  # fwx itself, editable installs
     for p in paths:
@@ -170,7 +178,7 @@ def _redirect_caches(scratch: Path) -> None:
 
 def rules(policy: Policy, scratch: Path) -> landlock.Rules:
     read = [*environment_reads(), *map(Path, _SYSTEM_READ), *map(Path, _KERNEL_READ), *policy.read]
-    write = [scratch, *map(Path, _DEV_WRITE), *policy.write]
+    write = [scratch, *[Path(p) for p in _DEV_WRITE if policy.shm or p != "/dev/shm"], *policy.write]
     if policy.gpu:  # the driver's device nodes are opened read-write and driven by ioctl
         write += [Path(p) for p in _GPU_READ] + sorted(Path("/dev").glob("nvidia[0-9]*"))
     return landlock.Rules(read=_unique(read), write=_unique(write), bind_ports=policy.bind_ports)

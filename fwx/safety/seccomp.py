@@ -1,0 +1,92 @@
+"""A seccomp filter: the loader creates no socket at all.
+
+A network namespace already leaves a loader without a route anywhere, but not
+every host has one (Docker's default profile refuses ``unshare``), and a
+pathname unix socket (a stand-in for ``/var/run/docker.sock``) is reachable
+from any network namespace: Landlock covers connecting to one only from ABI 9.
+Nothing a loader does needs a socket (pipes and ``socketpair`` still work), so
+``socket(2)`` fails with EACCES for every address family, and ``io_uring``,
+which can create sockets without that call, is refused too. Syscalls of a
+foreign ABI (32-bit entry, x32) are refused as a whole: a filter that checks
+numbers must check them in the numbering it was written for.
+
+The filter is a few BPF instructions built here, without libseccomp: it is
+inherited by every child and cannot be removed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import platform
+import struct
+
+#: machine -> (AUDIT_ARCH, socket, io_uring_setup, io_uring_enter, io_uring_register)
+_ARCH = {
+    "x86_64": (0xC000003E, 41, 425, 426, 427),
+    "aarch64": (0xC00000B7, 198, 425, 426, 427),
+    "riscv64": (0xC00000F3, 198, 425, 426, 427),
+}
+_X32_BIT = 0x40000000
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_NR, _ARCH_OFFSET = 0, 4
+
+
+class SeccompError(OSError):
+    """The kernel refused the filter (or this machine's syscall numbers are not known here)."""
+
+
+class _Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def supported() -> bool:
+    return platform.system() == "Linux" and platform.machine() in _ARCH
+
+
+def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("HBBI", code, jt, jf, k)
+
+
+def program() -> bytes:
+    """The filter as BPF: refuse a foreign ABI, ``socket`` and ``io_uring``; allow everything else."""
+    arch, sock, *uring = _ARCH[platform.machine()]
+    refuse = _RET_ERRNO | errno.EACCES
+    unsupported = _RET_ERRNO | errno.ENOSYS
+    code = [
+        _insn(_LD_W_ABS, 0, 0, _ARCH_OFFSET),
+        _insn(_JEQ_K, 1, 0, arch),
+        _insn(_RET_K, 0, 0, unsupported),
+        _insn(_LD_W_ABS, 0, 0, _NR),
+        _insn(_JGE_K, 0, 1, _X32_BIT),
+        _insn(_RET_K, 0, 0, unsupported),
+        _insn(_JEQ_K, 0, 1, sock),
+        _insn(_RET_K, 0, 0, refuse),
+    ]
+    for nr in uring:
+        code += [_insn(_JEQ_K, 0, 1, nr), _insn(_RET_K, 0, 0, unsupported)]
+    code.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
+    return b"".join(code)
+
+
+def refuse_sockets() -> None:
+    """Install the filter on this process for good (inherited by every child)."""
+    if not supported():
+        raise SeccompError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    code = program()
+    buf = ctypes.create_string_buffer(code, len(code))
+    prog = _Prog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise _error("prctl(NO_NEW_PRIVS)")
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise _error("prctl(SECCOMP)")
+
+
+def _error(call: str) -> SeccompError:
+    import os
+
+    code = ctypes.get_errno()
+    return SeccompError(code, f"{call}: {os.strerror(code)}")

@@ -1,0 +1,215 @@
+"""Every wall this kernel offers, around the one process that loads untrusted models.
+
+The scanners decide what a model may contain; the walls decide what the
+process that loads it may reach if a scanner is ever wrong, or when the user
+trusts the model's code (``--trust-model-code`` runs it inside the same walls).
+The loader takes them, in this order, before it imports numpy or a framework:
+
+1. an environment scrubbed of secrets (done by whoever starts it: the
+   process's own ``/proc/self/environ`` is what it was started with);
+2. namespaces (``fwx.safety.namespaces``): no network, a private ``/dev/shm``,
+   a ``/proc`` that shows only its own processes;
+3. a seccomp filter (``fwx.safety.seccomp``): no socket of any family;
+4. memory and CPU-time limits (``fwx.safety.limits``);
+5. Landlock (``fwx.safety.sandbox``): files, TCP, signals, abstract sockets.
+
+``report()`` says which walls are up in this process, for the export summary,
+``fwx inspect`` and ``GET /v2``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fwx.safety import limits, namespaces, seccomp
+
+#: Set in the environment of a process started as the loader: it takes the walls itself.
+LOADER_ENV = "FWX_LOADER"
+#: Variables a loader keeps: what Python, the frameworks and the terminal need, nothing that names a secret.
+_KEEP = {
+    "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "CLICOLOR",
+    "CLICOLOR_FORCE", "TMPDIR", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHASHSEED",
+    "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONWARNINGS",
+    "PYTHONFAULTHANDLER", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+}  # fmt: skip
+_KEEP_PREFIXES: tuple[str, ...] = (
+    "LC_",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "KMP_",
+    "TF_",
+    "TORCH_",
+    "PYTORCH_",
+    "ORT_",
+    "XLA_",
+)
+_KEEP_PREFIXES += ("CUDA_", "CUDNN_", "CUBLAS_", "NVIDIA_", "FWX_")
+#: Names that carry secrets by convention, dropped even where a prefix above would keep them.
+_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|^TF_VAR_", re.IGNORECASE)
+
+
+def clean_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a loader is started with: an allow-list, less anything named like a secret."""
+    return {k: v for k, v in env.items() if (k in _KEEP or k.startswith(_KEEP_PREFIXES)) and not _SECRET.search(k)}
+
+
+@dataclass(frozen=True)
+class Walls:
+    """The walls a loader is asked to take, built once from the command line."""
+
+    limits: limits.Limits = field(default_factory=limits.defaults)
+    require: bool = False
+    #: False only with --no-sandbox: the model loads in the command's own process, with no wall.
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class Wall:
+    name: str
+    up: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class WallsReport:
+    """Which walls stand around this process's model loading."""
+
+    walls: tuple[Wall, ...] = ()
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(w.name for w in self.walls if not w.up)
+
+    @property
+    def on(self) -> bool:
+        return bool(self.walls) and not self.missing
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "on": self.on,
+            "walls": {w.name: {"up": w.up, "detail": w.detail} for w in self.walls},
+            "missing": list(self.missing),
+        }
+
+    def line(self) -> str:
+        """One line for a summary: the walls up, then the missing ones with why."""
+        if not self.walls or not any(w.up for w in self.walls):
+            return f"walls: NONE ({self.walls[0].detail if self.walls else 'no loader process'})"
+        up = ", ".join(f"{w.name} {w.detail}" for w in self.walls if w.up)
+        down = "; ".join(f"{w.name}: {w.detail}" for w in self.walls if not w.up)
+        return f"walls: {up or 'none'}" + (f"; missing: {down}" if down else "")
+
+
+_current = WallsReport()
+
+
+def report() -> WallsReport:
+    """The walls around this process (none in a process that took none, e.g. ``fwx serve``'s front)."""
+    return _current
+
+
+def enter(walls: Walls) -> namespaces.Isolation:
+    """Take the walls that come before Landlock: namespaces, seccomp, limits. Single-threaded callers only.
+
+    Forks (the PID namespace): only the child returns. Landlock comes after, once the snapshot exists
+    (``finish``).
+    """
+    lim = walls.limits
+    shm = max(64 << 20, (lim.memory_bytes or 4 << 30) // 4)  # a tmpfs fills memory the limits do not count
+    iso = namespaces.isolate(shm)
+    global _seccomp_error
+    try:
+        seccomp.refuse_sockets()
+    except OSError as exc:
+        _seccomp_error = exc.strerror or str(exc)
+    limits.apply(lim)
+    return iso
+
+
+_seccomp_error: str | None = None
+
+
+def finish(iso: namespaces.Isolation, walls: Walls, landlock_abi: int, landlock_reason: str) -> WallsReport:
+    """Record the walls now up (Landlock included) and, with ``require``, refuse to go on without one."""
+    global _current
+    no_sockets = _seccomp_error is None
+    why_ns = iso.reason or "no namespaces"
+    net_detail = " + ".join(d for d, up in (("namespace", iso.network), ("seccomp", no_sockets)) if up)
+    unix = no_sockets or landlock_abi >= 9
+    lim = walls.limits
+    shm_detail = "private tmpfs" if iso.shm else "host's, refused by Landlock" if landlock_abi else why_ns
+    _current = WallsReport(
+        (
+            Wall("landlock", landlock_abi > 0, f"ABI {landlock_abi}" if landlock_abi else landlock_reason),
+            Wall("network", bool(net_detail), net_detail or f"{why_ns}; seccomp: {_seccomp_error}"),
+            Wall("unix-sockets", unix, "seccomp" if no_sockets else f"seccomp: {_seccomp_error}"),
+            Wall("proc", iso.proc, "private" if iso.proc else why_ns),
+            Wall("shm", iso.shm or landlock_abi > 0, shm_detail),
+            Wall("environment", True, "scrubbed"),
+            Wall("memory", lim.memory_bytes is not None, limits.size_text(lim.memory_bytes)),
+            Wall("cpu-time", lim.cpu_seconds is not None, limits.duration_text(lim.cpu_seconds)),
+        )
+    )
+    if walls.require and _current.missing:
+        from fwx.safety.sandbox import SandboxRequiredError
+
+        lines = "; ".join(f"{w.name} ({w.detail})" for w in _current.walls if not w.up)
+        raise SandboxRequiredError(
+            f"--require-sandbox: the loader is missing walls: {lines}",
+            hint="run where user namespaces and Landlock are allowed, or drop --require-sandbox",
+        )
+    return _current
+
+
+def down(why: str) -> WallsReport:
+    """Record that this process loads with every wall down (``--no-sandbox``)."""
+    global _current
+    names = ("landlock", "network", "unix-sockets", "proc", "shm", "environment", "memory", "cpu-time")
+    _current = WallsReport(tuple(Wall(n, False, why) for n in names))
+    return _current
+
+
+def in_loader() -> bool:
+    """True in a process started as the loader (it takes the walls itself, and starts no other loader)."""
+    return os.environ.get(LOADER_ENV) == "1"
+
+
+def run_loader(walls: Walls) -> int:
+    """Run this same command line again as the loader, behind the walls, and wait for it.
+
+    The loader writes to this process's terminal itself (progress, tables, ``--json``); this process
+    only waits and returns its exit code, or raises the limit that ended it.
+    """
+    import signal
+    import subprocess
+    import sys
+
+    from fwx.errors import FwxError
+
+    argv = [sys.executable, *sys.orig_argv[1:]]
+    env = clean_environment(os.environ) | {LOADER_ENV: "1"}
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    proc = subprocess.Popen(argv, env=env)  # noqa: S603 - our own interpreter and command line, no shell
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the loader, which ends cleanly
+    old_term = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        hit = limits.killed_by(sig, usage.ru_utime + usage.ru_stime, walls.limits)
+        if hit is not None:
+            raise hit
+        raise FwxError(
+            f"the model's loader was killed by {signal.Signals(sig).name}",
+            hint=f"if the machine ran out of memory, lower {limits.MEMORY_OPTION}; rerun with --debug for details",
+        )
+    return proc.returncode
