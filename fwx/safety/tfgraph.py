@@ -254,10 +254,14 @@ def _saver(mg: Any, funcs: dict[str, Any], calls: dict[str, set[str]]) -> _Saver
     saver_fns = sides["save"][1] | sides["restore"][1]
     reached = _closure(other_roots | (set(funcs) - saver_fns), calls)
     restore_fns = frozenset(sides["restore"][1] - reached)
+    # TF runs restore_op_name at load: nothing it reaches is ever exempt as a save, whether or not the
+    # restore side earned its own exemption (a NoOp depending only on a SaveV2 is no restore at all)
+    at_load = _saver_nodes(graph, mg.saver_def.restore_op_name)
+    at_load_fns = _closure({c for n in graph.node if n.name in at_load for c in _called_functions(n)}, calls)
     return _Saver(
-        save=frozenset(sides["save"][0]),
+        save=frozenset(sides["save"][0] - at_load),
         restore=frozenset(sides["restore"][0]),
-        save_fns=frozenset(sides["save"][1] - reached),
+        save_fns=frozenset(sides["save"][1] - reached - at_load_fns),
         restore_fns=restore_fns,
         filename=filename,
         prefix_args=_prefix_args(graph, funcs, restore_fns, filename),
