@@ -50,9 +50,8 @@ from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.machine import signal_name, usable_cores
 from fwx.manifest import size_of
 
-#: ``auto`` prefetches only from a SavedModel source at least this big (``Prefetcher._pays``). Measured on
-#: 2 cores (docs/export.md): the zoo's EfficientNetB0 SavedModel (34 MB, TFLite hop 17 s) exported 41%
-#: faster quietly; MobileNetV2 (5 MB, 6 s) was as often slower as faster on shared cores.
+#: ``auto`` prefetches only from a SavedModel source at least this big (``Prefetcher._pays``): a big
+#: source's long TFLite hop pays for the child's imports, a small one's does not (the A/B: docs/export.md).
 MIN_BYTES = 16 << 20
 #: Source formats the child may read directly: loading them runs no code from the file.
 FILE_SOURCES = frozenset({Format.SAVEDMODEL, Format.ONNX})
@@ -241,10 +240,8 @@ class Prefetcher:
     def _pays(self, ctx: RunContext, first: int) -> bool:
         """``auto``: only a chain that reads a big SavedModel source, so the child starts with the export.
 
-        Measured on the quiet 2-core machine: the zoo's EfficientNetB0 SavedModel row went 35.5 -> 21.0 s
-        (median of 3 pairs). Where the chain starts after the exporter's own hops, the child's imports
-        land when little work is left to overlap: torchvision ResNet-18 (44 MB) from ``.pt2`` went
-        9.2/10.1 -> 12.3/14.2 s and from ONNX 5.4/6.6 -> 7.3/7.4 s; Keras sources were neutral.
+        Where the chain starts after the exporter's own hops, the child's imports land when little work
+        is left to overlap, and the export got slower (the measurements: docs/export.md, hop prefetch).
         """
         if first != 0 or ctx.src.format is not Format.SAVEDMODEL or ctx.src.path is None:
             return False

@@ -1,8 +1,8 @@
 """The KServe v2 / Triton gRPC servicers: coroutines on the data plane's own loop (grpc.aio).
 
 Each handler translates the message, awaits the data plane directly and
-encodes the answer; there is no thread hop (measured ~250 us of server CPU per
-request at concurrency 32 for the old thread-pool server; docs/serve_grpc.md).
+encodes the answer; there is no thread hop (what the old thread-pool server's
+hop cost is measured in docs/serve_grpc.md).
 Every exception becomes a gRPC status in one place, ``fwx.serving.grpc.status``.
 """
 
