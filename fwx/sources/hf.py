@@ -161,14 +161,15 @@ def _build(model: Any, task: str, part: str | None, config_json: dict[str, Any])
         return _seq2seq(model, part or "encoder")
     if t.kind == "image":
         specs = hf_tasks.image_inputs(config_json)
-        return Built(hm.TaskModule(model, ("pixel_values",), t.outputs), specs, SourceExtras(), {})
+        sizes = dict(hf_tasks.IMAGE_SIZES) if hf_tasks.dynamic_image(config_json) else {}
+        return Built(hm.TaskModule(model, ("pixel_values",), t.outputs), specs, SourceExtras(), sizes)
     if t.kind == "audio":
         specs = hf_tasks.audio_inputs(config_json)
         if specs[0].name == "input_features":  # Whisper: the encoder alone
             module = hm.TaskModule(model.get_encoder(), ("input_features",), ("last_hidden_state",))
         else:
             module = hm.TaskModule(model, ("input_values",), ("logits",))
-        return Built(module, specs, SourceExtras(), {})
+        return Built(module, specs, SourceExtras(), hf_tasks.audio_sizes(config_json))
     specs = hf_tasks.text_inputs(config_json, hm.forward_params(model))
     fixed = {"use_cache": False} if "use_cache" in hm.forward_params(model) else {}
     module = hm.TaskModule(model, tuple(s.name for s in specs), t.outputs, fixed=fixed)
@@ -192,11 +193,12 @@ def _ranges(model: Any, specs: tuple[TensorSpec, ...], config_json: dict[str, An
 
 def _cached(model: Any) -> Built:
     from fwx.sources import hf_cache
+    from fwx.sources.hf_modules import forward_params
 
-    shape = hf_cache.CacheShape.of(model.config)
-    specs = hf_tasks.cache_inputs(shape.layers, shape.kv_heads, shape.head_dim)
-    vocab = int(model.get_input_embeddings().num_embeddings)
+    shape = hf_cache.CacheShape.of(model.config, forward_params(model))
     config_json = model.config.to_dict()
+    specs = hf_tasks.cache_inputs(shape.layers, shape.kv_heads, shape.head_dim, positions=shape.positions)
+    vocab = int(model.get_input_embeddings().num_embeddings)
     extras = SourceExtras(
         ranges=_ranges(model, specs, config_json),
         check=hf_cache.greedy_check(model, shape, vocab),

@@ -53,8 +53,9 @@ _CODE_MAPS = ("config.json", "tokenizer_config.json", "preprocessor_config.json"
 def check_folder(folder: Path, *, trust: bool) -> dict[str, Any]:
     """The folder's config, after refusing links out of it and (unless trusted) code it would import."""
     root = folder.resolve()
+    blobs = _cache_blobs(folder)
     for path in _walk(folder):
-        if path.is_symlink() and not _inside(path.resolve(), root):
+        if path.is_symlink() and not _inside(path.resolve(), root) and not _a_blob(path, blobs):
             raise UnsafeModelError(
                 f"{path} is a link to {os.readlink(path)}, outside the model folder",
                 hint="copy the real files into the folder (cp -rL); fwx reads only the folder's own files",
@@ -72,6 +73,21 @@ def check_folder(folder: Path, *, trust: bool) -> dict[str, Any]:
                     hint=TRUST_HINT,
                 )
     return config
+
+
+def _cache_blobs(folder: Path) -> Path | None:
+    from fwx.sources.hf_hub import blobs_of
+
+    blobs = blobs_of(folder)
+    return blobs.resolve() if blobs is not None and blobs.is_dir() else None
+
+
+def _a_blob(path: Path, blobs: Path | None) -> bool:
+    """A Hugging Face cache snapshot's link to a file of its own model's ``blobs/`` (how the hub stores files)."""
+    if blobs is None:
+        return False
+    target = path.resolve()
+    return target.parent == blobs and target.is_file() and not target.is_symlink()
 
 
 def _walk(folder: Path) -> Iterator[Path]:
@@ -125,6 +141,12 @@ def weight_files(folder: Path) -> list[Path]:
             shards = sorted(set((data.get("weight_map") or {}).values())) if isinstance(data, dict) else []
             if not shards or any("/" in s or "\\" in s or s.startswith(".") for s in map(str, shards)):
                 raise InputError(f"{folder / index} names no shards in the folder", hint="save the model again")
+            for shard in map(str, shards):
+                if not (folder / shard).is_file():
+                    raise InputError(
+                        f"{folder / shard} is missing: {folder / index} lists it",
+                        hint="copy or download every shard the index names (or save the model again)",
+                    )
             return [folder / str(s) for s in shards]
     raise InputError(
         f"{folder} has a config.json but no {SAFETENSORS} or {BIN}", hint="save the model with save_pretrained"

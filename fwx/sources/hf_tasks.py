@@ -62,6 +62,13 @@ TASKS: dict[str, Task] = {
         ),
         Task("image-classification", "AutoModelForImageClassification", "image", ("logits",), writes="class logits"),
         Task(
+            "audio-classification",
+            "AutoModelForAudioClassification",
+            "audio",
+            ("logits",),
+            writes="class logits from a raw waveform",
+        ),
+        Task(
             "automatic-speech-recognition",
             "AutoModelForSpeechSeq2Seq",
             "audio",
@@ -79,20 +86,27 @@ TASKS: dict[str, Task] = {
     )
 }
 
-#: Architecture name endings -> task (``config.architectures[0]``), first match wins.
+#: Architecture name endings -> task (``config.architectures[0]``), first match wins. A causal LM is
+#: ``text-generation-with-past``, as Optimum's ``main_export`` makes an inferred task that has a cache;
+#: ``MarianMTModel`` (and FSMT's) are translation models, seq2seq like every ``*ForConditionalGeneration``.
 _BY_SUFFIX = (
     ("ForSequenceClassification", "text-classification"),
     ("ForTokenClassification", "token-classification"),
     ("ForMaskedLM", "fill-mask"),
     ("ForQuestionAnswering", "question-answering"),
-    ("ForCausalLM", "text-generation"),
-    ("LMHeadModel", "text-generation"),
+    ("ForCausalLM", "text-generation-with-past"),
+    ("LMHeadModel", "text-generation-with-past"),
     ("ForImageClassification", "image-classification"),
+    ("ForImageClassificationWithTeacher", "image-classification"),
+    ("ForAudioClassification", "audio-classification"),
     ("ForCTC", "automatic-speech-recognition"),
     ("ForSpeechSeq2Seq", "automatic-speech-recognition"),
     ("ForConditionalGeneration", "text2text-generation"),
+    ("MTModel", "text2text-generation"),
     ("Model", "feature-extraction"),
 )
+#: Architectures named ``*LMHeadModel`` that are seq2seq, not causal (T5's old name).
+_SEQ2SEQ_TYPES = frozenset({"t5", "mt5", "bart", "mbart", "marian", "pegasus", "fsmt", "m2m_100", "longt5"})
 #: ``model_type``s whose ``*ForConditionalGeneration`` is speech recognition, not text-to-text.
 _SPEECH_TYPES = frozenset({"whisper", "speech_to_text", "moonshine"})
 
@@ -128,6 +142,10 @@ def infer_task(config: Mapping[str, Any]) -> str:
         if arch.endswith(suffix):
             if task == "text2text-generation" and model_type in _SPEECH_TYPES:
                 return "automatic-speech-recognition"
+            if task == "text-generation-with-past" and model_type in _SEQ2SEQ_TYPES:
+                return "text2text-generation"
+            if task == "text-classification" and is_waveform(config):
+                return "audio-classification"  # Wav2Vec2ForSequenceClassification classifies sound
             return task
     raise UsageError(
         f"cannot tell the task of this folder (architectures: {arch or 'none'})",
@@ -140,27 +158,74 @@ def _ids(name: str, seq: str = SEQ) -> TensorSpec:
 
 
 def text_inputs(config: Mapping[str, Any], forward_params: frozenset[str]) -> tuple[TensorSpec, ...]:
-    """``input_ids``, ``attention_mask``, and ``token_type_ids`` only where the config has a type table."""
+    """``input_ids``, ``attention_mask``, and ``token_type_ids`` only where the config has a type table of
+    more than one row (RoBERTa and XLM-R keep a table of one: the only id is the default, as Optimum drops it)."""
     specs = [_ids("input_ids"), _ids("attention_mask")]
-    if int(config.get("type_vocab_size") or 0) > 0 and "token_type_ids" in forward_params:
+    if int(config.get("type_vocab_size") or 0) > 1 and "token_type_ids" in forward_params:
         specs.append(_ids("token_type_ids"))
     return tuple(specs)
 
 
+#: Vision ``model_type``s that are convolutions end to end: any height and width (Optimum's dynamic axes),
+#: traced without a Python branch on the size. The rest have position tables, windows or padding computed
+#: from the size in Python, which fix it at the config's ``image_size``.
+_ANY_SIZE_VISION = frozenset({"resnet", "convnext", "convnextv2", "regnet"})
+#: The two sizes height and width are validated at: multiples of 32, which a stride-32 pyramid divides.
+IMAGE_SIZES: dict[str, tuple[int, ...]] = {"height": (32, 64), "width": (64, 96)}
+
+
 def image_inputs(config: Mapping[str, Any]) -> tuple[TensorSpec, ...]:
-    """``pixel_values`` at the config's image size (position embeddings fix it), channels first."""
+    """``pixel_values``, channels first: ``height`` and ``width`` dynamic for a fully convolutional model,
+    else the config's image size (position embeddings fix it)."""
+    channels = int(config.get("num_channels", 3))
+    if dynamic_image(config):
+        return (TensorSpec("pixel_values", "float32", (BATCH, channels, "height", "width")),)
     size = config.get("image_size", 224)
     h, w = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
-    return (TensorSpec("pixel_values", "float32", (BATCH, int(config.get("num_channels", 3)), h, w)),)
+    return (TensorSpec("pixel_values", "float32", (BATCH, channels, h, w)),)
+
+
+def dynamic_image(config: Mapping[str, Any]) -> bool:
+    return str(config.get("model_type", "")) in _ANY_SIZE_VISION
 
 
 def audio_inputs(config: Mapping[str, Any]) -> tuple[TensorSpec, ...]:
     """Whisper's log-mel ``input_features`` (its encoder takes exactly 2 x max_source_positions frames);
-    a CTC model's raw ``input_values``."""
+    a CTC or audio-classification model's raw ``input_values``."""
     if "num_mel_bins" in config:
         frames = 2 * int(config.get("max_source_positions", 1500))
         return (TensorSpec("input_features", "float32", (BATCH, int(config["num_mel_bins"]), frames)),)
     return (TensorSpec("input_values", "float32", (BATCH, SEQ)),)
+
+
+def is_waveform(config: Mapping[str, Any]) -> bool:
+    """A model that reads a raw waveform through a convolutional feature encoder (Wav2Vec2, HuBERT, WavLM)."""
+    return bool(config.get("conv_kernel")) and bool(config.get("conv_stride")) and "num_mel_bins" not in config
+
+
+def min_waveform(config: Mapping[str, Any]) -> int:
+    """The shortest waveform the feature encoder's convolutions turn into one frame: its receptive field.
+
+    Each layer maps ``n`` samples to ``(n - kernel) // stride + 1``; walking back from one frame gives
+    the length (400 samples for Wav2Vec2's (10, 3, 3, 3, 3, 2, 2) / (5, 2, 2, 2, 2, 2, 2)).
+    """
+    kernels = [int(k) for k in config.get("conv_kernel") or ()]
+    strides = [int(s) for s in config.get("conv_stride") or ()]
+    n = 1
+    for kernel, stride in zip(reversed(kernels), reversed(strides), strict=False):
+        n = (n - 1) * stride + kernel
+    return n
+
+
+def audio_sizes(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The waveform lengths traced and validated at: a few frames' worth, never below the receptive field."""
+    if "num_mel_bins" in config:
+        return {}
+    n = min_waveform(config)
+    hop = 1
+    for stride in config.get("conv_stride") or ():
+        hop *= int(stride)
+    return {SEQ: (n + 3 * hop, n + 7 * hop)}
 
 
 def decoder_part_inputs(hidden: int) -> tuple[TensorSpec, ...]:
@@ -173,13 +238,22 @@ def decoder_part_inputs(hidden: int) -> tuple[TensorSpec, ...]:
     )
 
 
-def cache_inputs(layers: int, kv_heads: int, head_dim: int) -> tuple[TensorSpec, ...]:
-    """The merged decoder's inputs: ids, the mask over past + new tokens, positions, and each layer's cache."""
-    specs = [_ids("input_ids"), _ids("attention_mask", TOTAL), _ids("position_ids")]
+def cache_inputs(layers: int, kv_heads: int, head_dim: int, *, positions: bool = True) -> tuple[TensorSpec, ...]:
+    """The merged decoder's inputs: ids, the mask over past + new tokens, positions (not for a model with
+    ALiBi, which has none: BLOOM, MPT), and each layer's cache."""
+    specs = [_ids("input_ids"), _ids("attention_mask", TOTAL)]
+    if positions:
+        specs.append(_ids("position_ids"))
     for i in range(layers):
         for kind in ("key", "value"):
             specs.append(TensorSpec(f"past_key_values.{i}.{kind}", "float32", (BATCH, kv_heads, PAST, head_dim)))
     return tuple(specs)
+
+
+def uses_positions(config: Mapping[str, Any], forward_params: frozenset[str]) -> bool:
+    """Whether a decoder reads ``position_ids``: not when its forward has none, nor when ALiBi biases the
+    scores instead (Falcon with ``alibi``)."""
+    return "position_ids" in forward_params and not config.get("alibi")
 
 
 def cache_outputs(layers: int) -> tuple[str, ...]:

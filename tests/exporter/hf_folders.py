@@ -105,7 +105,9 @@ def gpt2(folder: Path, with_past: bool = False) -> tuple[Path, str]:
     return _save(_init(tf.GPT2LMHeadModel(cfg)), folder), task
 
 
-def _gqa_decoder(folder: Path, config: str, model: str, with_past: bool) -> tuple[Path, str]:
+def _gqa_decoder(
+    folder: Path, config: str, model: str, with_past: bool, std: float = 0.3, **extra: Any
+) -> tuple[Path, str]:
     """A Llama-class decoder with grouped-query attention (4 heads over 2 key/value heads)."""
     tf = transformers()
     cfg = getattr(tf, config)(
@@ -116,9 +118,31 @@ def _gqa_decoder(folder: Path, config: str, model: str, with_past: bool) -> tupl
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=64,
+        architectures=[model],
+        **extra,
     )
     task = "text-generation-with-past" if with_past else "text-generation"
-    return _save(_init(getattr(tf, model)(cfg)), folder), task
+    return _save(_init(getattr(tf, model)(cfg), std), folder), task
+
+
+def mistral(folder: Path, with_past: bool = True) -> tuple[Path, str]:
+    """A sliding window of 4 tokens: a prompt of 8 already has keys outside it."""
+    return _gqa_decoder(folder, "MistralConfig", "MistralForCausalLM", with_past, sliding_window=4)
+
+
+def gemma2(folder: Path, with_past: bool = True) -> tuple[Path, str]:
+    """Sliding-window layers beside global ones, soft-capped attention and logits."""
+    return _gqa_decoder(
+        folder, "Gemma2Config", "Gemma2ForCausalLM", with_past, std=0.05, sliding_window=4, head_dim=8, eos_token_id=95
+    )
+
+
+def bloom(folder: Path, with_past: bool = True) -> tuple[Path, str]:
+    """ALiBi: no position table, no ``position_ids``."""
+    tf = transformers()
+    cfg = tf.BloomConfig(vocab_size=VOCAB, hidden_size=32, n_layer=2, n_head=4, architectures=["BloomForCausalLM"])
+    task = "text-generation-with-past" if with_past else "text-generation"
+    return _save(_init(tf.BloomForCausalLM(cfg)), folder), task
 
 
 def llama(folder: Path, with_past: bool = False) -> tuple[Path, str]:
@@ -171,6 +195,67 @@ def t5(folder: Path) -> tuple[Path, str]:
     return _save(_init(tf.T5ForConditionalGeneration(cfg), 0.2), folder, tokenizer=True), "text2text-generation"
 
 
+def roberta(folder: Path) -> tuple[Path, str]:
+    """A type table of one row (``type_vocab_size`` 1): no ``token_type_ids``."""
+    tf = transformers()
+    cfg = tf.RobertaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=72,
+        type_vocab_size=1,
+        pad_token_id=0,
+        num_labels=2,
+        architectures=["RobertaForSequenceClassification"],
+    )
+    return _save(_init(tf.RobertaForSequenceClassification(cfg), 0.1), folder), "text-classification"
+
+
+def _wav2vec2(folder: Path, model: str, task: str) -> tuple[Path, str]:
+    """Wav2Vec2's feature encoder, two convolutions (kernel 10 stride 5, kernel 3 stride 2): 23 samples at least."""
+    tf = transformers()
+    cfg = tf.Wav2Vec2Config(
+        vocab_size=16,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        conv_dim=(16, 16),
+        conv_stride=(5, 2),
+        conv_kernel=(10, 3),
+        num_conv_pos_embeddings=4,
+        num_conv_pos_embedding_groups=2,
+        num_labels=3,
+        classifier_proj_size=8,
+        architectures=[model],
+    )
+    return _save(_init(getattr(tf, model)(cfg), 0.1), folder), task
+
+
+def wav2vec2_ctc(folder: Path) -> tuple[Path, str]:
+    return _wav2vec2(folder, "Wav2Vec2ForCTC", "automatic-speech-recognition")
+
+
+def wav2vec2_audio(folder: Path) -> tuple[Path, str]:
+    return _wav2vec2(folder, "Wav2Vec2ForSequenceClassification", "audio-classification")
+
+
+def resnet(folder: Path) -> tuple[Path, str]:
+    """Convolutions end to end: any height and width."""
+    tf = transformers()
+    cfg = tf.ResNetConfig(
+        embedding_size=8,
+        hidden_sizes=[8, 16],
+        depths=[1, 1],
+        layer_type="basic",
+        num_labels=3,
+        architectures=["ResNetForImageClassification"],
+    )
+    return _save(_init(tf.ResNetForImageClassification(cfg), 0.1), folder), "image-classification"
+
+
 BUILDERS: dict[str, Callable[[Path], tuple[Path, str]]] = {
     "bert": bert,
     "distilbert": distilbert,
@@ -179,4 +264,8 @@ BUILDERS: dict[str, Callable[[Path], tuple[Path, str]]] = {
     "vit": vit,
     "whisper": whisper,
     "t5": t5,
+    "roberta": roberta,
+    "wav2vec2_ctc": wav2vec2_ctc,
+    "wav2vec2_audio": wav2vec2_audio,
+    "resnet": resnet,
 }

@@ -10,6 +10,7 @@ to keep the suite's time.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 
 from fwx.exporter import ExportOptions
 from fwx.exporter.parts import export_all
+from fwx.sources.hf_tasks import infer_task
 from tests.exporter import hf_folders as hf
 
 pytestmark = pytest.mark.slow
@@ -26,7 +28,14 @@ ALL = ("torchscript", "pt2", "savedmodel", "onnx", "tflite")
 
 
 def _export(tmp_path: Path, name: str, targets: tuple[str, ...], **kw: Any) -> list[Any]:
-    build = {"llama_past": hf.llama, "qwen2_past": hf.qwen2, "gpt2_past": hf.gpt2}.get(name)
+    build = {
+        "llama_past": hf.llama,
+        "qwen2_past": hf.qwen2,
+        "gpt2_past": hf.gpt2,
+        "mistral_past": hf.mistral,
+        "gemma2_past": hf.gemma2,
+        "bloom_past": hf.bloom,
+    }.get(name)
     folder, task = build(tmp_path / name, with_past=True) if build else hf.BUILDERS[name](tmp_path / name)
     results = export_all(str(folder), list(targets), ExportOptions(out=tmp_path / "repo", task=task, **kw))
     for res in results:
@@ -120,6 +129,47 @@ def test_a_decoder_with_a_cache_generates_transformers_own_tokens(
     assert res.manifest.samples["sizes"]["past_sequence_length"][1] == 0  # the first step: an empty cache
 
 
+@pytest.mark.parametrize(
+    ("name", "targets"),
+    [("mistral_past", ("onnx", "tflite")), ("gemma2_past", ("onnx",)), ("bloom_past", ("torchscript",))],
+)
+def test_sliding_window_soft_capped_and_alibi_decoders_generate_at_a_left_padded_batch(
+    tmp_path: Path, name: str, targets: tuple[str, ...]
+) -> None:
+    """``present`` is past + new (the window is the mask's business), checked the way generation uses it: a
+    prompt alone and a left-padded batch of two, one row longer than Mistral's window of 4."""
+    (res,) = _export(tmp_path, name, targets)
+    sig = res.signature
+    assert ("position_ids" in sig.input_names) is (name != "bloom_past")  # ALiBi takes none
+    assert sig.output("present.0.key").shape[2] == "past_sequence_length + sequence_length"
+    for key in targets:
+        notes = res.reports[key].artifact(key).notes
+        assert any("a left-padded batch of 2 (3 and 8 tokens)" in n for n in notes), (key, notes)
+
+
+@pytest.mark.parametrize(
+    ("name", "task", "inputs", "dims"),
+    [
+        ("roberta", "text-classification", ["input_ids", "attention_mask"], ("batch_size", "sequence_length")),
+        ("wav2vec2_ctc", "automatic-speech-recognition", ["input_values"], ("batch_size", "sequence_length")),
+        ("wav2vec2_audio", "audio-classification", ["input_values"], ("batch_size", "sequence_length")),
+        ("resnet", "image-classification", ["pixel_values"], ("batch_size", 3, "height", "width")),
+    ],
+)
+def test_the_task_is_inferred_and_the_inputs_are_the_models_own(
+    tmp_path: Path, name: str, task: str, inputs: list[str], dims: tuple[object, ...]
+) -> None:
+    """Without --task, as Optimum infers it; no token_type_ids for a one-row table; a waveform long enough
+    for the feature encoder; a convolutional network at any height and width."""
+    folder, _ = hf.BUILDERS[name](tmp_path / name)
+    (res,) = export_all(str(folder), ["onnx"], ExportOptions(out=tmp_path / "repo"))
+    assert res.ok, res.failures
+    assert res.manifest.artifacts["onnx"].validation["passed"]
+    assert infer_task(json.loads((folder / "config.json").read_text())) == task
+    assert res.signature.input_names == inputs
+    assert res.signature.inputs[0].shape == dims
+
+
 def test_a_cache_decoder_that_generates_other_tokens_fails(tmp_path: Path) -> None:
     """The generation check can fail: against a model with other weights the same artifact diverges."""
     from fwx.formats import Format
@@ -136,7 +186,7 @@ def test_a_cache_decoder_that_generates_other_tokens_fails(tmp_path: Path) -> No
     finally:
         rt.close()
     assert errors
-    assert "greedy generation differs from transformers' at token" in errors[0]
+    assert "greedy generation (a prompt of 5 tokens) differs from transformers' at token" in errors[0]
 
 
 def test_an_export_is_served_over_rest_with_the_tasks_names(tmp_path: Path) -> None:

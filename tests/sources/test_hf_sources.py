@@ -36,8 +36,13 @@ def test_a_save_pretrained_folder_is_detected_as_a_pytorch_source(tmp_path: Path
     [
         ("BertForSequenceClassification", "bert", "text-classification"),
         ("DistilBertModel", "distilbert", "feature-extraction"),
-        ("GPT2LMHeadModel", "gpt2", "text-generation"),
-        ("LlamaForCausalLM", "llama", "text-generation"),
+        ("GPT2LMHeadModel", "gpt2", "text-generation-with-past"),
+        ("LlamaForCausalLM", "llama", "text-generation-with-past"),
+        ("MarianMTModel", "marian", "text2text-generation"),
+        ("BartForConditionalGeneration", "bart", "text2text-generation"),
+        ("T5WithLMHeadModel", "t5", "text2text-generation"),
+        ("Wav2Vec2ForCTC", "wav2vec2", "automatic-speech-recognition"),
+        ("ResNetForImageClassification", "resnet", "image-classification"),
         ("ViTForImageClassification", "vit", "image-classification"),
         ("WhisperForConditionalGeneration", "whisper", "automatic-speech-recognition"),
         ("T5ForConditionalGeneration", "t5", "text2text-generation"),
@@ -46,6 +51,40 @@ def test_a_save_pretrained_folder_is_detected_as_a_pytorch_source(tmp_path: Path
 )
 def test_the_task_is_inferred_from_the_architecture(arch: str, model_type: str, task: str) -> None:
     assert hf_tasks.infer_task({"architectures": [arch], "model_type": model_type}) == task
+
+
+def test_a_waveform_model_with_a_sequence_head_classifies_audio() -> None:
+    config = {"architectures": ["Wav2Vec2ForSequenceClassification"], "conv_kernel": [10], "conv_stride": [5]}
+    assert hf_tasks.infer_task(config) == "audio-classification"
+    assert hf_tasks.infer_task({"architectures": ["HubertForSequenceClassification"], **config}) == (
+        "audio-classification"
+    )
+
+
+def test_a_waveform_is_never_shorter_than_the_feature_encoders_receptive_field() -> None:
+    """Wav2Vec2's default encoder turns 400 samples into one frame; a sample of 3 cannot run."""
+    config = {"conv_kernel": [10, 3, 3, 3, 3, 2, 2], "conv_stride": [5, 2, 2, 2, 2, 2, 2]}
+    assert hf_tasks.min_waveform(config) == 400
+    sizes = hf_tasks.audio_sizes(config)["sequence_length"]
+    assert min(sizes) >= 400
+    assert len(set(sizes)) == 2
+    assert hf_tasks.audio_sizes({"num_mel_bins": 80}) == {}  # Whisper's frames are fixed
+
+
+def test_a_convolutional_vision_model_keeps_height_and_width_dynamic() -> None:
+    (resnet,) = hf_tasks.image_inputs({"model_type": "resnet", "num_channels": 3})
+    assert resnet.shape == ("batch_size", 3, "height", "width")
+    (vit,) = hf_tasks.image_inputs({"model_type": "vit", "image_size": 16})
+    assert vit.shape == ("batch_size", 3, 16, 16)  # its position table fixes the size
+
+
+def test_alibi_decoders_take_no_position_ids() -> None:
+    with_positions = frozenset({"input_ids", "position_ids"})
+    assert hf_tasks.uses_positions({"model_type": "llama"}, with_positions)
+    assert not hf_tasks.uses_positions({"model_type": "bloom"}, frozenset({"input_ids"}))
+    assert not hf_tasks.uses_positions({"model_type": "falcon", "alibi": True}, with_positions)
+    names = [s.name for s in hf_tasks.cache_inputs(1, 2, 8, positions=False)]
+    assert names == ["input_ids", "attention_mask", "past_key_values.0.key", "past_key_values.0.value"]
 
 
 def test_an_unknown_task_and_a_multi_model_task_without_its_part_are_refused() -> None:
@@ -60,6 +99,24 @@ def test_token_type_ids_only_where_the_config_has_a_type_table() -> None:
     params = frozenset({"input_ids", "attention_mask", "token_type_ids"})
     assert [s.name for s in hf_tasks.text_inputs({"type_vocab_size": 2}, params)][-1] == "token_type_ids"
     assert [s.name for s in hf_tasks.text_inputs({}, params)] == ["input_ids", "attention_mask"]
+    # RoBERTa and XLM-R keep a table of one row: the only type id is the default, not an input
+    assert [s.name for s in hf_tasks.text_inputs({"type_vocab_size": 1}, params)] == ["input_ids", "attention_mask"]
+
+
+def test_a_missing_shard_is_named_with_the_index_that_lists_it(tmp_path: Path) -> None:
+    from fwx.errors import InputError
+    from fwx.sources.hf_files import weight_files
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    shards = {"a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": shards}))
+    (folder / "model-00001-of-00002.safetensors").write_bytes(b"")
+    with pytest.raises(InputError) as err:
+        weight_files(folder)
+    assert "model-00002-of-00002.safetensors is missing: " in str(err.value)
+    assert "model.safetensors.index.json lists it" in str(err.value)
+    assert err.value.exit_code == 2
 
 
 def test_a_config_with_auto_map_is_refused_unless_trusted(tmp_path: Path) -> None:
