@@ -204,7 +204,7 @@ def _run(inner: Callable[..., Any], params: dict[str, Any], want: walls.Walls) -
 
 def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str, shm: bool = True) -> dict[str, Any]:
     """Snapshot the models ``params`` name, then sandbox this process when it is one we may restrict."""
-    params = dict(params)
+    params = _model_id(dict(params))
     ui.state.display = snapshot.display  # messages name the user's paths, not the private copies
     roots: list[Path] = []
     for key in spec.models:
@@ -232,6 +232,18 @@ def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str, shm: 
     )
     sandbox.enter(policy, require=require, what=what)
     return params
+
+
+def _model_id(params: dict[str, Any]) -> dict[str, Any]:
+    """``fwx export org/name``: the model's snapshot folder in the local Hugging Face cache, found before
+    anything is copied (offline; one error line when it is not cached), published as ``name``."""
+    from fwx.sources import hf_hub
+
+    source = params.get("source")
+    repo = hf_hub.repo_id(source) if isinstance(source, str) else None
+    if repo is None:
+        return params
+    return {**params, "source": str(hf_hub.resolve(repo)), "name": params.get("name") or hf_hub.name_of(repo)}
 
 
 def _snap(value: Any, roots: list[Path]) -> Any:

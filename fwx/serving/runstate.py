@@ -129,6 +129,7 @@ class RunState:
         self._quarantine: dict[str, dict[str, str]] = {}
         self._quarantine_mtime = -1
         self._seq = 0
+        self._bad_marks: dict[int, bytes] = {}
 
     @classmethod
     def create(cls, root: Path, workers: int) -> RunState:
@@ -207,7 +208,9 @@ class RunState:
         try:
             return LoadMark.parse(raw)
         except (ValueError, RecursionError) as exc:
-            log.warning("worker %d wrote a malformed loading mark (%s): ignored", slot, exc)
+            if self._bad_marks.get(slot) != raw:  # once per record, not once per tick
+                self._bad_marks[slot] = raw
+                log.warning("worker %d wrote a malformed loading mark (%s): ignored", slot, exc)
             return None
 
     def quarantine(self, slot: int, key: str, reason: str) -> None:

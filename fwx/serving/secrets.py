@@ -1,8 +1,8 @@
 """``fwx serve``'s tokens: read once from the environment or a file, then gone from every place others can read.
 
 Another process of the same user (a compromised worker among them) can read
-this process's ``/proc/<pid>/cmdline``, and a process allowed to trace it its
-``/proc/<pid>/environ``. Both show the memory the process started with, not
+this process's ``/proc/<pid>/cmdline``, and (unless this process is made
+non-dumpable, which ``seal`` does) its ``/proc/<pid>/environ``. Both show the memory the process started with, not
 Python's ``os.environ`` or ``sys.argv``: deleting the variable does not erase
 the bytes. So once the token is in the ServerConfig, its bytes are overwritten
 in place in those two regions (their bounds are in ``/proc/self/stat``) and the
@@ -22,6 +22,7 @@ from fwx.errors import UsageError
 
 #: Where the argument and environment strings lie in memory: fields 48-51 of /proc/self/stat (Linux 3.5+).
 _ARG_START, _ENV_END = 48, 51
+_PR_SET_DUMPABLE = 4
 
 
 def read_token_file(path: Path, flag: str) -> str:
@@ -67,8 +68,21 @@ def erase(secrets: list[str]) -> int:
     return count
 
 
+def seal() -> bool:
+    """Make this process's /proc entries (environ, maps, mem) root-only: prctl(PR_SET_DUMPABLE, 0).
+
+    Without it, a worker running as the same user reads the supervisor's whole environment (cloud keys
+    included) through /proc, sandbox or not. Children start dumpable again (it is reset on exec).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+
+
 def forget(env_names: tuple[str, ...], secrets: list[str]) -> None:
     """Drop the secrets from ``os.environ``, ``sys.argv`` and this process's /proc cmdline and environ."""
+    seal()
     erase(secrets)
     for name in env_names:
         with contextlib.suppress(KeyError):

@@ -204,8 +204,7 @@ class Supervisor:
             return
         if self.state.worker_ready(w.slot):
             w.was_ready = True
-        else:
-            self._check_hung_load(w, now)
+        self._check_hung_load(w, now)  # a ready worker loads too (a hot reload, in-process after its probe)
 
     @staticmethod
     def _port(port: int) -> int | None:

@@ -1,0 +1,211 @@
+"""A worker of ``fwx serve`` is untrusted too: hostile code in worker 0 stays inside worker 0.
+
+The payload (``worker_payload.py``, injected through a ``sitecustomize`` the
+way ``test_sandbox_serve.py`` does) starts in worker 0 once its sandbox is on
+and tries to read the directory ``fwx serve`` was started from (a home with
+``.ssh/id_rsa``), find the API token in the supervisor's or its own
+command line and environment, forge its peer's and the supervisor's records,
+kill its peer and the supervisor, plant a probe verdict, and feed the
+supervisor and its peer malformed records of its own. Meanwhile a client keeps
+calling the healthy model on fresh connections (the kernel spreads them over
+both workers): every answer must be 200, readiness must never say 400, and
+the supervisor and both workers must still be the same processes afterwards.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fwx.manifest import ArtifactEntry, Manifest, SourceInfo, sha256_path
+from fwx.repository import Repository
+from fwx.safety import landlock
+from fwx.signature import Signature, TensorSpec
+
+from . import worker_payload
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock with signal scoping (ABI 6)"),
+]
+ROOT = Path(__file__).resolve().parents[2]
+SIG = Signature((TensorSpec("x", "float32", (-1, 1)),), (TensorSpec("y", "float32", (-1, 1)),))
+KEY_TEXT = "-----BEGIN OPENSSH PRIVATE KEY----- fwx-test-home-key"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _onnx(path: Path) -> None:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Mul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "lin",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
+        [
+            numpy_helper.from_array(np.array([2.0], np.float32), "w"),
+            numpy_helper.from_array(np.array([1.0], np.float32), "b"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def _publish(repo: Path, name: str) -> None:
+    with Repository(repo).staging(name, None) as st:
+        _onnx(st.path / "model.onnx")
+        entry = ArtifactEntry(
+            format="onnx",
+            path="model.onnx",
+            sha256=sha256_path(st.path / "model.onnx"),
+            size_bytes=(st.path / "model.onnx").stat().st_size,
+            signature=SIG.to_json(),
+        )
+        source = SourceInfo(path="(built in test)", sha256="", format="onnx", framework="onnx")
+        st.publish(Manifest(name=name, version=0, source=source, signature=SIG.to_json(), artifacts={"m": entry}))
+
+
+def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _status(port: int, method: str, path: str, token: str, body: bytes | None = None) -> int | str:
+    """One request on a fresh connection (the kernel picks the worker): its status or the connection error."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    except (OSError, http.client.HTTPException) as exc:
+        return repr(exc)
+    finally:
+        conn.close()
+
+
+def _children(pid: int) -> list[int]:
+    return sorted(int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    base = tmp_path_factory.mktemp("boundary")
+    home = base / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text(KEY_TEXT)
+    repo = base / "repo"
+    _publish(repo, "good")
+    hook = base / "hook"
+    hook.mkdir()
+    shutil.copy(Path(worker_payload.__file__), hook / "worker_payload.py")
+    (hook / "sitecustomize.py").write_text("import worker_payload\nworker_payload.install()\n")
+    token = "fwx-tok-" + secrets.token_hex(12)
+    port = _free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{hook}:{ROOT}",
+        "PYTHONUNBUFFERED": "1",
+        "FWX_API_TOKEN": token,
+        "FWX_TEST_PAYLOAD_SLOT": "0",
+        "FWX_TEST_TOKEN_REVERSED": token[::-1],
+        "TMPDIR": str(base),
+    }
+    cmd = [sys.executable, "-m", "fwx", "serve", str(repo), "--http-port", str(port), "--grpc-port", "-1"]
+    cmd += ["--workers", "2", "--poll-seconds", "0", "--require-sandbox"]
+    log = base / "serve.log"
+    with log.open("w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=home)
+    yield {"proc": proc, "port": port, "token": token, "log": log}
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _outcomes(log: Path) -> dict[str, str]:
+    found = {}
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith(worker_payload.PREFIX + " "):
+            _, attempt, outcome = line.split(" ", 2)
+            found[attempt] = outcome
+    return found
+
+
+def test_hostile_code_in_one_worker_stays_in_that_worker(server: dict[str, Any]) -> None:
+    proc, port, token, log = server["proc"], server["port"], server["token"], server["log"]
+    body = json.dumps({"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [4.0]}]}).encode()
+    _wait(
+        lambda: proc.poll() is not None or _status(port, "GET", "/v2/health/ready", token) == 200,
+        240,
+        "the server to be ready",
+    )
+    assert proc.poll() is None, log.read_text()[-3000:]
+    workers = _children(proc.pid)
+    assert len(workers) == 2
+    answers: list[int | str] = []
+    ready: list[int | str] = []
+    end = time.monotonic() + 240
+    while "end" not in _outcomes(log) and time.monotonic() < end and proc.poll() is None:
+        answers.append(_status(port, "POST", "/v2/models/good/infer", token, body))
+        ready.append(_status(port, "GET", "/v2/health/ready", token))
+    for _ in range(50):  # and after it: the records it left behind are read by the supervisor and the peer
+        answers.append(_status(port, "POST", "/v2/models/good/infer", token, body))
+        ready.append(_status(port, "GET", "/v2/health/ready", token))
+        answers.append(_status(port, "GET", "/metrics", token))
+    text = log.read_text(errors="replace")
+    outcomes = _outcomes(log)
+    assert outcomes.get("end") == "ok", text[-3000:]
+    denied = "read-start-dir forge-peer-loading forge-quarantine forge-board forge-probe-mark forge-dead-metrics"
+    for attempt in [*denied.split(), "kill-peer", "kill-supervisor"]:
+        assert outcomes[attempt] == "denied", (attempt, outcomes)
+    for attempt in ("supervisor-cmdline-token", "own-environ-token", "os-environ-token"):
+        assert outcomes[attempt] == "absent", (attempt, outcomes)
+    assert outcomes["supervisor-environ"] in ("denied", "done:absent"), outcomes
+    assert outcomes["own-malformed-loading"] == "done:written"
+    assert "malformed loading mark" in text  # read, logged, ignored
+    bad = [a for a in answers if a != 200]
+    assert bad == [], f"{len(bad)} of {len(answers)} requests failed, e.g. {bad[:3]}"
+    assert [r for r in ready if r not in (200, 503)] == []
+    assert proc.poll() is None
+    assert _children(proc.pid) == workers  # nobody was killed, nobody restarted
+    assert KEY_TEXT not in text
+
+
+def test_no_process_of_the_server_holds_the_token_in_argv_or_environ(server: dict[str, Any]) -> None:
+    proc, token = server["proc"], server["token"].encode()
+    for pid in [proc.pid, *_children(proc.pid)]:
+        for what in ("cmdline", "environ"):
+            try:
+                assert token not in Path(f"/proc/{pid}/{what}").read_bytes(), (pid, what)
+            except PermissionError:
+                continue  # the supervisor is not dumpable: its environ is closed to its own user too

@@ -1,0 +1,102 @@
+"""Hostile code inside ``fwx serve``'s worker 0, once its sandbox is on (test only).
+
+Installed by a ``sitecustomize`` on the test server's PYTHONPATH: it wraps
+``fwx.safety.sandbox.enter`` so that, in the worker the test arms
+(``FWX_TEST_PAYLOAD_SLOT``), a thread starts right after the worker restricted
+itself, waits until every worker is ready, and tries to reach past its own
+slot. It prints one ``FWX-PAYLOAD <attempt> <outcome>`` line per attempt; the
+test reads them from the server's log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+PREFIX = "FWX-PAYLOAD"
+
+
+def report(attempt: str, outcome: str) -> None:
+    print(f"{PREFIX} {attempt} {outcome}", file=sys.stderr, flush=True)
+
+
+def _try(attempt: str, action: Any) -> None:
+    try:
+        result = action()
+    except PermissionError:
+        report(attempt, "denied")
+    except OSError as exc:
+        report(attempt, f"error-{exc.errno}")
+    else:
+        report(attempt, f"done:{result!s}"[:300])
+
+
+def _read(path: Path) -> str:
+    return path.read_bytes().decode(errors="replace")
+
+
+def _write(path: Path, data: bytes) -> str:
+    with open(path, "wb") as fh:  # noqa: PTH123 - the plain open(2) a payload would use
+        fh.write(data)
+    return "written"
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def run(root: Path, slot: int, token: str, start_dir: str) -> None:
+    own, peer = root / f"w{slot}", root / f"w{1 - slot}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (root / "board").read_bytes()[:1] != b"\1":
+        time.sleep(0.05)  # the attacker waits for the server to be up; the test waits on conditions
+    sup = os.getppid()
+    _try("read-start-dir", lambda: _read(Path(start_dir) / ".ssh" / "id_rsa"))
+    cmdline = (Path(f"/proc/{sup}") / "cmdline").read_bytes()
+    report("supervisor-cmdline-token", "found" if token.encode() in cmdline else "absent")
+    _try("supervisor-environ", lambda: "found" if token in _read(Path(f"/proc/{sup}/environ")) else "absent")
+    report("own-environ-token", "found" if token.encode() in Path("/proc/self/environ").read_bytes() else "absent")
+    report("os-environ-token", "found" if token in "".join(os.environ.values()) else "absent")
+    _try("forge-peer-loading", lambda: _write(peer / "loading", json.dumps({"key": "x", "since": 0}).encode()))
+    _try("forge-quarantine", lambda: _write(root / "quarantine.json", b'{"0": {"k": "forged reason"}}'))
+    _try("forge-board", lambda: _write(root / "board", b"\1"))
+    _try("forge-probe-mark", lambda: (root / "probed").mkdir())
+    _try("forge-dead-metrics", lambda: _write(root / "dead" / "1.prom", b"fwx_request_success_total 1e9\n"))
+    peers = [p for p in _children(sup) if p != os.getpid()]
+    _try("kill-peer", lambda: [os.kill(p, signal.SIGKILL) for p in peers])
+    _try("kill-supervisor", lambda: os.kill(sup, signal.SIGTERM))
+    # its own slot: malformed records, which the supervisor and the peers must shrug off
+    _try("own-malformed-loading", lambda: _write(own / "loading", b'{"key": "k", "since": "not-a-number"}'))
+    time.sleep(1.0)  # give the supervisor's 20 ms tick time to read it (an attacker's choice, not a sync)
+    with contextlib.suppress(OSError):
+        (own / "loading").unlink()
+    _try("own-garbage-metrics", lambda: _write(own / "metrics.prom", b"\xff\xfe{{{ not prometheus\n" * 1000))
+    report("end", "ok")
+
+
+def install() -> None:
+    """Wrap ``enter`` in the armed worker (called from the test's sitecustomize)."""
+    armed = os.environ.get("FWX_TEST_PAYLOAD_SLOT")
+    if armed is None:
+        return
+    import fwx.safety.sandbox as sandbox
+
+    original = sandbox.enter
+    start_dir = os.getcwd()
+
+    def enter(policy: Any, **kw: Any) -> Any:
+        status = original(policy, **kw)
+        if kw.get("what") == f"worker {armed}":
+            root = Path(policy.write[0]).parent
+            token = os.environ.get("FWX_TEST_TOKEN_REVERSED", "")[::-1]  # never the token's own bytes
+            threading.Thread(target=run, args=(root, int(armed), token, start_dir), daemon=True).start()
+        return status
+
+    sandbox.enter = enter
