@@ -71,12 +71,14 @@ def export_all(sources: dict[str, Path], out: Path = ARTIFACTS) -> Path:
     return out / found.group(1) / found.group(2)
 
 
-def validate(version_dir: Path) -> None:
+def validate(version_dir: Path, source: Path) -> None:
     """Run every format on the same inputs and diff against the PyTorch source (exit 1 on mismatch)."""
     rel = version_dir.relative_to(ROOT) if version_dir.is_relative_to(ROOT) else version_dir
     fwx(
         "validate",
         str(rel),
+        "--source-model",
+        str(source.relative_to(ROOT) if source.is_relative_to(ROOT) else source),
         "--model-class",
         CNN_CLASS,
         "--report",
@@ -114,7 +116,7 @@ def main() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sources = build()
     version_dir = export_all(sources)
-    validate(version_dir)
+    validate(version_dir, sources["cnn"])
     if not opts.no_serve:
         sys.exit(serve(seconds=opts.serve_seconds))
 

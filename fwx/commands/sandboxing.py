@@ -57,7 +57,7 @@ class Spec:
 
 SPECS: dict[str, Spec] = {
     "export": Spec(models=("source",), outputs=("out",), folders=_export_folder),
-    "validate": Spec(models=("paths",), outputs=("reports",)),
+    "validate": Spec(models=("paths", "source_model"), outputs=("reports",)),
     "inspect": Spec(models=("path",)),
 }
 
@@ -253,9 +253,7 @@ def _snap(value: Any, roots: list[Path]) -> Any:
         roots.append(Path(value).resolve())  # a repository or model folder: listed, never loaded
         return value
     snap = snapshot.register(value)
-    roots.append(snap.root)
-    for extra in _manifest_source(Path(value)):
-        roots.append(snapshot.register(extra).root)
+    roots.append(snap.root)  # fwx.json's source path is data, never followed (validate --source-model names it)
     return type(value)(snap.path) if isinstance(value, Path) else str(snap.path)
 
 
@@ -271,20 +269,6 @@ def _loadable(path: Path) -> bool:
     except FwxError:
         return False
     return True
-
-
-def _manifest_source(path: Path) -> Iterable[Path]:
-    """A version folder's source model (``fwx validate`` rebuilds it as the reference): snapshot it too."""
-    manifest = path / "fwx.json"
-    if not manifest.is_file():
-        return ()
-    import json
-
-    try:
-        source = json.loads(manifest.read_text(encoding="utf-8")).get("source", {}).get("path")
-    except (ValueError, OSError, AttributeError, RecursionError):
-        return ()  # the command's own manifest reader says what is wrong with it
-    return (Path(source),) if isinstance(source, str) and os.path.exists(source) else ()
 
 
 def _own_process() -> bool:

@@ -78,6 +78,12 @@ def _int_range(text: str | None) -> tuple[int, int] | None:
 )
 @click.option("--model-class", help="Class/factory that rebuilds a state_dict source (pkg.mod:Class).")
 @click.option("--model-kwargs", help="JSON keyword arguments for --model-class.")
+@click.option(
+    "--source-model",
+    type=click.Path(path_type=Path, exists=True),
+    help="The source model to rebuild as the reference (fwx.json's source path is never followed outside "
+    "the version folder).",
+)
 @trust_option("Also lets a factory named in fwx.json rebuild the source. The loader still runs behind every wall.")
 @ui.common_options
 def validate(
@@ -98,6 +104,7 @@ def validate(
     reports: tuple[Path, ...],
     model_class: str | None,
     model_kwargs: str | None,
+    source_model: Path | None,
     trust_model_code: bool,
 ) -> None:
     """Run every format of a model on the same inputs and diff the outputs.
@@ -141,6 +148,7 @@ def validate(
         model_class=model_class,
         model_kwargs=kwargs,
         trust_model_code=trust_model_code,
+        source=source_model,
     )
     with ui.step(f"validating {', '.join(str(p) for p in paths)}"):
         report = run_validate(list(paths), opts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ class ValidateOptions:
     model_class: str | None = None
     model_kwargs: dict[str, Any] | None = None
     trust_model_code: bool = False
+    source: Path | None = None  # the reference model when fwx.json's source lies outside the version folder
 
 
 def cuda_usable() -> bool:
@@ -115,12 +116,19 @@ def _flag(command: str, name: str) -> str | None:
     return None
 
 
-def _source_path(manifest: Manifest, folder: Path | None) -> Path | None:
-    raw = Path(manifest.source.path)
-    for cand in (raw, (folder / raw) if folder and not raw.is_absolute() else None):
-        if cand is not None and cand.exists():
-            return cand
-    return None
+def _source_path(manifest: Manifest, folder: Path | None, given: Path | None) -> Path | None:
+    """The source model to rebuild: the one the user named, else one inside the version folder.
+
+    fwx.json is data: its ``source.path`` is never followed outside the folder it sits in (a hostile
+    manifest naming ``~/.ssh`` must not make fwx open it); a source elsewhere is named explicitly.
+    """
+    if given is not None:
+        return given
+    raw = PurePosixPath(manifest.source.path.replace("\\", "/"))
+    if folder is None or not raw.parts or raw.is_absolute() or ".." in raw.parts:
+        return None
+    cand = folder / raw
+    return cand if cand.exists() and cand.resolve().is_relative_to(folder.resolve()) else None
 
 
 def load_source_runtime(col: Collection, opts: ValidateOptions, sig: Signature, device: str) -> Runtime:
@@ -128,9 +136,12 @@ def load_source_runtime(col: Collection, opts: ValidateOptions, sig: Signature, 
     manifest = col.manifest
     assert manifest is not None
     src = manifest.source
-    path = _source_path(manifest, col.folder)
+    path = _source_path(manifest, col.folder, opts.source)
     if path is None:
-        raise InputError(f"the source {src.path} is not available here")
+        raise InputError(
+            f"the source {src.path} lies outside the version folder",
+            hint="name it with --source-model to rebuild it as the reference",
+        )
     path = loadable(path, trust=opts.trust_model_code)  # its private copy: what is hashed is what loads
     if src.sha256 and sha256_path(path) != src.sha256:
         raise InputError(f"the source {path} changed since the export (sha256 differs)")

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fwx import ui
 from fwx.errors import FwxError, InputError
 from fwx.safety import snapshot
 
@@ -219,3 +220,39 @@ def test_a_hub_link_anywhere_but_its_own_blobs_is_refused(tmp_path: Path, target
     with pytest.raises(FwxError):
         snapshot.take(rev, parent=tmp_path)
     assert not list(tmp_path.glob("fwx-snapshot-*"))
+
+
+@pytest.mark.parametrize("where", ["absolute", "climbing"])
+def test_a_manifest_source_path_outside_its_version_is_never_opened(
+    tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fwx.json is data: ``source.path`` naming a host model does not make validate open it."""
+    import json
+
+    from fwx.cli import main
+    from fwx.manifest import Manifest, SourceInfo, sha256_path
+
+    from .conftest import _good_onnx
+    from .hostile import version_folder
+
+    host = tmp_path / "home"
+    host.mkdir()
+    planted = _good_onnx(host / "model.onnx")  # a model it could load, so only the rule keeps it out
+    folder = version_folder(tmp_path / "repo", "m", _good_onnx(tmp_path / "good.onnx"), "onnx")
+    manifest = Manifest.read(folder)
+    raw = str(planted) if where == "absolute" else os.path.relpath(planted, folder)
+    manifest.source = SourceInfo(raw, sha256_path(planted), "onnx", "onnx")
+    manifest.write(folder)
+    snapshot.discard_all()
+    with pytest.raises(SystemExit) as refused:  # one artifact and no source: nothing to compare
+        main(["validate", str(folder), "--json"])
+    ui.state.json = False
+    assert refused.value.code == 2
+    assert "only the reference was given" in json.loads(capsys.readouterr().out)["error"]
+    assert all(not s.original.is_relative_to(host) for s in snapshot._TAKEN.values())
+    try:
+        main(["validate", str(folder), "--source-model", str(planted), "--json"])  # named, it is the reference
+    finally:
+        ui.state.json = False  # --json in process sets it for whoever runs next
+        snapshot.discard_all()
+    assert json.loads(capsys.readouterr().out)["reference"]["key"] == "source (onnx)"

@@ -62,12 +62,13 @@ def test_version_folder_passes_with_reports(version: Path, tmp_path: Path, capsy
     assert data["passed"]
     assert len(data["artifacts"]) == 2
     assert data["reference"]["key"] == "onnx"
-    assert any("could not rebuild the source" in n and "--model-class" in n for n in data["notes"]), data["notes"]
+    assert any("could not rebuild the source" in n and "--source-model" in n for n in data["notes"]), data["notes"]
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
 
 
 def test_source_rebuilt_with_model_class(version: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run([version, "--model-class", "runtimes.models:torch_mlp", "--json"], capsys)
+    src = version.parent.parent / "mlp_state.pt"  # outside the version folder: named, never read from fwx.json
+    code, out, _ = run([version, "--model-class", "runtimes.models:torch_mlp", "--source-model", src, "--json"], capsys)
     data = json.loads(out)
     assert code == 0
     assert data["reference"]["key"] == "source (pytorch)"
