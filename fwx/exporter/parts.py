@@ -1,6 +1,7 @@
 """Exports of one source that writes several models: a Hugging Face ``text2text-generation`` folder becomes
 ``NAME-encoder`` and ``NAME-decoder``, each a model version of its own (its own signature, served alone),
-as Optimum writes ``encoder_model.onnx`` and ``decoder_model.onnx``."""
+as Optimum writes ``encoder_model.onnx`` and ``decoder_model.onnx``. A model id (``org/name``) is resolved
+here to its snapshot in the local Hugging Face cache."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ def export_all(
 ) -> list[ExportResult]:
     """``export`` once per part of a multi-model task (``NAME-part`` each), else once."""
     eo = options or ExportOptions()
+    from fwx.sources import hf_hub  # no framework: a model id is resolved in the local cache, as data
+
+    repo = hf_hub.repo_id(source)
+    if repo is not None:
+        source = str(hf_hub.resolve(repo))
+        eo = replace(eo, name=eo.name or hf_hub.name_of(repo))
     parts = parts_of(source, eo.task)
     if not parts:
         return [export(source, targets, eo)]

@@ -222,3 +222,32 @@ def test_an_export_is_served_over_rest_with_the_tasks_names(tmp_path: Path) -> N
         thread.join(10)
         if not thread.is_alive():
             loop.close()
+
+
+def test_a_model_id_is_exported_from_the_local_hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fwx export org/name``: the snapshot's files are links into ``../../blobs/``, read offline."""
+    from tests.sources.test_hf_hub import cache_model
+
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    folder, _ = hf.roberta(tmp_path / "saved")
+    cache_model(tmp_path / "hf-home" / "hub", "tiny-org/tiny-roberta", folder)
+    (res,) = export_all("tiny-org/tiny-roberta", ["onnx"], ExportOptions(out=tmp_path / "repo"))
+    assert res.ok, res.failures
+    assert res.manifest.name == "tiny-roberta"
+    assert res.manifest.artifacts["onnx"].validation["passed"]
+    assert "models--tiny-org--tiny-roberta/snapshots/" in res.manifest.source.path
+
+
+def test_a_model_id_that_is_not_cached_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.validators.cli_run import fwx_cli
+
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.chdir(tmp_path)
+    code, text = fwx_cli(["export", "tiny-org/absent", "--to", "onnx", "--out", tmp_path / "repo"], capsys)
+    assert code == 2
+    assert "tiny-org/absent is not in the Hugging Face cache" in text
+    assert "Traceback" not in text
