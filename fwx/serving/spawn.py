@@ -58,6 +58,10 @@ _ENV_KEEP_PREFIXES = (
     "CUDA_",
     "NVIDIA_",
     "ORT_",
+    "PYTORCH_",
+    "KERAS_",
+    "GRPC_",
+    "COVERAGE_",  # a measured test run follows its processes
     "LD_LIBRARY_PATH",
 )
 #: fwx's own secrets: never in a worker's or a probe child's environment (they get the token over a pipe).
