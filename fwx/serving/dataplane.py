@@ -14,10 +14,11 @@ one await on the model's batcher.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import hmac
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fwx import __version__
@@ -36,6 +37,7 @@ from fwx.serving.codecs import datatype_of
 from fwx.serving.control import bearer_token, check_admin, check_request_model_name
 from fwx.serving.deadlines import timeout_seconds
 from fwx.serving.metrics import Metrics
+from fwx.serving.tasks.plane import TaskPlane
 from fwx.serving.types import InferRequest, InferResponse, InferTensor
 from fwx.signature import KSERVE_DTYPES, Signature, TensorSpec
 
@@ -66,7 +68,7 @@ ACCESS: dict[str, Access] = {
     "model_config": Access.API,
     "model_statistics": Access.API,
     "repository_index": Access.API,
-    "infer": Access.API,
+    "infer": Access.API,  # also generation and text tasks (fwx.serving.tasks)
     "model_status": Access.API,
     "served_model": Access.API,
     "load_model": Access.ADMIN,
@@ -80,6 +82,7 @@ EXTENSIONS = [
     "model_configuration",
     "model_repository",
     "schedule_policy",
+    "generate",
     "tf_serving_rest",
 ]
 
@@ -112,6 +115,7 @@ class DataPlane:
         self._closing = False
         self._unready = False  # --shutdown-delay-seconds: not ready, still serving
         self._inflight = 0
+        self.tasks = TaskPlane(self)  # text in, answers out; generation (fwx.serving.tasks)
 
     # ------------------------------------------------------------------ access
     def authorize(self, operation: str, auth: str | None) -> None:
@@ -186,6 +190,15 @@ class DataPlane:
     @property
     def inflight(self) -> int:
         return self._inflight
+
+    @contextlib.contextmanager
+    def tracked(self) -> Iterator[None]:
+        """Count a request that runs outside ``infer`` (a generation stream) as in flight: drain waits for it."""
+        self._inflight += 1
+        try:
+            yield
+        finally:
+            self._inflight -= 1
 
     def abort_queued(self) -> None:
         """Fail every queued request with 503 (a forced stop); running batches still finish."""
@@ -302,11 +315,14 @@ class DataPlane:
         slot: ModelSlot = model.slot or self._hooks.attach(model)  # a manager built without our hooks
         self._inflight += 1
         try:
-            arrays, rows = slot.plan.check(request.inputs)
-            if request.outputs:
-                slot.plan.check_outputs(request.outputs)
-            outputs = await slot.batcher.submit(arrays, rows, self._deadline(request))
-            response = _response(model, request, slot, outputs)
+            if self.tasks.wants_text(model, request):  # BYTES text for a model that takes token ids
+                response = await self.tasks.infer_text(model, slot, request, self._deadline(request))
+            else:
+                arrays, rows = slot.plan.check(request.inputs)
+                if request.outputs:
+                    slot.plan.check_outputs(request.outputs)
+                outputs = await slot.batcher.submit(arrays, rows, self._deadline(request))
+                response = _response(model, request, slot, outputs)
         except (FwxError, asyncio.CancelledError) as exc:
             slot.stats.record_request(False, time.perf_counter_ns() - t0, failure_reason(exc))
             raise

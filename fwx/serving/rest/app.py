@@ -169,6 +169,9 @@ class Routes:
 
 
 def _routes(r: Routes) -> list[tuple[str, Endpoint, str]]:
+    from fwx.serving.rest.generate import GenerateRoutes
+
+    g = GenerateRoutes(r.dp, r.limit)
     mv = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
     tf = ("/v1/models/{model}", "/v1/models/{model}/versions/{version}")
     out: list[tuple[str, Endpoint, str]] = [
@@ -181,6 +184,8 @@ def _routes(r: Routes) -> list[tuple[str, Endpoint, str]]:
         ("/v2/repository/models/{model}/unload", r.unload, "POST"),
         ("/metrics", r.metrics, "GET"),
         ("/v2/openapi.json", r.openapi, "GET"),
+        ("/v1/completions", g.completions, "POST"),
+        ("/v1/chat/completions", g.chat, "POST"),
     ]
     for base in mv:
         out += [
@@ -189,6 +194,8 @@ def _routes(r: Routes) -> list[tuple[str, Endpoint, str]]:
             (f"{base}/infer", r.infer, "POST"),
             (f"{base}/stats", r.stats, "GET"),
             (f"{base}/config", r.model_config, "GET"),
+            (f"{base}/generate", g.generate, "POST"),
+            (f"{base}/generate_stream", g.generate_stream, "POST"),
         ]
     for base in tf:
         out += [

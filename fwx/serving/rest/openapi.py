@@ -23,6 +23,22 @@ _OBJECT: dict[str, Any] = {"type": "object"}
 _ARRAY: dict[str, Any] = {"type": "array", "items": {"type": "object"}}
 _TEXT = "text"
 _EMPTY = "empty"
+_SSE = "sse"
+_GENERATE = {
+    "type": "object",
+    "required": ["text_input"],
+    "properties": {"text_input": {"type": "string"}, "parameters": {"type": "object"}},
+}
+_COMPLETION = {
+    "type": "object",
+    "required": ["model", "prompt"],
+    "properties": {"model": {"type": "string"}, "max_tokens": {"type": "integer"}, "stream": {"type": "boolean"}},
+}
+_CHAT = {
+    "type": "object",
+    "required": ["model", "messages"],
+    "properties": {"model": {"type": "string"}, "messages": {"type": "array", "items": {"type": "object"}}},
+}
 #: Routes documented without a token: the data plane's public operations (their route names are the same).
 _PUBLIC = frozenset(op for op, access in ACCESS.items() if access is Access.PUBLIC)
 
@@ -44,6 +60,10 @@ OPERATIONS: dict[str, tuple[str, dict[str, Any] | None, Any]] = {
     "tf_predict": ("TF Serving predict: 'instances' (rows) or 'inputs' (columns)", schema.TF_PREDICT_REQUEST, _OBJECT),
     "tf_metadata": ("TF Serving signature metadata", None, _OBJECT),
     "openapi": ("This document", None, _OBJECT),
+    "generate": ("Triton generate: text_input in, text_output out (text-generation-with-past)", _GENERATE, _OBJECT),
+    "generate_stream": ("Triton generate_stream: text_output deltas as server-sent events", _GENERATE, _SSE),
+    "completions": ("OpenAI-compatible completions (stream: true for server-sent events)", _COMPLETION, _OBJECT),
+    "chat": ("OpenAI-compatible chat completions (stream: true for server-sent events)", _CHAT, _OBJECT),
 }
 _ERRORS = {
     "400": "Malformed request or bad input (the message names the field or tensor)",
@@ -59,6 +79,8 @@ _ERRORS = {
 def _response(answer: Any) -> dict[str, Any]:
     if answer == _EMPTY:
         return {"description": "OK (empty body)"}
+    if answer == _SSE:
+        return {"description": "OK", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
     if answer == _TEXT:
         return {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
     return {"description": "OK", "content": {"application/json": {"schema": answer}}}

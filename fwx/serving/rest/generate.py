@@ -1,0 +1,162 @@
+"""The generation routes: Triton's ``generate`` / ``generate_stream`` and OpenAI's completions and chat.
+
+Thin like the rest of the transport: authorize, read the body under the size
+limit, parse it into one ``GenerateCall`` (``fwx.serving.tasks.protocols``),
+start it on the task plane, and write the answer as JSON or as server-sent
+events. A client that goes away mid-stream cancels its request: the stream's
+generator is closed, which takes the request's row out of the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from fwx.errors import FwxError
+from fwx.serving.dataplane import failure_reason
+from fwx.serving.rest.body import read_body
+from fwx.serving.rest.kserve import load_json
+from fwx.serving.tasks import protocols
+from fwx.serving.tasks.protocols import GenerateCall, OpenAIEncoder, Usage
+
+if TYPE_CHECKING:
+    from fwx.serving.dataplane import DataPlane
+    from fwx.serving.tasks.generate import Generation
+
+JSON = "application/json"
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def _event(doc: Any) -> bytes:
+    return b"data: " + orjson.dumps(doc) + b"\n\n"
+
+
+class GenerateRoutes:
+    """Endpoint functions over one data plane's task plane."""
+
+    def __init__(self, dp: DataPlane, limit: int) -> None:
+        self.dp = dp
+        self.limit = limit
+
+    async def _call(self, request: Request, parse: Callable[[Any], GenerateCall]) -> GenerateCall:
+        self.dp.authorize("infer", request.headers.get("authorization"))  # before reading an unknown caller's body
+        try:
+            return parse(load_json(await read_body(request, self.limit)))
+        except FwxError:
+            self.dp.metrics.count_failure("invalid")
+            raise
+
+    async def _start(self, request: Request, call: GenerateCall) -> tuple[Any, Generation]:
+        from fwx.serving.tasks.chat import render, template_of
+
+        tasks = self.dp.tasks
+        model, assets = await tasks.model(call.model, call.version, request.headers.get("authorization"))
+        prompt: str | list[int] | None = call.prompt
+        if call.messages is not None:
+            template = template_of(assets, call.chat_template)
+            prompt = await asyncio.to_thread(render, template, call.messages, assets)
+        assert prompt is not None
+        params = call.params
+        if call.messages is not None and params.max_tokens == protocols.MAX_TOKENS_LIMIT:
+            ids = assets.tokenizer.encode(prompt, add_special_tokens=False).ids if isinstance(prompt, str) else prompt
+            params = dataclasses.replace(params, max_tokens=max(1, assets.context - len(ids)))
+        gen = await tasks.generate(model, assets, prompt, params, special=call.messages is None)
+        return model, gen
+
+    async def _run(self, request: Request, call: GenerateCall, body: Callable[[Generation, str, str], Any]) -> Response:
+        t0 = time.perf_counter_ns()
+        model, gen = await self._start(request, call)
+        try:
+            text, finish = await gen.text()
+        except BaseException as exc:
+            self.dp.tasks.record(model, t0, failure_reason(exc))
+            raise
+        self.dp.tasks.record(model, t0, None)
+        return Response(orjson.dumps(body(gen, text, finish)), media_type=JSON)
+
+    def _stream(self, model: Any, gen: Generation, events: AsyncGenerator[bytes, None]) -> Response:
+        t0 = time.perf_counter_ns()
+
+        async def guarded() -> AsyncIterator[bytes]:
+            error: BaseException | None = None
+            try:
+                async for chunk in events:
+                    yield chunk
+            except FwxError as exc:  # the status line is sent: the error becomes the last event
+                error = exc
+                yield _event({"error": str(exc)})
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                await events.aclose()
+                self.dp.tasks.record(model, t0, None if error is None else failure_reason(error))
+
+        return StreamingResponse(guarded(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    # ------------------------------------------------------------------ Triton
+    async def generate(self, request: Request) -> Response:
+        return await self._triton(request, stream=False)
+
+    async def generate_stream(self, request: Request) -> Response:
+        return await self._triton(request, stream=True)
+
+    async def _triton(self, request: Request, *, stream: bool) -> Response:
+        p = request.path_params
+        name, version = p["model"], p.get("version")
+        call = await self._call(request, lambda d: protocols.triton(d, name, version, stream=stream))
+        if not stream:
+            return await self._run(
+                request,
+                call,
+                lambda g, text, finish: protocols.triton_body(
+                    name, self._version(name, version), text, finish, Usage(g.prompt_tokens, g.completion_tokens)
+                ),
+            )
+        model, gen = await self._start(request, call)
+
+        async def events() -> AsyncGenerator[bytes, None]:
+            async for delta in gen.deltas():
+                usage = Usage(gen.prompt_tokens, gen.completion_tokens) if delta.finish_reason else None
+                yield _event(protocols.triton_body(name, str(model.version), delta.text, delta.finish_reason, usage))
+
+        return self._stream(model, gen, events())
+
+    def _version(self, name: str, version: str | None) -> str:
+        return str(self.dp.manager.get(name, version).version)
+
+    # ------------------------------------------------------------------ OpenAI
+    async def completions(self, request: Request) -> Response:
+        return await self._openai(request, protocols.completions, is_chat=False)
+
+    async def chat(self, request: Request) -> Response:
+        return await self._openai(request, protocols.chat, is_chat=True)
+
+    async def _openai(self, request: Request, parse: Callable[[Any], GenerateCall], *, is_chat: bool) -> Response:
+        call = await self._call(request, parse)
+        enc = OpenAIEncoder(call.model, is_chat)
+        if not call.stream:
+            return await self._run(
+                request,
+                call,
+                lambda g, text, finish: enc.body(text, finish, Usage(g.prompt_tokens, g.completion_tokens)),
+            )
+        model, gen = await self._start(request, call)
+
+        async def events() -> AsyncGenerator[bytes, None]:
+            if is_chat:  # the assistant's role comes first, with no content yet
+                yield _event(enc.chunk("", None, first=True))
+            async for delta in gen.deltas():
+                yield _event(enc.chunk(delta.text, delta.finish_reason))
+            if call.include_usage:
+                yield _event(enc.usage_chunk(Usage(gen.prompt_tokens, gen.completion_tokens)))
+            yield b"data: [DONE]\n\n"
+
+        return self._stream(model, gen, events())

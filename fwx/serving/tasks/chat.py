@@ -1,0 +1,91 @@
+"""Chat messages to a prompt through the model's chat template, rendered only in Jinja's immutable sandbox.
+
+A chat template is untrusted model data (or, with ``chat_template`` in the
+request, untrusted client data): it is rendered in
+``ImmutableSandboxedEnvironment``, which refuses attribute access to Python
+internals and any mutation of the values it is given, with a bounded output.
+Whatever a template does wrong is one 400 naming it; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fwx.errors import InputError
+from fwx.serving.tasks.assets import TextAssets
+
+MAX_MESSAGES = 256
+MAX_TEMPLATE_CHARS = 64 * 1024
+MAX_PROMPT_CHARS = 4 * 2**20
+
+
+def template_of(assets: TextAssets, override: Any = None) -> str:
+    """The request's template, else the version's chat_template.jinja, else its tokenizer config's (a string,
+    or the one named ``default``)."""
+    found = override if override is not None else assets.chat_template or assets.tokenizer_config.get("chat_template")
+    if isinstance(found, list):
+        named = {t.get("name"): t.get("template") for t in found if isinstance(t, dict)}
+        found = named.get("default")
+    if not isinstance(found, str) or not found:
+        raise InputError(
+            "the model has no chat template",
+            hint="use /v1/completions with a prompt, or send chat_template with the request",
+        )
+    if len(found) > MAX_TEMPLATE_CHARS:
+        raise InputError(f"the chat template is over {MAX_TEMPLATE_CHARS} characters")
+    return found
+
+
+def messages_of(raw: Any) -> list[dict[str, str]]:
+    """OpenAI messages as plain ``{role, content}`` strings (text parts joined)."""
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_MESSAGES:
+        raise InputError(f"'messages' must be a list of 1 to {MAX_MESSAGES} messages")
+    out = []
+    for i, msg in enumerate(raw):
+        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+            raise InputError(f"messages[{i}] must be an object with a 'role'")
+        content = msg.get("content")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            raise InputError(f"messages[{i}].content must be a string or a list of text parts")
+        out.append({"role": msg["role"], "content": content})
+    return out
+
+
+def _token(assets: TextAssets, key: str) -> str:
+    value = assets.tokenizer_config.get(key)
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else ""
+
+
+def render(template: str, messages: list[dict[str, str]], assets: TextAssets) -> str:
+    """The prompt text the template makes of ``messages``, ending with the assistant's turn."""
+    from jinja2 import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(str(message))
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    try:
+        text = env.from_string(template).render(
+            messages=messages,
+            add_generation_prompt=True,
+            bos_token=_token(assets, "bos_token"),
+            eos_token=_token(assets, "eos_token"),
+        )
+    except TemplateError as exc:
+        raise InputError(
+            f"the chat template failed: {type(exc).__name__}: {str(exc)[:200]}",
+            hint="the sandbox refuses access to Python objects; fix the template or send a prompt",
+        ) from None
+    except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError) as exc:
+        raise InputError(f"the chat template failed: {type(exc).__name__}: {str(exc)[:200]}") from None
+    if len(text) > MAX_PROMPT_CHARS:
+        raise InputError("the chat template made a prompt over 4 Mi characters")
+    return str(text)
