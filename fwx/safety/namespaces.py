@@ -23,9 +23,12 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 1 << 18
+_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
+_CAP_VERSION_3 = 0x20080522
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ def isolate(shm_bytes: int) -> Isolation:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     pid = os.fork()
+    if not pid:
+        die_with_parent(libc)
     if pid:
         try:
             _wait_and_mirror(pid)
@@ -94,6 +99,27 @@ def isolate(shm_bytes: int) -> Isolation:
     missing = [name for name, up in (("/dev/shm", shm), ("/proc", proc)) if not up]
     reason = f"the kernel refused a private {' and '.join(missing)}" if missing else ""
     return Isolation(network=True, shm=shm, proc=proc, reason=reason)
+
+
+def drop_capabilities() -> bool:
+    """Give up every capability for good (root's too): no reading other processes' memory or ``environ``
+    past their owner's wish (``CAP_SYS_PTRACE``), no new mounts. True when done."""
+    libc = _libc()
+    try:
+        last = int(Path("/proc/sys/kernel/cap_last_cap").read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        last = 40
+    for cap in range(last + 1):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # fails harmlessly once CAP_SETPCAP is gone
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable, twice (64 bits): all empty
+    return int(libc.capset(header, data)) == 0
+
+
+def die_with_parent(libc: ctypes.CDLL | None = None) -> None:
+    """End (SIGKILL) when the process that started this one ends: no loader outlives its command."""
+    (libc or _libc()).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _wait_and_mirror(pid: int) -> None:

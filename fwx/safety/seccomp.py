@@ -20,12 +20,15 @@ import ctypes
 import errno
 import platform
 import struct
+from collections.abc import Mapping
 
-#: machine -> (AUDIT_ARCH, socket, io_uring_setup, io_uring_enter, io_uring_register)
-_ARCH = {
-    "x86_64": (0xC000003E, 41, 425, 426, 427),
-    "aarch64": (0xC00000B7, 198, 425, 426, 427),
-    "riscv64": (0xC00000F3, 198, 425, 426, 427),
+#: machine -> AUDIT_ARCH value, and the numbers of the calls fwx refuses (or tests refuse) there
+_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7, "riscv64": 0xC00000F3}
+_GENERIC = {"socket": 198, "unshare": 97, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
+SYSCALLS = {
+    "x86_64": {**_GENERIC, "socket": 41, "unshare": 272},
+    "aarch64": _GENERIC,
+    "riscv64": _GENERIC,
 }
 _X32_BIT = 0x40000000
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
@@ -50,33 +53,40 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("HBBI", code, jt, jf, k)
 
 
-def program() -> bytes:
-    """The filter as BPF: refuse a foreign ABI, ``socket`` and ``io_uring``; allow everything else."""
-    arch, sock, *uring = _ARCH[platform.machine()]
-    refuse = _RET_ERRNO | errno.EACCES
+def program(refused: Mapping[str, int]) -> bytes:
+    """The filter as BPF: refuse a foreign ABI, and each named call with its errno; allow everything else."""
+    numbers = SYSCALLS[platform.machine()]
     unsupported = _RET_ERRNO | errno.ENOSYS
     code = [
         _insn(_LD_W_ABS, 0, 0, _ARCH_OFFSET),
-        _insn(_JEQ_K, 1, 0, arch),
+        _insn(_JEQ_K, 1, 0, _ARCH[platform.machine()]),
         _insn(_RET_K, 0, 0, unsupported),
         _insn(_LD_W_ABS, 0, 0, _NR),
         _insn(_JGE_K, 0, 1, _X32_BIT),
         _insn(_RET_K, 0, 0, unsupported),
-        _insn(_JEQ_K, 0, 1, sock),
-        _insn(_RET_K, 0, 0, refuse),
     ]
-    for nr in uring:
-        code += [_insn(_JEQ_K, 0, 1, nr), _insn(_RET_K, 0, 0, unsupported)]
+    for name, err in refused.items():
+        code += [_insn(_JEQ_K, 0, 1, numbers[name]), _insn(_RET_K, 0, 0, _RET_ERRNO | err)]
     code.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
     return b"".join(code)
 
 
+#: What a loader is refused: every socket, and io_uring (which makes sockets without socket(2)).
+LOADER = {"socket": errno.EACCES, "io_uring_setup": errno.ENOSYS, "io_uring_enter": errno.ENOSYS}
+LOADER |= {"io_uring_register": errno.ENOSYS}
+
+
 def refuse_sockets() -> None:
-    """Install the filter on this process for good (inherited by every child)."""
+    """Install the loader's filter on this process for good (inherited by every child)."""
+    install(LOADER)
+
+
+def install(refused: Mapping[str, int]) -> None:
+    """Install a filter refusing ``refused`` (call name -> errno) on this process for good."""
     if not supported():
         raise SeccompError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
     libc = ctypes.CDLL(None, use_errno=True)
-    code = program()
+    code = program(refused)
     buf = ctypes.create_string_buffer(code, len(code))
     prog = _Prog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from fwx.safety import limits, namespaces, seccomp
 
+_PR_SET_DUMPABLE = 4
 #: Set in the environment of a process started as the loader: it takes the walls itself.
 LOADER_ENV = "FWX_LOADER"
 #: Variables a loader keeps: what Python, the frameworks and the terminal need, nothing that names a secret.
@@ -121,7 +122,9 @@ def enter(walls: Walls) -> namespaces.Isolation:
     """
     lim = walls.limits
     shm = max(64 << 20, (lim.memory_bytes or 4 << 30) // 4)  # a tmpfs fills memory the limits do not count
+    namespaces.die_with_parent()
     iso = namespaces.isolate(shm)
+    namespaces.drop_capabilities()  # after the mounts; as root, CAP_SYS_PTRACE would open the parent's environ
     global _seccomp_error
     try:
         seccomp.refuse_sockets()
@@ -148,7 +151,7 @@ def finish(iso: namespaces.Isolation, walls: Walls, landlock_abi: int, landlock_
             Wall("landlock", landlock_abi > 0, f"ABI {landlock_abi}" if landlock_abi else landlock_reason),
             Wall("network", bool(net_detail), net_detail or f"{why_ns}; seccomp: {_seccomp_error}"),
             Wall("unix-sockets", unix, "seccomp" if no_sockets else f"seccomp: {_seccomp_error}"),
-            Wall("proc", iso.proc, "private" if iso.proc else why_ns),
+            Wall("proc", iso.proc, "private" if iso.proc else f"{why_ns}: other processes' cmdline and environ"),
             Wall("shm", iso.shm or landlock_abi > 0, shm_detail),
             Wall("environment", True, "scrubbed"),
             Wall("memory", lim.memory_bytes is not None, limits.size_text(lim.memory_bytes)),
@@ -195,6 +198,11 @@ def run_loader(walls: Walls) -> int:
     env = clean_environment(os.environ) | {LOADER_ENV: "1"}
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+    # Our /proc/<pid>/environ holds the secrets the loader's lacks: readable only with CAP_SYS_PTRACE,
+    # which the loader gives up (Landlock alone leaves environ readable to a same-user process).
+    import ctypes
+
+    ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     proc = subprocess.Popen(argv, env=env)  # noqa: S603 - our own interpreter and command line, no shell
     old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the loader, which ends cleanly
     old_term = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))

@@ -87,6 +87,7 @@ PAYLOAD = textwrap.dedent(
             print("spinning", flush=True)
             sum(itertools.repeat(1))  # never returns to the interpreter's signal check
 
+    {prelude}
     import fwx.safety
     fwx.safety.check_model = attacks
     from fwx.cli import main
@@ -137,10 +138,10 @@ class Host:
             "then": then,
         }
 
-    def fwx(self, *args: str, then: str = "") -> subprocess.CompletedProcess[str]:
+    def fwx(self, *args: str, then: str = "", prelude: str = "") -> subprocess.CompletedProcess[str]:
         launcher = self.base / "launcher" / f"launch-{uuid.uuid4().hex[:8]}.py"  # not beside the secrets
         launcher.parent.mkdir(exist_ok=True)
-        launcher.write_text(PAYLOAD.format(cfg=json.dumps(self.config(then)), mark=MARK))
+        launcher.write_text(PAYLOAD.format(cfg=json.dumps(self.config(then)), mark=MARK, prelude=prelude))
         env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
@@ -218,6 +219,33 @@ def test_nothing_gets_out_of_the_loader(host: Host, trust: bool) -> None:
     assert report["walls"]["cpu-time"]["up"]
     if report["walls"]["proc"]["up"]:
         assert got["procs"] == [got["pid"]], got["procs"]  # only the loader itself
+
+
+#: What Docker's default seccomp profile does to fwx: ``unshare`` fails with EPERM (no namespaces).
+LIKE_DOCKER = "from fwx.safety import seccomp; seccomp.install({'unshare': 1})"
+
+
+def test_without_namespaces_the_other_walls_still_hold(host: Host) -> None:
+    """As in a container: no namespaces, so seccomp keeps the network shut and Landlock the rest; the report
+    names what is missing, and --require-sandbox refuses."""
+    proc = host.fwx("inspect", str(host.model), "--json", prelude=LIKE_DOCKER)
+    got = _payload(proc)
+    assert proc.returncode == 0, proc.stderr
+    refused = {name: got[name] for name in (*ATTACKS, "write_shm") if not got[name].startswith("refused")}
+    assert not refused, f"got out: {refused}"
+    assert host.received() == []
+    assert not host.shm.exists()
+    assert SECRET not in proc.stdout + proc.stderr + got["self_environ"] + json.dumps(got["environ"])
+    assert len(got["procs"]) > 1  # the host's process table: the PID namespace really is missing
+    doc = json.loads(proc.stdout[proc.stdout.index("{", proc.stdout.index("\n", proc.stdout.index(MARK))) :])
+    report = doc["walls"]
+    assert report["missing"] == ["proc"]
+    assert "unshare" in report["walls"]["proc"]["detail"]
+    assert report["walls"]["network"]["detail"] == "seccomp"
+    strict = host.fwx("inspect", str(host.model), "--require-sandbox", prelude=LIKE_DOCKER)
+    assert strict.returncode == 2
+    assert "missing walls: proc" in _one_error(strict)
+    assert MARK not in strict.stdout  # refused before anything was loaded
 
 
 def test_the_attempts_are_real_without_the_walls(host: Host) -> None:
