@@ -81,6 +81,8 @@ def worker_env(n: int, environ: dict[str, str] | None = None) -> dict[str, str]:
     env = {
         k: v for k, v in source.items() if (k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)) and k not in SECRET_ENV
     }
+    if "PYTHONPATH" in env:  # an empty or relative entry would put the working directory on sys.path
+        env["PYTHONPATH"] = os.pathsep.join(p for p in env["PYTHONPATH"].split(os.pathsep) if os.path.isabs(p))
     if n > 1:
         threads = str(max(1, parse_workers("auto") // n))
         for name in ("FWX_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):

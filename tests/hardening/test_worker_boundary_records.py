@@ -101,6 +101,7 @@ def test_workers_get_an_allow_listed_environment_without_tokens() -> None:
         },
     )
     assert env == {"PATH": "/usr/bin", "PYTHONPATH": "/x", "OMP_NUM_THREADS": "2", "FWX_REQUIRE_SANDBOX": "1"}
+    assert worker_env(1, {"PYTHONPATH": ":/a:.:rel/b:/c"})["PYTHONPATH"] == "/a:/c"  # never the start directory
 
 
 def test_a_token_file_holds_one_line(tmp_path: Path) -> None:
