@@ -12,6 +12,7 @@ prints one error line and ends), the hard limit a few seconds later SIGKILL
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import resource
@@ -28,7 +29,7 @@ CPU_OPTION = "--cpu-time-limit"
 _GRACE_S = 5
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 10**6, "mb": 10**6, "mib": 1 << 20}
 _SIZE_UNITS |= {"g": 10**9, "gb": 10**9, "gib": 1 << 30, "t": 10**12, "tb": 10**12, "tib": 1 << 40}
-_TIME_UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
+_TIME_UNITS = {"": 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}  # as every other duration flag
 
 
 class LimitError(FwxError):
@@ -87,7 +88,7 @@ def parse_duration(text: str) -> int | None:
         return None
     if m is None or m.group(2).lower() not in _TIME_UNITS:
         raise ValueError(f"{text!r} is not a duration: write e.g. 30m, 90s, 2h or none")
-    return max(1, round(float(m.group(1)) * _TIME_UNITS[m.group(2).lower()]))
+    return max(1, math.ceil(float(m.group(1)) * _TIME_UNITS[m.group(2).lower()]))
 
 
 def size_text(n: int | None) -> str:
