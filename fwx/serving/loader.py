@@ -118,7 +118,7 @@ def load_version(path: Path, settings: LoadSettings, probed: MutableSet[str]) ->
     # manifest's checksums and is the only copy the probe and the runtime read (fwx.safety.snapshot).
     snap = snapshot.take(path, parent=sandbox.scratch_dir())
     try:
-        loaded = _load_manifest(snap.path, settings, probed)
+        loaded = _load_manifest(snap.path, settings, probed, origin=path)
     except FwxError as exc:
         snap.discard()
         exc.message = snap.display(exc.message)  # name the repository's files, not the private copy
@@ -130,7 +130,8 @@ def load_version(path: Path, settings: LoadSettings, probed: MutableSet[str]) ->
     return loaded
 
 
-def _load_manifest(path: Path, settings: LoadSettings, probed: MutableSet[str]) -> Loaded:
+def _load_manifest(path: Path, settings: LoadSettings, probed: MutableSet[str], origin: Path | None = None) -> Loaded:
+    """``origin``: the repository's version folder ``path`` is a private copy of (names artifacts for the guard)."""
     manifest = Manifest.read(path)
     if not settings.trust_model_code:
         manifest.verify(path)
@@ -145,7 +146,7 @@ def _load_manifest(path: Path, settings: LoadSettings, probed: MutableSet[str]) 
     errors: list[str] = []
     for fmt, entry in options:
         try:
-            return _load_one(path, manifest, fmt, entry, settings, probed)
+            return _load_one(path, manifest, fmt, entry, settings, probed, origin or path)
         except FwxError as exc:
             errors.append(f"{fmt}: {exc.message}")
             log.warning("%s: cannot serve %s: %s", path, fmt, exc.message)
@@ -153,7 +154,13 @@ def _load_manifest(path: Path, settings: LoadSettings, probed: MutableSet[str]) 
 
 
 def _load_one(
-    path: Path, manifest: Manifest, fmt: Format, entry: ArtifactEntry, settings: LoadSettings, probed: MutableSet[str]
+    path: Path,
+    manifest: Manifest,
+    fmt: Format,
+    entry: ArtifactEntry,
+    settings: LoadSettings,
+    probed: MutableSet[str],
+    origin: Path,
 ) -> Loaded:
     artifact = path / entry.path
     sig = manifest.sig()
@@ -172,7 +179,9 @@ def _load_one(
         if key:
             probed.add(key)
     start = time.monotonic()
-    with load_guard(fmt, artifact) if load_guard is not None else contextlib.nullcontext():
+    # the guard names the repository's artifact, not this process's private copy: a restarted worker
+    # (another copy, elsewhere) must recognise the artifact its predecessor died on
+    with load_guard(fmt, origin / entry.path) if load_guard is not None else contextlib.nullcontext():
         runtime = load_runtime(
             fmt, artifact, device=settings.device, trust_model_code=settings.trust_model_code, signature_hint=sig
         )
@@ -184,4 +193,15 @@ def _load_one(
         except BaseException:
             runtime.close()
             raise
+    _warn_cpu(path, fmt, entry)
     return Loaded(fmt, runtime, served, manifest, path, time.monotonic() - start, probe_s)
+
+
+def _warn_cpu(path: Path, fmt: Format, entry: ArtifactEntry) -> None:
+    """An int8 artifact measured on another kind of CPU may compute other numbers here (fwx.quantize.cpu)."""
+    q = entry.quantization
+    if q and q.get("kind") in ("int8", "int8-dynamic"):
+        from fwx.quantize.cpu import differs
+
+        if (line := differs(q.get("cpu"), q.get("weight_bits"))) is not None:
+            log.warning("%s (%s): %s", path, fmt.value, line)

@@ -265,15 +265,18 @@ def test_two_workers_serve_restart_aggregate_and_drain(tmp_path: Path, run_tmp: 
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_a_worker_killed_while_loading_quarantines_that_artifact(tmp_path: Path, run_tmp: Path) -> None:
-    """A loader crash costs a worker restart, not the server: the version is FAILED, the rest serves."""
+@pytest.mark.parametrize("trust", [True, False])
+def test_a_worker_killed_while_loading_quarantines_that_artifact(tmp_path: Path, run_tmp: Path, trust: bool) -> None:
+    """A loader crash costs a worker restart, not the server: the version is FAILED, the rest serves.
+
+    Without --trust-model-code the worker loads a private copy; the quarantine still names the repository's
+    artifact, so the restarted worker (another copy elsewhere) recognises it.
+    """
     repo = tmp_path / "repo"
     publish(repo, "lin", 1)
     publish(repo, "lin", 2, slow_ops=60, slow_dim=512)  # a slow warm-up: time to "crash" it mid-load
-    # --trust-model-code: checksums are not verified, so no probe verdict can be cached; first loads still skip it
-    server = ServerProcess(
-        repo, tmp_path / "serve.log", "--poll-seconds", "0", "--version-policy", "all", "--trust-model-code"
-    )
+    trusted = ["--trust-model-code"] if trust else []
+    server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0", "--version-policy", "all", *trusted)
     try:
         _wait(
             lambda: (
