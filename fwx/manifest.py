@@ -53,6 +53,8 @@ class ArtifactEntry:
     status: str = "ok"  # "ok" | "failed" (kept with --keep-failed)
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # more files of this artifact (ONNX external data) -> sha256
+    #: tensor name -> the name inside the artifact, where its format forces another spelling (SavedModel keys)
+    names: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.layout = normalize_layout(self.layout)
@@ -105,8 +107,9 @@ class Manifest:
         data = asdict(self)
         data["artifacts"] = {k: asdict(v) for k, v in self.artifacts.items()}
         for entry in data["artifacts"].values():  # fields added later are written only when used,
-            if not entry["files"]:  # so fwx versions that predate them still read the file
-                del entry["files"]
+            for key in ("files", "names"):  # so fwx versions that predate them still read the file
+                if not entry[key]:
+                    del entry[key]
         for key in ("skipped", "failed", "samples", "assets"):
             if not data[key]:
                 del data[key]

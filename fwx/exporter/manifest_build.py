@@ -14,6 +14,7 @@ from typing import Any
 
 from fwx.converters.base import edge_class
 from fwx.errors import FwxError, UnsupportedOpsError
+from fwx.exporter.readback import as_pinned, in_layout
 from fwx.exporter.runner import WORK, Attempt, HopRun, RunContext
 from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.frameworks import EXTRAS, version_of
@@ -137,7 +138,8 @@ def _entry(
         precision=res.precision,
         opset=attempt.opset,
         layout=res.layout,
-        signature=attempt.readback.to_json() if attempt.readback else {},
+        signature=_read_back(attempt, ctx),
+        names=dict(attempt.names),
         hops=hops,
         tool_versions=_tool_versions(attempt, fwx_version),
         validation=validation,
@@ -149,6 +151,15 @@ def _entry(
             *([f"static shapes (--static-shapes): {ctx.expected}"] if ctx.options.static_shapes else []),
         ],
     )
+
+
+def _read_back(attempt: Attempt, ctx: RunContext) -> dict[str, Any]:
+    """The artifact's signature as read back, its dynamic dims spelled as pinned (one set across formats)."""
+    if attempt.readback is None:
+        return {}
+    layouts = (ctx.layout, attempt.result.layout)
+    pinned = in_layout(ctx.expected or ctx.signature, *layouts)
+    return as_pinned(pinned, attempt.readback, outputs=layouts[0] == layouts[1]).to_json()
 
 
 def _hop(

@@ -118,6 +118,25 @@ def _fixed_axes(pinned: Signature, got: Signature) -> list[str]:
     return out
 
 
+def as_pinned(pinned: Signature, got: Signature, *, outputs: bool = True) -> Signature:
+    """``got`` with each dynamic axis spelled as the pin spells it, so that every format of one export
+    records one set of dim names in fwx.json (SavedModel and TFLite keep no names, ``-1``; a ``.pt2``
+    program its own ``s18``). Fixed sizes stay as read; ``outputs=False`` leaves outputs as read (an
+    artifact in another layout may hold a 4-D output either way)."""
+    pins = {s.name: s for s in (*pinned.inputs, *(pinned.outputs if outputs else ()))}
+
+    def spelled(g: TensorSpec) -> TensorSpec:
+        p = pins.get(g.name)
+        if p is None or p.rank != g.rank:
+            return g
+        dims = tuple(
+            pd if is_dynamic(gd) and isinstance(pd, str) else gd for pd, gd in zip(p.shape, g.shape, strict=True)
+        )
+        return TensorSpec(g.name, g.dtype, dims)
+
+    return Signature(tuple(map(spelled, got.inputs)), tuple(map(spelled, got.outputs)))
+
+
 def _dims(spec: TensorSpec) -> str:
     return "[" + ",".join(str(d) for d in spec.shape) + "]"
 

@@ -73,6 +73,7 @@ class Attempt:
     plan: Plan
     hops: list[HopRun] = field(default_factory=list)
     readback: Signature | None = None
+    names: dict[str, str] = field(default_factory=dict)  # fwx name -> the artifact's own, where they differ
     opset: int | None = None
     report: Any = None  # ValidationReport
     error: FwxError | None = None
@@ -380,6 +381,7 @@ def _check(ctx: RunContext, target: Format, attempt: Attempt) -> None:
         )
     try:
         attempt.readback = rt.signature()
+        attempt.names = rt.native_names()
         attempt.runtime_version = rt.runtime_version
         try:
             attempt.opset = check_readback(

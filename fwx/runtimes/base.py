@@ -90,6 +90,11 @@ class Runtime(ABC):
     def runtime_version(self) -> str:
         return ""
 
+    def native_names(self) -> dict[str, str]:
+        """The artifact's own name of each tensor whose name its format had to change (SavedModel's
+        signature keys are Python identifiers: ``past_key_values.0.key`` is ``past_key_values_0_key``)."""
+        return {}
+
     def __enter__(self) -> Runtime:
         return self
 

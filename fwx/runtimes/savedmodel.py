@@ -71,6 +71,9 @@ class SavedModelRuntime(Runtime):
     def signature(self) -> Signature:
         return self._sig
 
+    def native_names(self) -> dict[str, str]:
+        return {name: key for name, key in self._kwarg.items() if name != key}
+
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import tensorflow as tf
 

@@ -62,6 +62,15 @@ def test_a_folder_reaches_all_five_formats_with_optimums_names(tmp_path: Path, n
     assert inputs == want
     assert res.signature.output_names == ["logits"]
     assert res.signature.inputs[0].shape[0] == "batch_size"
+    _one_spelling(res)
+
+
+def _one_spelling(res: Any) -> None:
+    """Every format's signature in fwx.json names the dynamic dims as pinned (batch_size, sequence_length):
+    SavedModel and TFLite record none of their own, a .pt2 program made-up ones (s18)."""
+    pinned = res.manifest.signature
+    for key, entry in res.manifest.artifacts.items():
+        assert entry.signature == pinned, (key, entry.signature)
 
 
 @pytest.mark.parametrize(
@@ -127,6 +136,11 @@ def test_a_decoder_with_a_cache_generates_transformers_own_tokens(
         notes = res.reports[key].artifact(key).notes
         assert any("greedy generation of 16 tokens" in n for n in notes), (key, notes)
     assert res.manifest.samples["sizes"]["past_sequence_length"][1] == 0  # the first step: an empty cache
+    _one_spelling(res)
+    # a SavedModel signature key is a Python identifier: the one rename a format forces, recorded as data
+    names = res.manifest.artifacts["savedmodel"].names
+    assert names["past_key_values.0.key"] == "past_key_values_0_key"
+    assert all(not res.manifest.artifacts[k].names for k in targets if k != "savedmodel")
 
 
 @pytest.mark.parametrize(
