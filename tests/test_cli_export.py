@@ -254,7 +254,7 @@ def test_killed_export_leaves_no_version(torch_files, tmp_path: Path) -> None:
     deadline = time.monotonic() + 120
     staged: list[Path] = []
     while time.monotonic() < deadline and proc.poll() is None:
-        staged = [p for p in out.glob("cnn/.fwx-tmp-*/**/*") if p.is_file()]
+        staged = [p for p in out.glob(".fwx-out-*/cnn/.fwx-tmp-*/**/*") if p.is_file()]  # the loader's stage
         if staged:
             break
         time.sleep(0.01)
@@ -263,7 +263,7 @@ def test_killed_export_leaves_no_version(torch_files, tmp_path: Path) -> None:
     assert staged, "the export finished before anything was staged"
     assert proc.returncode == -signal.SIGKILL
     assert numbered_versions(out) == []
-    assert list(out.glob("cnn/.fwx-tmp-*"))  # the half-done work is only ever in the hidden folder
+    assert list(out.glob(".fwx-out-*/cnn/.fwx-tmp-*"))  # the half-done work is only ever in the hidden folder
 
 
 def test_keras_class_from_a_foreign_module_is_refused(cli, tmp_path: Path) -> None:

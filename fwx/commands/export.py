@@ -216,6 +216,7 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
         prefetch=kw["prefetch"],
     )
     results = export_all(source, targets, eo)  # one per model a task writes (text2text: encoder, decoder)
+    _finished()
     from fwx.safety import walls
 
     shown = walls.report()  # which walls stood around the loading (none listed for an in-process call)
@@ -228,6 +229,15 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
             click.echo(published_line(result.manifest), err=ui.state.json)  # its own line; stderr under --json
     if not all(result.ok for result in results):
         sys.exit(1)
+
+
+def _finished() -> None:
+    """Every part is staged: the command's process may publish them all (fwx.repository.Outbox)."""
+    from fwx.repository import Outbox
+
+    box = Outbox.from_env()
+    if box is not None:
+        box.mark_done()
 
 
 def _options(kw: dict[str, Any]) -> ConvertOptions:

@@ -163,7 +163,7 @@ def wrap(name: str, cmd: click.Command) -> click.Command:
             walls.down("--no-sandbox")
         elif command_process and not walls.in_loader():
             after_start.clear()  # this process only waits: no thread, no framework, no model path opened
-            sys.exit(walls.run_loader(want))
+            sys.exit(_staged(spec, params, lambda: walls.run_loader(want)))
         if command_process:  # a process of its own may end itself; an in-process caller is never cut off
             ui.limit_steps(limit)
         try:
@@ -222,7 +222,7 @@ def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str, shm: 
                 f"cannot sandbox {what}: it runs inside another program", hint="run the fwx command itself"
             )
         return params
-    reads = [*roots, *_named_files(params, skip=(*spec.models, *spec.outputs))]
+    reads = [*roots, *_named_files(params, skip=(*spec.models, *spec.outputs)), *_staged_reads(params, spec)]
     reads += [d for d in (_module_dir(params.get("model_class")), _module_dir(params.get("source"))) if d]
     policy = sandbox.Policy(
         read=tuple(reads),
@@ -232,6 +232,23 @@ def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str, shm: 
     )
     sandbox.enter(policy, require=require, what=what)
     return params
+
+
+def _staged_reads(params: dict[str, Any], spec: Spec) -> list[Path]:
+    """A staged export reads the repository's published versions (numbering, the signature they pin); a
+    staged report is written at its stage (the paths printed are the published ones)."""
+    from fwx.repository import Outbox
+
+    box = Outbox.from_env()
+    if box is None:
+        return []
+    shown = ui.state.display
+    ui.state.display = lambda text: box.display(shown(text))
+    for key in spec.outputs if spec.folders is None else ():
+        value = params.get(key)
+        if isinstance(value, tuple):
+            params[key] = tuple(type(v)(box.staged(Path(v))) for v in value)
+    return [root for root, _ in box.repos if root.is_dir()]
 
 
 def _model_id(params: dict[str, Any]) -> dict[str, Any]:
@@ -296,8 +313,24 @@ def _named_files(params: dict[str, Any], skip: Iterable[str]) -> list[Path]:
     return out
 
 
+def _staged(spec: Spec, params: dict[str, Any], run: Callable[[], int]) -> int:
+    """Run the loader with the outputs staged; this process publishes them at the end (repository.Outbox)."""
+    from fwx.repository import run_staged
+
+    if params.get("plan"):
+        return run()
+    named = [Path(v) for key in spec.outputs for v in _values(params.get(key)) if isinstance(v, str | Path) and str(v)]
+    folders = named if spec.folders is not None else []
+    return run_staged(folders, [p for p in named if p not in folders], run)
+
+
 def _outputs(params: dict[str, Any], spec: Spec) -> list[Path]:
     """The writable outputs, made to exist now: ``spec.folders``' folders, else the output files."""
+    from fwx.repository import Outbox
+
+    box = Outbox.from_env()
+    if box is not None:  # the loader writes only its stages; the command's process publishes
+        return box.stages()
     if spec.folders is not None:
         folders = spec.folders(params)
         for folder in folders:

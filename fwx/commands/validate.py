@@ -155,6 +155,10 @@ def validate(
     for r in reports:
         report.write(r)
         ui.info(f"wrote {r}")
+    from fwx.repository import Outbox
+
+    if (box := Outbox.from_env()) is not None:
+        box.mark_done()  # the reports are complete: the command's process publishes them
     ui.emit(report.to_json(), report.table)
     if not report.passed:
         sys.exit(1)  # not ctx.exit: click returns its code under standalone_mode=False
