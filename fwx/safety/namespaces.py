@@ -45,10 +45,10 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _unshare(libc: ctypes.CDLL) -> str:
-    """Enter new user, network, mount and PID namespaces; '' on success, else why not."""
+def _unshare(libc: ctypes.CDLL, network: bool) -> str:
+    """Enter new user, (network,) mount and PID namespaces; '' on success, else why not."""
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID
+    flags = (CLONE_NEWNET if network else 0) | CLONE_NEWNS | CLONE_NEWPID
     if libc.unshare(CLONE_NEWUSER | flags) == 0:
         try:  # map ourselves to ourselves: files keep their owners, and nobody gains a privilege
             _write("/proc/self/setgroups", "deny")
@@ -72,12 +72,14 @@ def _mount(libc: ctypes.CDLL, source: bytes, target: bytes, fstype: bytes, flags
     return int(libc.mount(source, target, fstype, flags, data)) == 0
 
 
-def isolate(shm_bytes: int) -> Isolation:
-    """Move this (single-threaded) process into fresh namespaces; only the forked child returns."""
+def isolate(shm_bytes: int, *, network: bool = True) -> Isolation:
+    """Move this (single-threaded) process into fresh namespaces; only the forked child returns.
+
+    ``network=False`` keeps the host's network (a server's worker that binds its own ports)."""
     if sys.platform != "linux":
         return Isolation(reason="not Linux")
     libc = _libc()
-    why = _unshare(libc)
+    why = _unshare(libc, network)
     if why:
         return Isolation(reason=why)
     # private first: the mounts below must not propagate back to the host's mount table
@@ -98,7 +100,7 @@ def isolate(shm_bytes: int) -> Isolation:
     proc = _mount(libc, b"proc", b"/proc", b"proc", flags, None)
     missing = [name for name, up in (("/dev/shm", shm), ("/proc", proc)) if not up]
     reason = f"the kernel refused a private {' and '.join(missing)}" if missing else ""
-    return Isolation(network=True, shm=shm, proc=proc, reason=reason)
+    return Isolation(network=network, shm=shm, proc=proc, reason=reason)
 
 
 def drop_capabilities() -> bool:

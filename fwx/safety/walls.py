@@ -67,6 +67,9 @@ class Walls:
     require: bool = False
     #: False only with --no-sandbox: the model loads in the command's own process, with no wall.
     enabled: bool = True
+    #: False for a process that serves on its own ports (``fwx serve``'s workers): no network namespace and
+    #: no socket filter; the report lists the network walls as missing, saying why.
+    network: bool = True
 
 
 @dataclass(frozen=True)
@@ -123,10 +126,12 @@ def enter(walls: Walls) -> namespaces.Isolation:
     lim = walls.limits
     shm = max(64 << 20, (lim.memory_bytes or 4 << 30) // 4)  # a tmpfs fills memory the limits do not count
     namespaces.die_with_parent()
-    iso = namespaces.isolate(shm)
+    iso = namespaces.isolate(shm, network=walls.network)
     namespaces.drop_capabilities()  # after the mounts; as root, CAP_SYS_PTRACE would open the parent's environ
     global _seccomp_error
     try:
+        if not walls.network:
+            raise OSError("it serves on its own ports")
         seccomp.refuse_sockets()
     except OSError as exc:
         _seccomp_error = exc.strerror or str(exc)
@@ -144,16 +149,18 @@ def finish(iso: namespaces.Isolation, walls: Walls, landlock_abi: int, landlock_
     why_ns = iso.reason or "no namespaces"
     net_detail = " + ".join(d for d, up in (("namespace", iso.network), ("seccomp", no_sockets)) if up)
     unix = no_sockets or landlock_abi >= 9
+    net_missing = "it serves on its own ports" if not walls.network else f"{why_ns}; seccomp: {_seccomp_error}"
+    leaked = sorted(k for k in os.environ if _SECRET.search(k))  # measured, not assumed: who started us?
     lim = walls.limits
     shm_detail = "private tmpfs" if iso.shm else "host's, refused by Landlock" if landlock_abi else why_ns
     _current = WallsReport(
         (
             Wall("landlock", landlock_abi > 0, f"ABI {landlock_abi}" if landlock_abi else landlock_reason),
-            Wall("network", bool(net_detail), net_detail or f"{why_ns}; seccomp: {_seccomp_error}"),
+            Wall("network", bool(net_detail), net_detail or net_missing),
             Wall("unix-sockets", unix, "seccomp" if no_sockets else f"seccomp: {_seccomp_error}"),
             Wall("proc", iso.proc, "private" if iso.proc else f"{why_ns}: other processes' cmdline and environ"),
             Wall("shm", iso.shm or landlock_abi > 0, shm_detail),
-            Wall("environment", True, "scrubbed"),
+            Wall("environment", not leaked, f"holds {', '.join(leaked)}" if leaked else "scrubbed"),
             Wall("memory", lim.memory_bytes is not None, limits.size_text(lim.memory_bytes)),
             Wall("cpu-time", lim.cpu_seconds is not None, limits.duration_text(lim.cpu_seconds)),
         )

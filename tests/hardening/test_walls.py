@@ -351,3 +351,32 @@ def test_limits_are_written_with_units() -> None:
     for bad in ("8 parsecs", "-1GiB", "1KiB"):
         with pytest.raises(ValueError, match="size|too small"):
             limits.parse_size(bad)
+
+
+def test_a_process_that_serves_keeps_its_network_and_every_other_wall(tmp_path: Path) -> None:
+    """The walls as a server's worker takes them (``Walls(network=False)``): it may still bind its port,
+    the report says the network walls are missing and why, the others stand."""
+    script = textwrap.dedent(
+        """
+        import json, socket
+        from fwx.safety import limits, sandbox, walls
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]  # the worker's own port, granted below
+        want = walls.Walls(limits=limits.PROBE, network=False)
+        iso = walls.enter(want)
+        sandbox.enter(sandbox.Policy(bind_ports=(port,), shm=iso.shm), what="a test worker")
+        report = walls.finish(iso, want, sandbox.status.abi, sandbox.status.reason)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+            s.listen()
+        print(json.dumps(report.as_json()))
+        """
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["walls"]["network"] == {"up": False, "detail": "it serves on its own ports"}
+    assert report["walls"]["environment"]["up"]
+    assert report["walls"]["memory"]["detail"] == "2GiB"
