@@ -74,6 +74,8 @@ class SourceInfo:
     format: str
     framework: str
     framework_version: str = ""
+    #: A loose file's companions fwx read (an ONNX file's external data), name -> sha256; written when any.
+    files: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -105,6 +107,8 @@ class Manifest:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        if not data["source"]["files"]:
+            del data["source"]["files"]  # most sources are one file or folder: their fwx.json stays as it was
         data["artifacts"] = {k: asdict(v) for k, v in self.artifacts.items()}
         for entry in data["artifacts"].values():  # fields added later are written only when used,
             for key in ("files", "names"):  # so fwx versions that predate them still read the file

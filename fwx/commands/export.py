@@ -6,6 +6,7 @@ import functools
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -20,7 +21,10 @@ from fwx.quantize.options import IO_DTYPES, KINDS, METHODS, quant_options
 #: ``fwx export --help`` in sections: 45 options in one list hide the few a first export needs.
 SECTIONS = (
     ("Targets", ("targets", "plan", "out", "name", "version", "allow_signature_change")),
-    ("Source model", ("model_class", "model_kwargs", "task", "weights", "signature_name", "trust_model_code")),
+    (
+        "Source model",
+        ("model_class", "model_kwargs", "task", "weights", "external_data_dir", "signature_name", "trust_model_code"),
+    ),
     ("Inputs and outputs", ("inputs", "outputs", "example_inputs", "input_ranges", "input_values")),
     ("Conversion", ("opset", "torchscript_mode", "layout", "static_shapes", "prefetch", "keep_intermediate")),
     ("Validation", ("validate", "validation_data", "device", "keep_failed")),
@@ -74,6 +78,13 @@ SECTIONS = (
     metavar="TASK",
     help="What a Hugging Face folder exports (text-classification, text-generation-with-past, ...; "
     "default: from its config). See docs/huggingface.md.",
+)
+@click.option(
+    "--external-data-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    metavar="DIR",
+    help="Where a loose .onnx file's external data lives (default: only plain files beside it that hold "
+    "nothing but its tensors).",
 )
 @click.option(
     "--weights",
@@ -322,6 +333,9 @@ def _summary(result: Any) -> str:
         text += "\n\nnot published (recorded under `failed` in fwx.json): " + "; ".join(
             f"{r.format}: {r.error}" for r in failed
         )
+    read = result.manifest.source.files if result.manifest is not None else {}
+    if read:  # a loose file's neighbours fwx read: the user sees exactly which
+        text += "\n\nread with the source: " + ", ".join(sorted(read))
     from fwx.safety import walls
 
     shown = walls.report()

@@ -211,7 +211,8 @@ def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str, shm: 
         value = params.get(key)
         if value is None:
             continue
-        taken = [_snap(v, roots) for v in (value if isinstance(value, tuple) else (value,))]
+        data = params.get("external_data_dir")  # export --external-data-dir: where a loose .onnx keeps its data
+        taken = [_snap(v, roots, data) for v in (value if isinstance(value, tuple) else (value,))]
         params[key] = tuple(taken) if isinstance(value, tuple) else taken[0]
     if not _own_process():
         # an in-process call (a test, a notebook): frameworks may be loaded and other threads running,
@@ -263,13 +264,13 @@ def _model_id(params: dict[str, Any]) -> dict[str, Any]:
     return {**params, "source": str(hf_hub.resolve(repo)), "name": params.get("name") or hf_hub.name_of(repo)}
 
 
-def _snap(value: Any, roots: list[Path]) -> Any:
+def _snap(value: Any, roots: list[Path], external_data: Path | None = None) -> Any:
     if not isinstance(value, str | Path) or not os.path.exists(value):
         return value  # a factory reference, or a path the command reports as missing itself
     if not _loadable(Path(value)):
         roots.append(Path(value).resolve())  # a repository or model folder: listed, never loaded
         return value
-    snap = snapshot.register(value)
+    snap = snapshot.register(value, external_data=external_data)
     roots.append(snap.root)  # fwx.json's source path is data, never followed (validate --source-model names it)
     return type(value)(snap.path) if isinstance(value, Path) else str(snap.path)
 

@@ -19,7 +19,7 @@ from fwx.exporter.runner import WORK, Attempt, HopRun, RunContext
 from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.frameworks import EXTRAS, version_of
 from fwx.manifest import ArtifactEntry, Hop, Manifest, SourceInfo, sha256_path, size_of
-from fwx.safety.snapshot import original
+from fwx.safety.snapshot import companions, original
 from fwx.signature import Signature
 from fwx.sources.load import LoadedSource
 from fwx.sources.samples import hints_to_json
@@ -92,6 +92,7 @@ def build_manifest(
         format=src.format.value,
         framework=src.framework,
         framework_version=src.framework_version,
+        files={name: sha256_path(p) for name, p in companions(src.path).items()} if src.path else {},
     )
     moved: dict[Path, Path] = {}
     artifacts = {

@@ -176,12 +176,12 @@ def _external_data(copy: Path) -> dict[str, list[tuple[int, int | None]]]:
 _TAKEN: dict[Path, Snapshot] = {}
 
 
-def register(path: str | Path, parent: Path | None = None) -> Snapshot:
+def register(path: str | Path, parent: Path | None = None, *, external_data: Path | None = None) -> Snapshot:
     """The snapshot of ``path`` (taken now, or the one taken earlier in this process)."""
     key = Path(path).resolve()
     snap = _TAKEN.get(key)
     if snap is None or not snap.path.exists():
-        snap = _TAKEN[key] = take(path, parent)
+        snap = _TAKEN[key] = take(path, parent, external_data=external_data)
         if len(_TAKEN) == 1:
             import atexit
 
@@ -195,6 +195,15 @@ def loadable(path: str | Path, *, trust: bool) -> Path:
     if trust or is_snapshot(path):
         return path
     return register(path).path
+
+
+def companions(path: str | Path) -> dict[str, Path]:
+    """The external data files taken with the loose file whose snapshot is ``path``, by name (their copies)."""
+    p = Path(path)
+    for snap in _TAKEN.values():
+        if snap.path == p:
+            return {name: snap.path.parent / name for name in snap.companions}
+    return {}
 
 
 def is_snapshot(path: Path) -> bool:

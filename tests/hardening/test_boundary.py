@@ -256,3 +256,34 @@ def test_a_manifest_source_path_outside_its_version_is_never_opened(
         ui.state.json = False  # --json in process sets it for whoever runs next
         snapshot.discard_all()
     assert json.loads(capsys.readouterr().out)["reference"]["key"] == "source (onnx)"
+
+
+def test_the_data_files_read_are_listed_and_a_named_folder_widens_the_rule(tmp_path: Path) -> None:
+    """fwx export: the summary and fwx.json list the data files read; --external-data-dir reads a subfolder."""
+    import json
+
+    folder = tmp_path / "dl"
+    (folder / "weights").mkdir(parents=True)
+    w = np.arange(4, dtype=np.float32)
+    (folder / "weights" / "w.bin").write_bytes(w.tobytes())
+    (folder / "m.onnx").write_bytes(_point(_model({"w": w}), "weights/w.bin", [0], 16).SerializeToString())
+
+    def export(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "fwx", "export", "dl/m.onnx", "--to", "onnx", "--out", "repo", *extra],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+
+    refused = export()
+    assert refused.returncode == 2
+    assert "--external-data-dir" in refused.stderr
+    done = export("--external-data-dir", "dl")
+    assert done.returncode == 0, done.stderr
+    assert "read with the source: weights/w.bin" in done.stdout + done.stderr
+    source = json.loads((tmp_path / "repo" / "m" / "1" / "fwx.json").read_text())["source"]
+    assert list(source["files"]) == ["weights/w.bin"]
+    assert len(source["files"]["weights/w.bin"]) == 64
