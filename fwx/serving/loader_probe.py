@@ -312,6 +312,12 @@ def _set_cpu_limit(cpu_s: int) -> None:
 def _run(args: argparse.Namespace) -> dict[str, object]:
     from fwx.runtimes.base import load_runtime, warmup
 
+    if getattr(args, "manifest", False):
+        from fwx.manifest import Manifest
+
+        manifest = Manifest.read(Path(args.path).parent)
+        args.signature = json.dumps(manifest.sig().to_json())
+        args.sizes = json.dumps(manifest.warmup_sizes())
     sig = Signature.from_json(json.loads(args.signature)) if args.signature else None
     start = time.monotonic()
     rt = load_runtime(
@@ -369,7 +375,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-s", type=int, default=DEFAULT_CPU_S)
     ap.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB)
     ap.add_argument("--spare", action="store_true", help="warm up on PATH, then read the job from stdin")
+    ap.add_argument("--sandbox-read", default="", help="enter the sandbox first, reading only this folder")
+    ap.add_argument("--require-sandbox", action="store_true")
+    ap.add_argument("--manifest", action="store_true", help="signature and warm-up sizes from PATH's fwx.json")
     args = ap.parse_args(argv)
+    if args.sandbox_read:  # started by the supervisor, outside any worker's sandbox: take one of its own
+        from fwx.safety.sandbox import Policy, enter
+
+        enter(Policy(read=(Path(args.sandbox_read),)), require=args.require_sandbox, what="the trial load", warn=False)
     _set_limits(0 if args.spare else args.cpu_s, args.memory_mb)
     if args.spare and not _take_job(args):
         return 0

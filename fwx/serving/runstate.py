@@ -8,8 +8,8 @@ schema, a size cap, ``O_NOFOLLOW``, a bad record logged and ignored), and the
 decisions that matter are the supervisor's (``fwx.serving.supervisor``):
 
 ``board``            1 byte, "every worker ready": written by the supervisor only
-``quarantine.json``  ``{slot: {artifact key: reason}}``: the artifacts that killed worker
-                     ``slot`` while loading (supervisor only; a worker honours its own slot's)
+``quarantine.json``  ``{artifact key: reason}``: artifacts that killed a worker while loading
+                     AND a trial the supervisor ran itself (``fwx.serving.crash_check``)
 ``dead/<pid>.prom``  a dead worker's last metrics, copied by the supervisor so totals never drop
 ``w<i>/``            worker i's own folder, the only place it may write; the supervisor
                      empties it whenever worker i dies, so a new worker finds nothing its
@@ -126,7 +126,7 @@ class RunState:
         self.slot = slot  # None: the supervisor's view (or a test's)
         self._board = os.open(self.root / BOARD, (os.O_RDWR if slot is None else os.O_RDONLY) | os.O_CLOEXEC)
         self._own = os.open(self.slot_dir(slot) / "ready", os.O_RDWR | os.O_CLOEXEC) if slot is not None else None
-        self._quarantine: dict[str, dict[str, str]] = {}
+        self._quarantine: dict[str, str] = {}
         self._quarantine_mtime = -1
         self._seq = 0
         self._bad_marks: dict[int, bytes] = {}
@@ -213,17 +213,16 @@ class RunState:
                 log.warning("worker %d wrote a malformed loading mark (%s): ignored", slot, exc)
             return None
 
-    def quarantine(self, slot: int, key: str, reason: str) -> None:
-        """Supervisor only: worker ``slot`` never loads ``key`` again in this run."""
+    def quarantine(self, key: str, reason: str) -> None:
+        """Supervisor only, on its own trial's verdict: no worker loads ``key`` again in this run."""
         current = self._read_quarantine(force=True)
-        current.setdefault(str(slot), {})[key] = reason
+        current[key] = reason
         write_atomic(self.root / QUARANTINE, json.dumps(current, indent=1).encode())
 
-    def quarantined(self, key: str, slot: int | None = None) -> str | None:
-        own = self.slot if slot is None else slot
-        return self._read_quarantine().get(str(own), {}).get(key)
+    def quarantined(self, key: str) -> str | None:
+        return self._read_quarantine().get(key)
 
-    def _read_quarantine(self, *, force: bool = False) -> dict[str, dict[str, str]]:
+    def _read_quarantine(self, *, force: bool = False) -> dict[str, str]:
         path = self.root / QUARANTINE
         try:
             mtime = path.stat().st_mtime_ns
@@ -234,13 +233,9 @@ class RunState:
                 doc = json.loads(path.read_text())
             except (OSError, ValueError):
                 doc = {}
-            self._quarantine = {
-                str(s): {str(k): str(v) for k, v in d.items()}
-                for s, d in (doc.items() if isinstance(doc, dict) else ())
-                if isinstance(d, dict)
-            }
+            self._quarantine = {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
             self._quarantine_mtime = mtime
-        return {s: dict(d) for s, d in self._quarantine.items()}
+        return dict(self._quarantine)
 
     # --------------------------------------------------------------------- metrics
     def write_metrics(self, text: bytes) -> None:

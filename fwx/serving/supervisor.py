@@ -17,14 +17,16 @@ does on every change of its own readiness), it:
   their own /v2/health/ready, so the probe answers for the whole pod). The
   pipe makes "worker ready" to "pod ready" a matter of microseconds instead of
   up to two 20 ms ticks (the worker's and this one's);
-* reaps dead workers: a worker that died while loading an artifact gets that
-  artifact quarantined for its slot (its restart then marks the version FAILED
-  with "loader crashed (SIGSEGV) ..." and tries the next format, exactly like
-  the old probe child); its metrics snapshot is copied to ``dead/<pid>.prom``
-  so counters never drop; its folder is emptied; it is restarted after a
+* reaps dead workers: when a worker died while loading an artifact, that
+  artifact is tried once more in a trial child of the supervisor's own
+  (``fwx.serving.crash_check``), and quarantined only if the trial crashes or
+  hangs too (the restart then marks the version FAILED with "loader crashed
+  (SIGSEGV) ..." and tries the next format); a worker's word alone never
+  quarantines. Its metrics snapshot is copied to ``dead/<pid>.prom`` so
+  counters never drop; its folder is emptied; it is restarted after a
   back-off that doubles on quick deaths;
 * kills a worker stuck in one load longer than the probe timeout (a hostile
-  artifact that hangs), with the same quarantine, timed by its own clock.
+  artifact that hangs), timed by its own clock, with the same trial.
 
 Workers are untrusted (``fwx.serving.runstate``): everything read from their
 folders is validated, a bad record is logged and ignored, and no exception
@@ -55,7 +57,9 @@ from types import FrameType
 
 from fwx.errors import UsageError
 from fwx.machine import signal_name
+from fwx.serving import crash_check
 from fwx.serving.config import ServerConfig
+from fwx.serving.crash_check import CrashCheck
 from fwx.serving.loader_probe import DEFAULT_TIMEOUT_S
 from fwx.serving.logs import setup_logging
 from fwx.serving.runstate import LoadMark, RunState, describe_key
@@ -88,6 +92,7 @@ class _Worker:
     restart_at: float = 0.0
     hung: str = ""  # why we killed it, when we did
     load: tuple[LoadMark, float] | None = None  # the mark it shows and when this process first saw it
+    check: CrashCheck | None = None  # the trial of the artifact it died on; it restarts after the verdict
 
 
 class Supervisor:
@@ -123,21 +128,22 @@ class Supervisor:
         w.load = None
         self.state.reset_slot(w.slot)  # the next worker in this slot starts from an empty folder
         how = _how(code)
-        if loading is not None and what is not None:
-            reason = w.hung or f"loader crashed ({how}) on {what}"
-            w.hung = ""
-            self.state.quarantine(w.slot, loading.key, reason)
+        if loading is not None and what is not None and not self.state.quarantined(loading.key):
             log.error(
-                "worker %d (pid %d) died (%s) loading %s: quarantined; restarting it without that artifact",
+                "worker %d (pid %d) died (%s) loading %s: trying that artifact in a trial of its own first",
                 w.slot,
                 pid,
-                how,
+                w.hung or how,
                 what,
             )
-            w.restart_at = now  # the cause is gone: restart at once
+            w.hung = ""
+            w.check = self._start_check(loading.key, what)
+            w.restart_at = float("inf")  # set by the verdict
             return
         w.hung = ""
-        if code > 0 and not w.was_ready:
+        if code > 0 and not w.was_ready and not self._announced:
+            # at the first start only: a bad flag or a refused port; later, a worker's exit (its code is
+            # untrusted) costs a restart, never the server
             log.error("worker %d exited with code %d before it was ready; stopping", w.slot, code)
             self._fatal = code
             return
@@ -145,6 +151,42 @@ class Supervisor:
         w.backoff = BACKOFF_MIN_S if stable else min(BACKOFF_MAX_S, w.backoff * 2)
         w.restart_at = now + (0.0 if stable else w.backoff)
         log.error("worker %d (pid %d) died (%s); restarting it in %.1fs", w.slot, pid, how, w.restart_at - now)
+
+    def _start_check(self, key: str, what: str) -> CrashCheck:
+        cfg = self.config
+        return crash_check.start(
+            key,
+            what,
+            repository=Path(cfg.repository),
+            env=self.spawner.env,
+            trust_model_code=bool(cfg.trust_model_code),
+            require_sandbox=bool(cfg.require_sandbox),
+            timeout_s=float(getattr(cfg, "probe_timeout_s", DEFAULT_TIMEOUT_S)),
+        )
+
+    def _judge(self, w: _Worker, now: float) -> bool:
+        """True once the trial of the artifact ``w`` died on has a verdict (quarantined or not)."""
+        assert w.check is not None
+        reason = w.check.verdict(now)
+        if reason is None:
+            return False
+        key, what = w.check.key, w.check.what
+        w.check = None
+        if reason:
+            self.state.quarantine(key, reason)
+            log.error("%s: quarantined; restarting worker %d without that artifact", reason, w.slot)
+            w.restart_at = now  # the cause is gone: restart at once
+        else:
+            w.backoff = min(BACKOFF_MAX_S, w.backoff * 2)
+            w.restart_at = now + w.backoff
+            log.error(
+                "worker %d died loading %s, which loads cleanly in a trial of its own: not quarantined; "
+                "restarting it in %.1fs",
+                w.slot,
+                what,
+                w.backoff,
+            )
+        return True
 
     def _what(self, slot: int, mark: LoadMark | None) -> str | None:
         """The artifact a mark names, described by the supervisor; None for a key outside the repository."""
@@ -196,6 +238,8 @@ class Supervisor:
 
     def _tend(self, w: _Worker, now: float) -> None:
         if w.proc is None:
+            if w.check is not None and not self._judge(w, now):
+                return
             if now >= w.restart_at:
                 self._spawn(w)
             return
@@ -244,6 +288,10 @@ class Supervisor:
                     pass
 
     def close(self) -> None:
+        for w in self.workers:
+            if w.check is not None:
+                w.check.stop()
+                w.check = None
         self.state.close()
         self.spawner.close()
 

@@ -8,8 +8,10 @@ command line and environment, forge its peer's and the supervisor's records,
 kill its peer and the supervisor, plant a probe verdict, and feed the
 supervisor and its peer malformed records of its own. Meanwhile a client keeps
 calling the healthy model on fresh connections (the kernel spreads them over
-both workers): every answer must be 200, readiness must never say 400, and
-the supervisor and both workers must still be the same processes afterwards.
+both workers): every answer must be 200 and readiness must never say 400. At
+the end it names the healthy model in its own loading mark and kills itself:
+the supervisor's own trial loads that model cleanly, so nothing is
+quarantined, worker 0 comes back and the pod is ready again.
 """
 
 from __future__ import annotations
@@ -174,14 +176,17 @@ def test_hostile_code_in_one_worker_stays_in_that_worker(server: dict[str, Any])
     assert len(workers) == 2
     answers: list[int | str] = []
     ready: list[int | str] = []
-    end = time.monotonic() + 240
-    while "end" not in _outcomes(log) and time.monotonic() < end and proc.poll() is None:
+
+    def restarted() -> bool:
+        """Worker 0 died blaming the healthy model, was judged by the supervisor's trial, and is back."""
+        now = _children(proc.pid)
+        return "not quarantined" in log.read_text(errors="replace") and len(now) == 2 and workers[0] not in now
+
+    end = time.monotonic() + 300
+    while time.monotonic() < end and proc.poll() is None and not (restarted() and ready[-1:] == [200]):
         answers.append(_status(port, "POST", "/v2/models/good/infer", token, body))
-        ready.append(_status(port, "GET", "/v2/health/ready", token))
-    for _ in range(50):  # and after it: the records it left behind are read by the supervisor and the peer
-        answers.append(_status(port, "POST", "/v2/models/good/infer", token, body))
-        ready.append(_status(port, "GET", "/v2/health/ready", token))
         answers.append(_status(port, "GET", "/metrics", token))
+        ready.append(_status(port, "GET", "/v2/health/ready", token))
     text = log.read_text(errors="replace")
     outcomes = _outcomes(log)
     assert outcomes.get("end") == "ok", text[-3000:]
@@ -193,11 +198,20 @@ def test_hostile_code_in_one_worker_stays_in_that_worker(server: dict[str, Any])
     assert outcomes["supervisor-environ"] in ("denied", "done:absent"), outcomes
     assert outcomes["own-malformed-loading"] == "done:written"
     assert "malformed loading mark" in text  # read, logged, ignored
-    bad = [a for a in answers if a != 200]
+    # The one request worker 0 may hold when it kills itself dies with it (a connection reset, as in any
+    # crash: the kernel does not hand a dead listener's connections to its peer unless tcp_migrate_req is on).
+    lost = [a for a in [*answers, *ready] if isinstance(a, str)]
+    assert len(lost) <= 1, lost
+    assert all("Connection reset" in a or "RemoteDisconnected" in a for a in lost), lost
+    bad = [a for a in answers if isinstance(a, int) and a != 200]
     assert bad == [], f"{len(bad)} of {len(answers)} requests failed, e.g. {bad[:3]}"
-    assert [r for r in ready if r not in (200, 503)] == []
+    assert [r for r in ready if isinstance(r, int) and r not in (200, 503)] == []  # 503 while it restarts
+    assert ready[-1] == 200
     assert proc.poll() is None
-    assert _children(proc.pid) == workers  # nobody was killed, nobody restarted
+    assert workers[1] in _children(proc.pid)  # the peer was never killed
+    assert outcomes["die-blaming"] == "good"
+    (run,) = Path(str(log.parent)).glob("fwx-serve-*")
+    assert json.loads((run / "quarantine.json").read_text()) == {}  # its word alone quarantines nothing
     assert KEY_TEXT not in text
 
 

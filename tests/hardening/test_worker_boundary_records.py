@@ -74,13 +74,13 @@ def test_the_supervisor_shrugs_off_what_a_worker_leaves_in_its_folder(tmp_path: 
         sup.close()
 
 
-def test_a_quarantine_binds_only_the_slot_that_crashed(tmp_path: Path) -> None:
+def test_the_supervisor_reads_a_quarantine_workers_cannot_extend(tmp_path: Path) -> None:
     state = RunState.create(tmp_path, 2)
     one = RunState.open(tmp_path, 2, 1)
     try:
-        state.quarantine(0, "onnx:/r/m/1/model.onnx:1:2", "loader crashed (SIGSEGV) on m v1 model.onnx (onnx)")
-        assert state.quarantined("onnx:/r/m/1/model.onnx:1:2", slot=0)
-        assert one.quarantined("onnx:/r/m/1/model.onnx:1:2") is None
+        state.quarantine("onnx:/r/m/1/model.onnx:1:2", "loader crashed (SIGSEGV) on m v1 model.onnx (onnx)")
+        assert one.quarantined("onnx:/r/m/1/model.onnx:1:2") == "loader crashed (SIGSEGV) on m v1 model.onnx (onnx)"
+        assert one.quarantined("onnx:/r/m/2/model.onnx:1:2") is None
     finally:
         state.close()
         one.close()

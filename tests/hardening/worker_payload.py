@@ -52,7 +52,7 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
-def run(root: Path, slot: int, token: str, start_dir: str) -> None:
+def run(root: Path, repository: Path, slot: int, token: str, start_dir: str) -> None:
     own, peer = root / f"w{slot}", root / f"w{1 - slot}"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and (root / "board").read_bytes()[:1] != b"\1":
@@ -79,6 +79,20 @@ def run(root: Path, slot: int, token: str, start_dir: str) -> None:
         (own / "loading").unlink()
     _try("own-garbage-metrics", lambda: _write(own / "metrics.prom", b"\xff\xfe{{{ not prometheus\n" * 1000))
     report("end", "ok")
+    if not any((root / "dead").iterdir()):  # once per run: the restarted worker runs this payload again
+        _die_blaming(own, repository)
+
+
+def _die_blaming(own: Path, repository: Path) -> None:
+    """Name a healthy artifact in its own loading mark and die, hoping the supervisor quarantines it."""
+    from fwx.formats import Format
+    from fwx.serving.runstate import artifact_key
+
+    healthy = next(repository.glob("*/*/model.onnx"))
+    mark = json.dumps({"key": artifact_key(Format.ONNX, healthy), "seq": 1}).encode()
+    _write(own / "loading", mark)
+    report("die-blaming", str(healthy.parent.parent.name))
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def install() -> None:
@@ -94,9 +108,10 @@ def install() -> None:
     def enter(policy: Any, **kw: Any) -> Any:
         status = original(policy, **kw)
         if kw.get("what") == f"worker {armed}":
-            root = Path(policy.write[0]).parent
+            root, repository = Path(policy.write[0]).parent, Path(policy.read[0])
             token = os.environ.get("FWX_TEST_TOKEN_REVERSED", "")[::-1]  # never the token's own bytes
-            threading.Thread(target=run, args=(root, int(armed), token, start_dir), daemon=True).start()
+            args = (root, repository, int(armed), token, start_dir)
+            threading.Thread(target=run, args=args, daemon=True).start()
         return status
 
     sandbox.enter = enter

@@ -263,20 +263,55 @@ def test_two_workers_serve_restart_aggregate_and_drain(tmp_path: Path, run_tmp: 
     assert not any(Path(f"/proc/{pid}").exists() for pid in after)
 
 
+def _crash_hook(monkeypatch: pytest.MonkeyPatch, over: int) -> None:
+    """Artifacts larger than ``over`` bytes crash whichever process loads them (crash_hook/sitecustomize.py)."""
+    hook = Path(__file__).parent / "crash_hook"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.setenv("FWX_TEST_CRASH_OVER", str(over))
+
+
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("trust", [True, False])
-def test_a_worker_killed_while_loading_quarantines_that_artifact(tmp_path: Path, run_tmp: Path, trust: bool) -> None:
-    """A loader crash costs a worker restart, not the server: the version is FAILED, the rest serves.
+def test_an_artifact_that_kills_its_loader_is_quarantined(
+    tmp_path: Path, run_tmp: Path, monkeypatch: pytest.MonkeyPatch, trust: bool
+) -> None:
+    """A loader crash costs a worker restart, not the server: the supervisor's own trial crashes too, so the
+    version is FAILED and the rest serves.
 
     Without --trust-model-code the worker loads a private copy; the quarantine still names the repository's
     artifact, so the restarted worker (another copy elsewhere) recognises it.
     """
     repo = tmp_path / "repo"
     publish(repo, "lin", 1)
-    publish(repo, "lin", 2, slow_ops=60, slow_dim=512)  # a slow warm-up: time to "crash" it mid-load
+    v2 = publish(repo, "lin", 2, slow_ops=60, slow_dim=512)  # larger than v1: the one that crashes
+    _crash_hook(monkeypatch, (v2 / "model.onnx").stat().st_size - 1)
     trusted = ["--trust-model-code"] if trust else []
     server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0", "--version-policy", "all", *trusted)
+    try:
+        server.wait_ready(240)
+        client = Client(server.http_port)
+        assert y_of(client.infer(4.0, version="1")[1]) == 9.0
+        rows = {r["version"]: r for r in client.post("/v2/repository/index", {})[1]}
+    finally:
+        code = server.stop()
+    assert "probe" not in "".join(ln for ln in server.log().splitlines() if "loaded as" in ln)
+    assert rows["1"]["state"] == "READY"
+    assert rows["2"]["state"] == "FAILED"
+    assert rows["2"]["reason"].startswith("onnx: loader crashed (SIGSEGV) on lin v2 model.onnx (onnx)")
+    assert "trying that artifact in a trial of its own" in server.log()
+    assert code == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_a_worker_that_dies_loading_a_sound_artifact_gets_no_quarantine(tmp_path: Path, run_tmp: Path) -> None:
+    """A worker's death while loading is its word, not proof (code inside it can fake one): the supervisor's
+    trial loads the artifact cleanly, so nothing is quarantined and the restarted worker serves the version."""
+    repo = tmp_path / "repo"
+    publish(repo, "lin", 1)
+    publish(repo, "lin", 2, slow_ops=60, slow_dim=512)  # a slow warm-up: time to kill it mid-load
+    server = ServerProcess(repo, tmp_path / "serve.log", "--poll-seconds", "0", "--version-policy", "all")
     try:
         _wait(
             lambda: (
@@ -287,17 +322,13 @@ def test_a_worker_killed_while_loading_quarantines_that_artifact(tmp_path: Path,
             "the worker to load v2",
         )
         (victim,) = _children(server.pid)
-        os.kill(victim, signal.SIGSEGV)  # what a native parser bug does to the loading process
-        server.wait_ready(120)
-        client = Client(server.http_port)
-        assert y_of(client.infer(4.0, version="1")[1]) == 9.0
-        rows = {r["version"]: r for r in client.post("/v2/repository/index", {})[1]}
+        os.kill(victim, signal.SIGSEGV)  # a crash the artifact does not cause
+        server.wait_ready(240)
+        rows = {r["version"]: r for r in Client(server.http_port).post("/v2/repository/index", {})[1]}
     finally:
         code = server.stop()
-    assert "probe" not in "".join(ln for ln in server.log().splitlines() if "loaded as" in ln)
-    assert rows["1"]["state"] == "READY"
-    assert rows["2"]["state"] == "FAILED"
-    assert rows["2"]["reason"].startswith("onnx: loader crashed (SIGSEGV) on lin v2 model.onnx (onnx)")
+    assert rows["2"]["state"] == "READY", rows
+    assert "loads cleanly in a trial of its own: not quarantined" in server.log()
     assert code == 0
 
 
