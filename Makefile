@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fwx-installed
 PYTEST_ARGS ?=
 
-.PHONY: install test-deps run test lint typecheck bench gpu-check clean
+.PHONY: install test-deps run test lint typecheck bench gpu-check docker-test clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,9 +24,10 @@ run: $(STAMP)
 
 ## make test-deps: the Debian packages the tests drive, in one apt call: nginx (tests/deploy/test_rolling.py
 ## puts it in front of three replicas), prometheus for promtool (deploy/monitoring/ rules), chromium (the
-## HTML report in a real browser). RUNLEVEL=1 keeps apt from starting a system nginx or prometheus.
+## HTML report in a real browser), qemu-user (tests/quantize/test_int8_cpu.py runs an INT8 model on an emulated
+## AVX2-only CPU). RUNLEVEL=1 keeps apt from starting a system nginx or prometheus.
 ## CI sets FWX_REQUIRE_TOOLS=1 so those tests fail rather than skip when a package is missing.
-TEST_TOOLS := nginx:nginx promtool:prometheus chromium:chromium
+TEST_TOOLS := nginx:nginx promtool:prometheus chromium:chromium qemu-x86_64:qemu-user
 test-deps:
 	@missing=""; for t in $(TEST_TOOLS); do \
 	  command -v $${t%%:*} >/dev/null 2>&1 || test -x /usr/sbin/$${t%%:*} || missing="$$missing $${t##*:}"; done; \
@@ -65,6 +66,13 @@ bench: $(STAMP)
 ## make gpu-check: GPU validation + GPU serving smoke (run on a machine with CUDA).
 gpu-check: $(STAMP)
 	bash scripts/gpu_check.sh
+
+## make docker-test: build the CPU image and a `fwx dockerize` image and run them as a user would (read-only
+## root, no capabilities, uid 1000, REST + gRPC, hot reload, docker stop drains). Installs Debian's docker.io
+## and starts dockerd without a bridge when missing; makes the base with debootstrap when the registry is
+## out of reach (docker/ci.sh says how; its timings go to ~/.cache/fwx-ci/docker-ci.json).
+docker-test: $(STAMP)
+	PY=$(PY) bash docker/ci.sh
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .mypy_cache .ruff_cache

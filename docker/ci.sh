@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Build fwx's images and run them as a user would (tests/docker/test_images.py); `make docker-test`.
+#
+# On a bare Debian machine it brings what it needs:
+#   * the engine: Debian's docker.io when dockerd is missing; dockerd started in the background when
+#     none answers, with no bridge and no iptables rules (the containers use the host's network on
+#     loopback ports, so no bridge and no private-range address is ever created);
+#   * the base image: the Dockerfiles' own ARG base (python:3.11-slim-bookworm) when the registry
+#     answers; otherwise Debian bookworm + python3.11 made by debootstrap and `docker import`ed.
+#     The debootstrap tarball is cached (FWX_CI_CACHE, default ~/.cache/fwx-ci), and the engine's
+#     layer cache keeps the pip layers between runs on the same machine.
+# Then it builds docker/Dockerfile (the CPU image) and the image `fwx dockerize` writes for a tiny
+# repository, and runs the image tests against both. Timings go to $FWX_CI_CACHE/docker-ci.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY="${PY:-.venv/bin/python}"
+CACHE="${FWX_CI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fwx-ci}"
+OFFICIAL_BASE="python:3.11.14-slim-bookworm"
+LOCAL_BASE="fwx-ci-base:bookworm-py311"
+CPU_TAG="fwx-ci:cpu"
+MODELS_TAG="fwx-ci-models:latest"
+SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+mkdir -p "$CACHE"
+declare -A SECONDS_TAKEN=()
+
+say() { echo "docker-ci: $*" >&2; }
+timed() {  # timed NAME CMD...: run CMD, remember how long it took
+    local name=$1 start=$SECONDS
+    shift
+    "$@"
+    SECONDS_TAKEN[$name]=$((SECONDS - start))
+    say "$name took ${SECONDS_TAKEN[$name]} s"
+}
+
+apt_install() {
+    say "installing Debian packages: $*"
+    $SUDO apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+engine() {
+    command -v dockerd >/dev/null 2>&1 || apt_install docker.io
+    docker info >/dev/null 2>&1 && return 0
+    say "starting dockerd (no bridge, no iptables; log: $CACHE/dockerd.log)"
+    $SUDO sh -c "nohup dockerd --bridge=none --iptables=false --ip-masq=false --ip6tables=false \
+        >'$CACHE/dockerd.log' 2>&1 &"
+    local deadline=$((SECONDS + 90))
+    until docker info >/dev/null 2>&1; do
+        [ $SECONDS -lt $deadline ] || { tail -20 "$CACHE/dockerd.log" >&2; say "dockerd did not start"; exit 1; }
+        sleep 1
+    done
+}
+
+debootstrap_tarball() {  # Debian bookworm with python3.11, as a tarball for `docker import`
+    local tarball="$CACHE/bookworm-py311.tar" root
+    if [ -s "$tarball" ]; then echo "$tarball"; return 0; fi
+    command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap >&2
+    root=$(mktemp -d)
+    say "debootstrap bookworm into $root (cached as $tarball)"
+    $SUDO debootstrap --variant=minbase --include=python3,python3-venv,python-is-python3,ca-certificates,passwd \
+        bookworm "$root" http://deb.debian.org/debian >&2
+    # This machine's CA bundle and a pip.conf naming it: behind a TLS-inspecting proxy the image's pip
+    # must trust what the host trusts (on a normal machine the bundle is Debian's own anyway).
+    $SUDO cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+    printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' | $SUDO tee "$root/etc/pip.conf" >/dev/null
+    $SUDO rm -rf "$root/var/cache/apt/archives/"*.deb "$root/var/lib/apt/lists/"*
+    $SUDO tar -C "$root" -cf "$tarball.partial" .
+    mv "$tarball.partial" "$tarball"
+    $SUDO rm -rf "$root"
+    echo "$tarball"
+}
+
+base_image() {  # prints the base to build on
+    if docker image inspect "$OFFICIAL_BASE" >/dev/null 2>&1 || timeout 120 docker pull -q "$OFFICIAL_BASE" >/dev/null 2>&1; then
+        echo "$OFFICIAL_BASE"
+        return 0
+    fi
+    if ! docker image inspect "$LOCAL_BASE" >/dev/null 2>&1; then
+        say "the registry base cannot be pulled: making $LOCAL_BASE"
+        docker import "$(debootstrap_tarball)" "$LOCAL_BASE" >/dev/null
+    fi
+    echo "$LOCAL_BASE"
+}
+
+build_cpu() {
+    DOCKER_BUILDKIT=0 docker build -q --network host --build-arg "PYTHON_IMAGE=$BASE" \
+        -f docker/Dockerfile -t "$CPU_TAG" . >/dev/null
+}
+
+build_dockerize() {  # a one-model repository, through `fwx dockerize`, built on the same base
+    local work
+    work=$(mktemp -d)
+    "$PY" - "$work/repo" <<'EOF'
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "tests/serving")
+import serving_models
+
+serving_models.publish(Path(sys.argv[1]), "lin", *serving_models.build_linear(), 1)
+EOF
+    "$PY" -m fwx dockerize "$work/repo" --tag "$MODELS_TAG" >/dev/null
+    DOCKER_BUILDKIT=0 docker build -q --network host --build-arg "BASE_IMAGE=$BASE" \
+        -t "$MODELS_TAG" "$work/repo" >/dev/null
+    rm -rf "$work"
+}
+
+size_mb() { docker image inspect -f '{{.Size}}' "$1" | awk '{printf "%.0f", $1 / 1e6}'; }
+
+timed engine engine
+timed base eval 'BASE=$(base_image)'
+say "base image: $BASE"
+timed build_cpu build_cpu
+timed build_dockerize build_dockerize
+say "sizes: $CPU_TAG $(size_mb "$CPU_TAG") MB, $MODELS_TAG $(size_mb "$MODELS_TAG") MB"
+FWX_DOCKER_IMAGES="$CPU_TAG,$MODELS_TAG" FWX_DOCKERIZE_IMAGE="$MODELS_TAG" \
+    timed tests "$PY" -m pytest -q -s -p no:cacheprovider tests/docker/test_images.py
+cat >"$CACHE/docker-ci.json" <<EOF
+{"base": "$BASE", "cpu_image_mb": $(size_mb "$CPU_TAG"), "dockerize_image_mb": $(size_mb "$MODELS_TAG"),
+ "seconds": {"engine": ${SECONDS_TAKEN[engine]}, "base": ${SECONDS_TAKEN[base]},
+             "build_cpu": ${SECONDS_TAKEN[build_cpu]}, "build_dockerize": ${SECONDS_TAKEN[build_dockerize]},
+             "tests": ${SECONDS_TAKEN[tests]}, "total": $SECONDS}}
+EOF
+say "done in $SECONDS s ($CACHE/docker-ci.json)"
