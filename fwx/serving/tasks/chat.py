@@ -62,15 +62,43 @@ def _token(assets: TextAssets, key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _environment() -> Any:
+    """The sandbox, set up as transformers renders chat templates (trim, lstrip, loop controls), except that
+    a value the sandbox refused fails the render instead of printing as nothing."""
+    from jinja2 import Undefined
+    from jinja2.exceptions import SecurityError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Refused(Undefined):
+        def _check(self) -> None:
+            if self._undefined_exception is SecurityError:
+                self._fail_with_undefined_error()
+
+        def __str__(self) -> str:
+            self._check()
+            return super().__str__()
+
+        def __bool__(self) -> bool:
+            self._check()
+            return super().__bool__()
+
+        def __iter__(self) -> Any:
+            self._check()
+            return super().__iter__()
+
+    return ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"], undefined=Refused
+    )
+
+
 def render(template: str, messages: list[dict[str, str]], assets: TextAssets) -> str:
     """The prompt text the template makes of ``messages``, ending with the assistant's turn."""
     from jinja2 import TemplateError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     def raise_exception(message: str) -> None:
         raise TemplateError(str(message))
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env = _environment()
     env.globals["raise_exception"] = raise_exception
     try:
         text = env.from_string(template).render(

@@ -92,8 +92,9 @@ class TaskPlane:
         ids = prompt if isinstance(prompt, list) else assets.tokenizer.encode(prompt, add_special_tokens=special).ids
         if not ids:
             raise InputError("the prompt is empty after tokenization")
-        if any(not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < 2**31 for t in ids):
-            raise InputError("prompt token ids must be non-negative integers")
+        vocab = _vocabulary(model, assets)
+        if any(not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < vocab for t in ids):
+            raise InputError(f"prompt token ids must be integers in [0, {vocab})")
         budget = assets.context - len(ids)
         if budget < params.max_tokens:
             raise InputError(
@@ -132,3 +133,13 @@ class TaskPlane:
 
         assets = await asyncio.to_thread(assets_of, model)
         return await run_text_task(model, slot, assets, request, deadline)
+
+
+def _vocabulary(model: LoadedModel, assets: TextAssets) -> int:
+    """Rows of the embedding table: the logits' last dimension, else the config's ``vocab_size``."""
+    logits = next((s for s in model.signature.outputs if s.name == "logits"), None)
+    last = logits.shape[-1] if logits is not None and logits.shape else None
+    if isinstance(last, int) and last > 0:
+        return last
+    size = assets.config.get("vocab_size")
+    return size if isinstance(size, int) and size > 0 else 2**31
