@@ -32,7 +32,7 @@ def _families(text: bytes) -> Iterator[Any]:
 
     try:
         yield from text_string_to_metric_families(text.decode("utf-8", "replace"))
-    except ValueError:  # a torn or foreign file: skip it rather than fail the scrape
+    except (ValueError, IndexError, KeyError, TypeError):  # torn, foreign or hostile (a peer wrote it): skip
         return
 
 

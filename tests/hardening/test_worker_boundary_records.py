@@ -132,3 +132,19 @@ def test_the_token_leaves_no_trace_in_proc() -> None:
         check=True,
     ).stdout
     assert out.split() == ["False", "False", "False", "--api-token=****************"]
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        b'# TYPE \x1e his8ogram\nx_bucket{ls="\xabbc"} 1\n',
+        b'x{a="1",\x0b="2"}\xaa1\xaa',
+        b"\xff\xfe{{{\n" * 100,
+        b"{" * 1000,
+    ],
+)
+def test_a_peers_hostile_metrics_never_fail_the_scrape(hostile: bytes) -> None:
+    from fwx.serving.metrics_merge import merge
+
+    own = b'# TYPE fwx_request_success counter\nfwx_request_success_total{model="m"} 3.0\n'
+    assert b'fwx_request_success_total{model="m"} 3.0' in merge([(own, True), (hostile, True)])
