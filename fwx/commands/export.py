@@ -36,6 +36,7 @@ SECTIONS = (
             "calibration_method",
             "calibration_samples",
             "per_channel",
+            "weight_bits",
             "io_dtype",
             "strict_int8",
             "preprocess",
@@ -160,6 +161,12 @@ SECTIONS = (
 )
 @click.option("--calibration-samples", type=click.IntRange(min=1), help="How many calibration samples to use.")
 @click.option("--per-channel/--per-tensor", "per_channel", default=None, help="Weight quantisation granularity.")
+@click.option(
+    "--weight-bits",
+    type=click.Choice(["7", "8"]),
+    help="ONNX int8 weight bits. Default 7: the same numbers on every CPU; 8 can saturate on x86-64 "
+    "without VNNI (AVX2-only), so the model then computes differently there than where it was validated.",
+)
 @click.option("--io-dtype", type=click.Choice(IO_DTYPES), help="TFLite int8 input/output dtype.")
 @click.option("--strict-int8", is_flag=True, help="TFLite: fail if any op cannot run in int8.")
 @click.option("--eval-data", metavar="PATH", help="Labelled samples to measure the quantised accuracy.")
@@ -267,6 +274,7 @@ def _options(kw: dict[str, Any]) -> ConvertOptions:
         min_cosine=kw["min_cosine"],
         min_agreement=kw["min_agreement"],
         budget_steps=kw["budget_steps"],
+        weight_bits=int(kw["weight_bits"]) if kw["weight_bits"] else None,
     )
     return ConvertOptions(
         opset=kw["opset"],

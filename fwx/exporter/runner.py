@@ -27,6 +27,7 @@ from fwx.exporter.readback import baked_axes, check_readback
 from fwx.exporter.reference_memo import RememberingRuntime
 from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.frameworks import require
+from fwx.quantize.budget import budget_verdict
 from fwx.quantize.onnx import quantize_onnx
 from fwx.quiet import quiet
 from fwx.runtimes.base import Runtime, load_runtime
@@ -36,6 +37,7 @@ from fwx.sources.onnx_external import external_files, gather_external_data
 from fwx.sources.reference import source_runtime
 from fwx.sources.samples import InputConfig, generate_inputs
 from fwx.validators import validate_runtimes
+from fwx.validators.policy import Policy
 
 WORK = ".work"
 
@@ -474,8 +476,9 @@ def _suspect_baked_prefix(ctx: RunContext, target: Format, attempt: Attempt, rt:
 
 def _validate(ctx: RunContext, target: Format, rt: Runtime, res: ConvertResult) -> Any:
     key = target.value
+    budget = budget_verdict(res.extra.get("quantization"))
     with quiet():
-        return validate_runtimes(
+        report = validate_runtimes(
             reference(ctx),
             {key: rt},
             signature=ctx.expected or ctx.signature,
@@ -485,7 +488,11 @@ def _validate(ctx: RunContext, target: Format, rt: Runtime, res: ConvertResult) 
             inputs=ctx.inputs,
             input_config=ctx.input_config,
             reference_key=f"source ({ctx.src.format})",
+            policy=Policy(int8_budget=budget),
         )
+    for art in report.artifacts:
+        art.judged_by = budget
+    return report
 
 
 def reference(ctx: RunContext) -> Runtime:

@@ -215,3 +215,24 @@ def measure_with(
             close()
 
     return measure
+
+
+def budget_verdict(quantization: object) -> str | None:
+    """The verdict of a met budget, for the validation of the artifact it shaped; None without one.
+
+    ``quantization`` is the artifact's receipt (``QuantInfo.to_json``). A budget
+    is measured on the eval data it names, which is more and better data than
+    the few validation samples; judging the same artifact again there could
+    only contradict it (a VGG that met ``--max-drop 0`` on 450 held-out digits
+    failed a 17-sample gate on one flipped prediction).
+    """
+    if not isinstance(quantization, dict) or not isinstance(b := quantization.get("budget"), dict) or not b.get("met"):
+        return None
+    final = b.get("final")
+    if not isinstance(final, dict):
+        final = {}
+    measured = Measure(final.get("drop_points"), final.get("cosine_mean"), final.get("agreement")).describe()
+    ev = quantization.get("eval")
+    n = ev.get("samples") if isinstance(ev, dict) else None
+    on = f"{n} samples" if isinstance(n, int) else str(b.get("data") or "the eval data")
+    return f"budget {b.get('budget')} met on {on}" + (f": {measured}" if measured else "")

@@ -84,6 +84,8 @@ class QuantInfo:
     calibration_data: str | None = None  # where the samples came from; "random" is flagged in warnings
     samples: int = 0
     granularity: str | None = None  # per-channel | per-tensor (weights of int8 kinds)
+    weight_bits: int | None = None  # 7 (ONNX default: no saturation on any CPU) or 8; int8 kinds only
+    cpu: dict[str, Any] = field(default_factory=dict)  # the CPU it was calibrated and measured on (cpu.py)
     io_dtype: str = "float32"  # dtype of the artifact's inputs/outputs
     io: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {dtype, scale, zero_point}
     opset: int | None = None

@@ -9,7 +9,10 @@
   time and peak memory stops growing with the number of samples.
   (``CalibMaxIntermediateOutputs`` is not used: in ORT 1.31 it discards the
   collected outputs without merging them.)
-* ``int8-dynamic``: ``quantize_dynamic`` (int8 weights, activations quantised at run time).
+  Weights are 7-bit (``reduce_range``) unless ``--weight-bits 8``: with 8,
+  onnxruntime's kernels saturate on x86-64 CPUs without VNNI and the model
+  computes different numbers there than where it was validated (``cpu.py``).
+* ``int8-dynamic``: ``quantize_dynamic`` (int8 weights, 7-bit likewise; activations quantised at run time).
 * ``fp16``: ``onnxruntime.transformers.float16`` with float32 inputs/outputs
   (Casts at the boundaries), so callers do not change.
 """
@@ -26,6 +29,7 @@ from fwx.errors import ExportError, FwxError, SignatureMismatchError, UsageError
 from fwx.formats import Format
 from fwx.frameworks import require
 from fwx.manifest import size_of
+from fwx.quantize.cpu import REDUCED_WEIGHT_BITS
 from fwx.quantize.data import Source, open_source
 from fwx.quantize.info import QuantInfo
 from fwx.quantize.options import (
@@ -72,10 +76,14 @@ def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, s: Quan
     )
     evaluation = _eval_source(s, signature)
     t0 = time.perf_counter()
+    if s.kind != "fp16":
+        from fwx.quantize.cpu import features
+
+        info.weight_bits, info.cpu = s.onnx_weight_bits, features().to_json()
     if s.kind == "int8":
         _static_budgeted(s, fp32_path, out_path, signature, info)
     elif s.kind == "int8-dynamic":
-        _dynamic(fp32_path, out_path, info)
+        _dynamic(fp32_path, out_path, info, reduce_range=s.onnx_weight_bits == REDUCED_WEIGHT_BITS)
     else:
         _fp16(onnx, fp32_path, out_path, info)
     info.calibration_seconds = round(time.perf_counter() - t0, 3)
@@ -156,6 +164,7 @@ def _static(
             per_channel=per_channel,
             activation_type=QuantType.QInt8,
             weight_type=QuantType.QInt8,
+            reduce_range=s.onnx_weight_bits == REDUCED_WEIGHT_BITS,
             calibrate_method=getattr(CalibrationMethod, _METHODS[s.calibration_method]),
             nodes_to_exclude=list(exclude),
             extra_options=extra,
@@ -177,7 +186,7 @@ def _pre_process(fp32: Path, dest: Path, info: QuantInfo) -> Path:
         return fp32
 
 
-def _dynamic(fp32: Path, out: Path, info: QuantInfo) -> None:
+def _dynamic(fp32: Path, out: Path, info: QuantInfo, *, reduce_range: bool) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     assert info.opset is not None
@@ -189,7 +198,10 @@ def _dynamic(fp32: Path, out: Path, info: QuantInfo) -> None:
     info.granularity = "per-tensor"
     with tempfile.TemporaryDirectory(prefix="fwx-quant-") as tmp:
         model_in = _pre_process(fp32, Path(tmp) / "pre.onnx", info)
-        _run(lambda: quantize_dynamic(str(model_in), str(out), weight_type=QuantType.QInt8), "int8-dynamic")
+        _run(
+            lambda: quantize_dynamic(str(model_in), str(out), weight_type=QuantType.QInt8, reduce_range=reduce_range),
+            "int8-dynamic",
+        )
 
 
 def _fp16(onnx: Any, fp32: Path, out: Path, info: QuantInfo) -> None:

@@ -60,6 +60,7 @@ class QuantOptions:
     min_cosine: float | None = None  # --min-cosine: mean output cosine vs the float model
     min_agreement: float | None = None  # --min-agreement: top-1 agreement with the float model (0..1)
     budget_steps: int | None = None  # --budget-steps: layers tried in float at most; None: 8
+    weight_bits: int | None = None  # --weight-bits (ONNX int8): 7 or 8; None: 7, the same numbers on every CPU
 
     def __post_init__(self) -> None:
         kind = str(self.kind or "").strip().lower()
@@ -70,6 +71,8 @@ class QuantOptions:
         object.__setattr__(self, "io_dtype", _choice(self.io_dtype, IO_DTYPES, "--io-dtype"))
         object.__setattr__(self, "calibration_data", _opt_str(self.calibration_data))
         object.__setattr__(self, "eval_data", _opt_str(self.eval_data))
+        if self.weight_bits not in (None, 7, 8):
+            raise UsageError(f"--weight-bits must be 7 or 8, got {self.weight_bits!r}")
         if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
             raise UsageError(f"--calibration-samples must be a positive integer, got {self.samples!r}")
         self.budget  # noqa: B018 - builds (and so checks) the budget's bounds now, not mid-export
@@ -94,6 +97,13 @@ class QuantOptions:
     @property
     def calibration_method(self) -> str:
         return self.method or DEFAULT_METHOD
+
+    @property
+    def onnx_weight_bits(self) -> int:
+        """ONNX int8 weights: 7 bits unless 8 were asked for (``fwx.quantize.cpu`` says why)."""
+        from fwx.quantize.cpu import REDUCED_WEIGHT_BITS
+
+        return self.weight_bits or REDUCED_WEIGHT_BITS
 
     @property
     def tflite_io_dtype(self) -> str:
@@ -142,6 +152,7 @@ _FLAGS = {
     "min_cosine": "--min-cosine",
     "min_agreement": "--min-agreement",
     "budget_steps": "--budget-steps",
+    "weight_bits": "--weight-bits",
 }
 
 
@@ -226,6 +237,15 @@ def _flag_warnings(target: Format, q: QuantOptions) -> list[str]:
         out.append(f"TFLite calibrates with min/max ranges; --calibration-method {q.method} applies to ONNX only")
     if target is Format.ONNX and q.io_dtype not in (None, "float32"):
         out.append("ONNX QDQ models keep float32 inputs and outputs; --io-dtype applies to TFLite only")
+    if target is Format.TFLITE and q.weight_bits == 7:
+        out.append(
+            "--weight-bits 7 applies to ONNX only: TFLite int8 weights are 8-bit (LiteRT's kernels do not saturate)"
+        )
+    if target is Format.ONNX and q.weight_bits == 8 and q.kind != "fp16":
+        out.append(
+            "--weight-bits 8: onnxruntime's int8 kernels can saturate on x86-64 CPUs without VNNI (AVX2-only), "
+            "so this model may compute different numbers there; fwx validate and fwx serve warn on such CPUs"
+        )
     if target is Format.ONNX and q.strict:
         out.append("--strict-int8 applies to TFLite only (ONNX QDQ leaves ops it cannot quantise in float)")
     _check_budget(q)

@@ -45,7 +45,9 @@ def rows(data: Mapping[str, Any] | QuantInfo) -> list[tuple[str, str]]:
     if info.method:
         out.append(("calibration", f"{info.method}, {info.samples} samples from {info.calibration_data}"))
     if info.granularity:
-        out.append(("weights", info.granularity))
+        out.append(("weights", info.granularity + (f", {info.weight_bits}-bit" if info.weight_bits else "")))
+    if info.cpu.get("model"):
+        out.append(("measured on", f"{info.cpu['model']} ({info.cpu.get('kernel', '?')} int8 kernels)"))
     out.append(("io dtype", info.io_dtype))
     r = info.size_ratio
     ratio = "" if not r else f" ({r:.2f}x smaller)" if r >= 1 else f" ({1 / r:.2f}x larger)"
@@ -105,6 +107,8 @@ def summary(data: Mapping[str, Any] | QuantInfo) -> str:
     parts = [info.kind + (f" {info.granularity}" if info.granularity else "")]
     if info.method:
         parts.append(f"{info.method} on {info.samples} samples ({info.calibration_data})")
+    if info.weight_bits:
+        parts.append(f"{info.weight_bits}-bit weights")
     if info.size_ratio:
         parts.append(f"{_size(info.size_before)} -> {_size(info.size_after)} ({info.size_ratio:.2f}x)")
     ev = info.eval

@@ -31,6 +31,7 @@ import numpy as np
 from fwx.errors import ExportError, FwxError, UnsupportedOpsError, first_line
 from fwx.formats import Format
 from fwx.frameworks import require
+from fwx.quantize.cpu import FULL_WEIGHT_BITS, features
 from fwx.quantize.data import Source, open_source
 from fwx.quantize.info import QuantInfo
 from fwx.quantize.options import RANDOM_WARNING, QuantOptions
@@ -139,6 +140,7 @@ def _configure(
         conv.target_spec.supported_types = [tf.float16]
         return
     info.granularity = "per-channel" if s.per_channel is not False else "per-tensor"
+    info.weight_bits, info.cpu = FULL_WEIGHT_BITS, features().to_json()
     if s.per_channel is False:
         conv._experimental_disable_per_channel = True
     if s.kind == "int8-dynamic":

@@ -85,6 +85,11 @@ def _add_version(col: Collection, folder: Path) -> None:
             from fwx.quantize.report import summary
 
             col.notes.append(f"{key}: {summary(entry.quantization)}")
+            from fwx.quantize.cpu import differs
+
+            q = entry.quantization
+            if (line := differs(q.get("cpu"), q.get("weight_bits"))) is not None:
+                col.notes.append(f"{key}: {line} (these results are that check)")
 
 
 def _guess_precision(path: Path) -> str:

@@ -122,6 +122,7 @@ class OutputAccumulator:
             ref_nonfinite=int(np.sum(~finite_r)),
             new_nonfinite=int(np.sum(finite_r & ~finite_c)),
             top1=self.top1_hits / self.top1_rows if self.top1_rows else None,
+            top1_rows=self.top1_rows,
             dtype=",".join(sorted(self.dtypes)),
             ref_dtype=self.ref_dtype,
         )

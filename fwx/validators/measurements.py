@@ -58,6 +58,7 @@ class ArtifactResult:
     notes: list[str] = field(default_factory=list)
     mean_ms: float | None = None
     mismatch: Mismatch | None = None  # where a failed artifact first leaves tolerance (``fwx.validators.locate``)
+    judged_by: str | None = None  # an int8 artifact judged by its accuracy budget (``Policy.int8_budget``)
 
     @property
     def passed(self) -> bool:
@@ -86,6 +87,7 @@ class ArtifactResult:
                 "notes": self.notes,
                 "outputs": [o.to_json() for o in self.outputs],
                 "mismatch": self.mismatch.to_json() if self.mismatch is not None else None,
+                "judged_by": self.judged_by,
             }
         )
 

@@ -88,6 +88,10 @@ class Policy:
     int8_min_cosine: float = 0.99
     int8_min_top1: float = 0.99
     max_accuracy_drop: float = 0.01
+    #: The accuracy budget that already judged this int8 artifact on its own eval data (``fwx export
+    #: --max-drop/--min-cosine/--min-agreement``): its verdict is the one verdict, not a second gate on
+    #: the few validation samples, where one flipped prediction of 16 reads as 94% agreement.
+    int8_budget: str | None = None
 
     def __post_init__(self) -> None:
         Tolerance(self.atol or 0.0, self.rtol or 0.0)  # refuses negative or non-finite overrides
@@ -128,6 +132,8 @@ class Policy:
         return reasons
 
     def _judge_int8(self, m: Mapping[str, Any]) -> list[str]:
+        if self.int8_budget is not None:
+            return []
         reasons = []
         if m["cosine"] < self.int8_min_cosine:
             reasons.append(f"cosine {m['cosine']:.4f} < {self.int8_min_cosine}")
@@ -139,7 +145,9 @@ class Policy:
                     f"{m['accuracy_ref']:.2%} (max drop {self.max_accuracy_drop:.0%})"
                 )
         elif m.get("top1") is not None and m["top1"] < self.int8_min_top1:
-            reasons.append(f"top-1 agreement {m['top1']:.1%} < {self.int8_min_top1:.0%}")
+            rows = int(m.get("top1_rows") or 0)
+            flip = f" on {rows} rows (one flip = {100 / rows:.1f} pt)" if rows else ""
+            reasons.append(f"top-1 agreement {m['top1']:.1%} < {self.int8_min_top1:.0%}{flip}")
         return reasons
 
 

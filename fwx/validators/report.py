@@ -74,6 +74,7 @@ class ValidationReport:
                 "samples": len(self.inputs),
                 "seed": self.seed,
                 "failures": [f"reference: {e}" for e in self.errors] + a.failures(),
+                **({"judged_by": a.judged_by} if a.judged_by else {}),
                 "outputs": {
                     o.name: {
                         k: o.metrics.get(k)

@@ -67,8 +67,9 @@ def train(x: np.ndarray, y: np.ndarray, *, epochs: int = 4, seed: int = 0) -> An
         torch.set_num_threads(threads)
 
 
-def write(folder: Path, digits: Any) -> tuple[Path, Path, float]:
-    """The trained weights, calibration data (training split) and the float model's held-out accuracy."""
+def write(folder: Path, digits: Any) -> tuple[Path, Path, Path, float]:
+    """The trained weights, calibration data (training split), labelled eval data (held-out split) and the
+    float model's held-out accuracy."""
     import torch
 
     x_tr, x_te = upscale(digits.x_train), upscale(digits.x_test)
@@ -78,6 +79,8 @@ def write(folder: Path, digits: Any) -> tuple[Path, Path, float]:
     torch.save(model.state_dict(), weights)
     calib = folder / "resnet_calib.npz"
     np.savez(calib, image=x_tr[:64])
+    evaluation = folder / "resnet_eval.npz"
+    np.savez(evaluation, image=x_te, labels=digits.y_test)
     with torch.no_grad():
         acc = float((model(torch.from_numpy(x_te)).argmax(-1).numpy() == digits.y_test).mean())
-    return weights, calib, acc
+    return weights, calib, evaluation, acc

@@ -8,6 +8,7 @@ to run it), and LiteRT's run-together error text is split into its messages.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -29,23 +30,31 @@ pytest.importorskip("onnxruntime")
 
 
 @pytest.fixture(scope="module")
-def resnet(digits: Digits, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
+def resnet(digits: Digits, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, float]:
     return resnet_digits.write(tmp_path_factory.mktemp("resnet"), digits)
 
 
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_resnet_int8_per_tensor_reaches_onnx_and_tflite(
-    cli, resnet: tuple[Path, Path, float], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli, resnet: tuple[Path, Path, Path, float], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Per-tensor INT8 of the ResNet reaches both formats and is judged by one verdict: the budget's.
+
+    The network is trained here, and float32 training rounds differently on AVX2
+    and AVX-512 kernels: the network an AVX2-only EPYC trains agrees 98.4-99.6%
+    with its float model on the 450 held-out digits after per-tensor INT8, and
+    flips 2 of the 34 validation rows. A 99% gate on those rows would pass here
+    and fail there; the budget judges on the held-out split, on any CPU.
+    """
     pytest.importorskip("tensorflow")
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    weights, calib, accuracy = resnet
+    weights, calib, evaluation, accuracy = resnet
     assert accuracy > 0.85  # trained: INT8 numbers on random weights say nothing
     res = cli(
         "export", weights, "--model-class", "resnet_digits:build", "--input", "image:float32[N,1,32,32]",
         "--to", "onnx,tflite", "--quantize", "int8", "--calibration-data", calib, "--per-tensor",
-        "--out", tmp_path,
+        "--eval-data", evaluation, "--min-agreement", "0.97", "--out", tmp_path,
     )  # fmt: skip
     assert res.code == 0, res.err
     version = tmp_path / "resnet" / "1"
@@ -53,11 +62,12 @@ def test_resnet_int8_per_tensor_reaches_onnx_and_tflite(
     for fmt in ("onnx", "tflite"):
         assert manifest["artifacts"][fmt]["quantization"]["granularity"] == "per-tensor"
         assert manifest["artifacts"][fmt]["validation"]["passed"] is True
-    assert res.out.count("weights       per-tensor") == 2
+    assert re.findall(r"weights +per-tensor, (\d)-bit", res.out) == ["7", "8"]  # ONNX 7-bit: no saturation anywhere
     # the check column says what the INT8 gate judged (cosine, top-1 agreement), not an element-wise difference
     rows = [line for line in res.out.splitlines() if line.startswith(("onnx ", "tflite ")) and "model." in line]
     assert len(rows) == 2
-    assert all("PASS (cosine 0.99" in r and "top-1" in r and "max abs" not in r for r in rows), rows
+    # the check column says what judged the artifact: the budget, on the held-out split, not the 34 validation rows
+    assert all("PASS (budget agreement >= 0.97 met on 450 samples" in r and "max abs" not in r for r in rows), rows
     scales = _weight_scale_sizes(version / "model.onnx")
     assert scales
     assert set(scales) == {1}, scales  # one scale per weight tensor: per-tensor, as asked
