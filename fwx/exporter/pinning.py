@@ -126,7 +126,9 @@ def output_specs(
     """Output specs from running the model at the two ``probe_sizes``.
 
     A dimension that changes between runs is dynamic; it takes the input symbol
-    whose size it equals in both runs (``N`` for a batch axis), else a new symbol.
+    whose size it equals in both runs (``N`` for a batch axis), else the sum of two
+    that it equals in both (a decoder's cache: ``past_decoder_sequence_length +
+    decoder_sequence_length``), else a new symbol.
     """
     first, second = runs
     if len(first) != len(names):
@@ -142,6 +144,12 @@ def output_specs(
                 dims.append(int(da))
                 continue
             match = [sym for sym in sizes[0] if sizes[0][sym] == da and sizes[1].get(sym) == db]
+            match += [
+                f"{p} + {q}"
+                for q in sizes[0]
+                for p in sizes[0]
+                if p > q and sizes[0][p] + sizes[0][q] == da and sizes[1].get(p, -1) + sizes[1].get(q, -1) == db
+            ]
             dims.append(match[0] if match else f"{name}_d{axis}")
         specs.append(TensorSpec(name, normalize_dtype(a.dtype), tuple(dims)))
     return tuple(specs)

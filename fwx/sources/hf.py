@@ -210,6 +210,8 @@ def _seq2seq(model: Any, part: str) -> Built:
     from fwx.sources import hf_modules as hm
 
     config_json = model.config.to_dict()
+    if part == "decoder-with-past":
+        return _seq2seq_cached(model)
     if part == "encoder":
         specs = hf_tasks.text_inputs({}, frozenset())  # input_ids, attention_mask
         module = hm.TaskModule(model.get_encoder(), ("input_ids", "attention_mask"), ("last_hidden_state",))
@@ -218,6 +220,20 @@ def _seq2seq(model: Any, part: str) -> Built:
     specs = hf_tasks.decoder_part_inputs(hidden)
     vocab = int(model.get_input_embeddings().num_embeddings)
     return Built(hm.Seq2SeqDecoder(model), specs, SourceExtras(ranges={"input_ids": (0, vocab)}), {})
+
+
+def _seq2seq_cached(model: Any) -> Built:
+    from fwx.sources import hf_seq2seq
+
+    shape = hf_seq2seq.DecoderShape.of(model.config)
+    specs = hf_tasks.seq2seq_cache_inputs(shape.layers, shape.heads, shape.head_dim, shape.hidden)
+    vocab = int(model.get_input_embeddings().num_embeddings)
+    extras = SourceExtras(
+        ranges={"input_ids": (0, vocab)},
+        check=hf_seq2seq.greedy_check(model, shape, vocab),
+    )
+    module = hf_seq2seq.CachedSeq2SeqDecoder(model, shape)
+    return Built(module, specs, extras, dict(hf_tasks.SEQ2SEQ_CACHE_SIZES))
 
 
 def _in_vocabulary(

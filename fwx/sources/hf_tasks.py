@@ -83,6 +83,14 @@ TASKS: dict[str, Task] = {
             parts=("encoder", "decoder"),
             writes="two models: NAME-encoder and NAME-decoder",
         ),
+        Task(
+            "text2text-generation-with-past",
+            "AutoModelForSeq2SeqLM",
+            "seq2seq",
+            ("logits",),
+            parts=("encoder", "decoder-with-past"),
+            writes="two models: NAME-encoder and NAME-decoder-with-past (every step, its own cache)",
+        ),
     )
 }
 
@@ -236,6 +244,35 @@ def decoder_part_inputs(hidden: int) -> tuple[TensorSpec, ...]:
         _ids("encoder_attention_mask", "encoder_sequence_length"),
         TensorSpec("encoder_hidden_states", "float32", (BATCH, "encoder_sequence_length", hidden)),
     )
+
+
+DEC = "decoder_sequence_length"
+ENC = "encoder_sequence_length"
+PAST_DEC = "past_decoder_sequence_length"
+
+
+def seq2seq_cache_inputs(layers: int, heads: int, head_dim: int, hidden: int) -> tuple[TensorSpec, ...]:
+    """The seq2seq decoder with a cache: new decoder ids, the encoder's mask and states, the decoder's cache."""
+    specs = [
+        _ids("input_ids", DEC),
+        _ids("encoder_attention_mask", ENC),
+        TensorSpec("encoder_hidden_states", "float32", (BATCH, ENC, hidden)),
+    ]
+    for i in range(layers):
+        for kind in ("key", "value"):
+            specs.append(
+                TensorSpec(f"past_key_values.{i}.decoder.{kind}", "float32", (BATCH, heads, PAST_DEC, head_dim))
+            )
+    return tuple(specs)
+
+
+#: As ``CACHE_SIZES``: tracing (all >= 2), the first step (an empty cache, the start token), a later step.
+SEQ2SEQ_CACHE_SIZES: dict[str, tuple[int, ...]] = {
+    BATCH: (2, 1, 3),
+    DEC: (3, 1, 1),
+    PAST_DEC: (4, 0, 5),
+    ENC: (5, 6, 7),
+}
 
 
 def cache_inputs(layers: int, kv_heads: int, head_dim: int, *, positions: bool = True) -> tuple[TensorSpec, ...]:

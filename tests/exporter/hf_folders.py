@@ -191,8 +191,49 @@ def whisper(folder: Path) -> tuple[Path, str]:
 
 def t5(folder: Path) -> tuple[Path, str]:
     tf = transformers()
-    cfg = tf.T5Config(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=1, num_heads=2)
+    cfg = tf.T5Config(
+        vocab_size=VOCAB,
+        d_model=32,
+        d_kv=16,
+        d_ff=64,
+        num_layers=1,
+        num_heads=2,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        eos_token_id=1,
+    )
     return _save(_init(tf.T5ForConditionalGeneration(cfg), 0.2), folder, tokenizer=True), "text2text-generation"
+
+
+def _bart_like(folder: Path, config: str, model: str) -> tuple[Path, str]:
+    tf = transformers()
+    cfg = getattr(tf, config)(
+        vocab_size=VOCAB,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=3,
+        decoder_start_token_id=2,
+        forced_eos_token_id=None,
+        architectures=[model],
+    )
+    return _save(_init(getattr(tf, model)(cfg), 0.2), folder), "text2text-generation"
+
+
+def bart(folder: Path) -> tuple[Path, str]:
+    return _bart_like(folder, "BartConfig", "BartForConditionalGeneration")
+
+
+def marian(folder: Path) -> tuple[Path, str]:
+    """``MarianMTModel``: a translation model whose class name says nothing of its task."""
+    return _bart_like(folder, "MarianConfig", "MarianMTModel")
 
 
 def roberta(folder: Path) -> tuple[Path, str]:
@@ -265,6 +306,8 @@ BUILDERS: dict[str, Callable[[Path], tuple[Path, str]]] = {
     "whisper": whisper,
     "t5": t5,
     "roberta": roberta,
+    "bart": bart,
+    "marian": marian,
     "wav2vec2_ctc": wav2vec2_ctc,
     "wav2vec2_audio": wav2vec2_audio,
     "resnet": resnet,

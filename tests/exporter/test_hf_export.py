@@ -184,6 +184,34 @@ def test_the_task_is_inferred_and_the_inputs_are_the_models_own(
     assert res.signature.inputs[0].shape == dims
 
 
+@pytest.mark.parametrize(
+    ("name", "targets"), [("bart", ("onnx", "pt2")), ("t5", ("torchscript",)), ("marian", ("savedmodel",))]
+)
+def test_a_seq2seq_decoder_with_a_cache_generates_transformers_own_tokens(
+    tmp_path: Path, name: str, targets: tuple[str, ...]
+) -> None:
+    """BART, T5 and Marian: the decoder with its own cache, every step in one artifact, greedy tokens equal to
+    generate() for a sentence alone and a padded batch of two."""
+    folder, _ = hf.BUILDERS[name](tmp_path / name)
+    task = "text2text-generation-with-past:decoder-with-past"
+    (res,) = export_all(str(folder), list(targets), ExportOptions(out=tmp_path / "repo", task=task))
+    assert res.ok, res.failures
+    sig = res.signature
+    assert sig.input_names[:4] == [
+        "input_ids",
+        "encoder_attention_mask",
+        "encoder_hidden_states",
+        "past_key_values.0.decoder.key",
+    ]
+    assert sig.output_names[:2] == ["logits", "present.0.decoder.key"]
+    total = "past_decoder_sequence_length + decoder_sequence_length"
+    assert sig.output("present.0.decoder.key").shape[2] == total
+    _one_spelling(res)
+    for key in targets:
+        notes = res.reports[key].artifact(key).notes
+        assert any("a padded batch of 2 (3 and 7 tokens)" in n for n in notes), (key, notes)
+
+
 def test_a_cache_decoder_that_generates_other_tokens_fails(tmp_path: Path) -> None:
     """The generation check can fail: against a model with other weights the same artifact diverges."""
     from fwx.formats import Format
