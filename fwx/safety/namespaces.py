@@ -106,6 +106,8 @@ def isolate(shm_bytes: int, *, network: bool = True) -> Isolation:
 def drop_capabilities() -> bool:
     """Give up every capability for good (root's too): no reading other processes' memory or ``environ``
     past their owner's wish (``CAP_SYS_PTRACE``), no new mounts. True when done."""
+    if sys.platform != "linux":
+        return False
     libc = _libc()
     try:
         last = int(Path("/proc/sys/kernel/cap_last_cap").read_text(encoding="ascii"))
@@ -121,7 +123,8 @@ def drop_capabilities() -> bool:
 
 def die_with_parent(libc: ctypes.CDLL | None = None) -> None:
     """End (SIGKILL) when the process that started this one ends: no loader outlives its command."""
-    (libc or _libc()).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if sys.platform == "linux":
+        (libc or _libc()).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _wait_and_mirror(pid: int) -> None:

@@ -209,7 +209,8 @@ def run_loader(walls: Walls) -> int:
     # which the loader gives up (Landlock alone leaves environ readable to a same-user process).
     import ctypes
 
-    ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     proc = subprocess.Popen(argv, env=env)  # noqa: S603 - our own interpreter and command line, no shell
     old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the loader, which ends cleanly
     old_term = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
