@@ -55,7 +55,7 @@ def default_memory() -> int:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         total = 16 << 30
-    return min(8 << 30, total // 2)
+    return min(8 << 30, total // 2 // (256 << 20) * (256 << 20))  # whole quarters of a GiB: a readable default
 
 
 #: One hour of CPU (all threads together): the suite's largest export takes a few minutes.
