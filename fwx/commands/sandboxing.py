@@ -64,7 +64,7 @@ SPECS: dict[str, Spec] = {
 REQUIRE_OPTION = click.Option(
     ["--require-sandbox"],
     is_flag=True,
-    help="Fail instead of warning when the Landlock sandbox cannot be applied (also FWX_REQUIRE_SANDBOX=1).",
+    help="Fail, naming them, when the loader cannot take every wall (also FWX_REQUIRE_SANDBOX=1).",
 )
 #: A step (loading, one conversion hop, one validation) longer than this is stopped with one error line.
 DEFAULT_STEP_TIMEOUT_S = 1800.0
