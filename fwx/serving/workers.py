@@ -203,6 +203,10 @@ def main() -> int:
 
         # (a kernel without Landlock was reported once by the supervisor: fwx.commands.serve)
         enter(sandbox_policy(config, job.root, slot), require=config.require_sandbox, what=f"worker {slot}", warn=False)
+    if all(p <= 0 or p >= 1024 for p in (config.http_port, config.grpc_port)):  # else it needs CAP_NET_BIND_SERVICE
+        from fwx.safety.namespaces import drop_capabilities
+
+        drop_capabilities()  # as root, CAP_SYS_PTRACE would open the supervisor's /proc environ all the same
     from fwx.serving import loader
     from fwx.serving.server import run_server
 

@@ -1,10 +1,10 @@
 """Hostile code inside ``fwx serve``'s worker 0, once its sandbox is on (test only).
 
-Installed by a ``sitecustomize`` on the test server's PYTHONPATH: it wraps
-``fwx.safety.sandbox.enter`` so that, in the worker the test arms
-(``FWX_TEST_PAYLOAD_SLOT``), a thread starts right after the worker restricted
-itself, waits until every worker is ready, and tries to reach past its own
-slot. It prints one ``FWX-PAYLOAD <attempt> <outcome>`` line per attempt; the
+Installed by a ``sitecustomize`` on the test server's PYTHONPATH: in the
+worker the test arms (``FWX_TEST_PAYLOAD_SLOT``), a thread starts once the
+worker has restricted itself and dropped its capabilities (when it sets up its
+logging, before it loads a model), waits until every worker is ready, and
+tries to reach past its own slot. It prints one ``FWX-PAYLOAD <attempt> <outcome>`` line per attempt; the
 test reads them from the server's log.
 """
 
@@ -96,22 +96,30 @@ def _die_blaming(own: Path, repository: Path) -> None:
 
 
 def install() -> None:
-    """Wrap ``enter`` in the armed worker (called from the test's sitecustomize)."""
+    """Arm the worker the test names (called from the test's sitecustomize): the payload starts when the
+    worker sets up its logging, right after its sandbox and its capability drop, as model code would."""
     armed = os.environ.get("FWX_TEST_PAYLOAD_SLOT")
     if armed is None:
         return
     import fwx.safety.sandbox as sandbox
+    import fwx.serving.logs as logs
 
-    original = sandbox.enter
+    enter_real, setup_real = sandbox.enter, logs.setup_logging
     start_dir = os.getcwd()
+    seen: dict[str, Path] = {}
 
     def enter(policy: Any, **kw: Any) -> Any:
-        status = original(policy, **kw)
         if kw.get("what") == f"worker {armed}":
-            root, repository = Path(policy.write[0]).parent, Path(policy.read[0])
+            seen["root"], seen["repository"] = Path(policy.write[0]).parent, Path(policy.read[0])
+        return enter_real(policy, **kw)
+
+    def setup_logging(level: str, tag: str = "", **kw: Any) -> Any:
+        done = setup_real(level, tag, **kw)
+        if tag == f"w{armed}" and seen:
             token = os.environ.get("FWX_TEST_TOKEN_REVERSED", "")[::-1]  # never the token's own bytes
-            args = (root, repository, int(armed), token, start_dir)
+            args = (seen["root"], seen["repository"], int(armed), token, start_dir)
             threading.Thread(target=run, args=args, daemon=True).start()
-        return status
+        return done
 
     sandbox.enter = enter
+    logs.setup_logging = setup_logging
