@@ -230,6 +230,7 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
         validation_data=kw["validation_data"],
         task=kw["task"],
         weights=kw["weights"],
+        external_data=kw["external_data_dir"],
         allow_signature_change=kw["allow_signature_change"],
         prefetch=kw["prefetch"],
     )

@@ -271,6 +271,9 @@ def _snap(value: Any, roots: list[Path], external_data: Path | None = None) -> A
         roots.append(Path(value).resolve())  # a repository or model folder: listed, never loaded
         return value
     snap = snapshot.register(value, external_data=external_data)
+    from fwx.sources import boundary
+
+    boundary.admit(value, external_data=external_data)  # its format and hash, once, for every later reader
     roots.append(snap.root)  # fwx.json's source path is data, never followed (validate --source-model names it)
     return type(value)(snap.path) if isinstance(value, Path) else str(snap.path)
 

@@ -42,6 +42,7 @@ class ExportOptions:
     validation_data: str | Path | None = None  # --validation-data: real samples validated beside generated ones
     task: str | None = None  # --task: what a Hugging Face folder exports (None: from its config)
     weights: str | Path | None = None  # --weights: a state_dict (safetensors or pickle) for a factory's module
+    external_data: Path | None = None  # --external-data-dir: where a loose .onnx keeps its data (fwx.safety.snapshot)
     allow_signature_change: bool = False  # publish a version whose interface differs from the previous one
     prefetch: str | None = None  # auto | on | off (--prefetch); None: $FWX_PREFETCH, else DEFAULT_PREFETCH
 

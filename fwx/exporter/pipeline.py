@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import os
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,7 @@ from fwx.quantize.options import check_options, check_target, validation_example
 from fwx.repository import Repository, model_name_for
 from fwx.safety.snapshot import original
 from fwx.signature import Signature, static_signature
+from fwx.sources.boundary import admit
 from fwx.sources.input_roles import input_roles
 from fwx.sources.load import LoadedSource, is_factory_ref, load_source
 from fwx.sources.lookup_tables import lookup_values
@@ -107,6 +109,7 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
         if isinstance(eo.example_inputs, Mapping)
         else (load_example_inputs(eo.example_inputs) if eo.example_inputs else None)
     )
+    source = _admitted(source, eo)
     start, wanted, copies = start_format(source), parse_targets(targets), copied_formats(source)
     if eo.convert.quantize:  # name the formats that can hold it, before the planner only says "no path"
         for fmt in wanted:
@@ -147,6 +150,17 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     if examples is None and opts.quantize:  # validate int8 on real samples, not on noise it was never calibrated for
         examples = validation_examples(opts.quant, sig)
     return _run(repo, model_name, src, sig, sel, opts, examples, eo)
+
+
+def _admitted(source: str | Path, eo: ExportOptions) -> str | Path:
+    """The private copy of a model path, admitted once at the boundary (format and hash with it): every later
+    step reads the copy; a factory reference, a missing path (load says so) or a trusted path stays as given."""
+    if eo.convert.trust_model_code or not os.path.exists(source):
+        return source
+    if isinstance(source, str) and is_factory_ref(source):
+        return source
+    copy = admit(source, external_data=eo.external_data).path
+    return copy if isinstance(source, Path) else str(copy)
 
 
 def default_name(source: str | Path) -> str:

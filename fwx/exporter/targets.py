@@ -19,7 +19,8 @@ from fwx import ui
 from fwx.converters.base import ConvertOptions
 from fwx.converters.plan import Plan, best_plans, plans_or_none
 from fwx.errors import FwxError, UsageError
-from fwx.formats import LAYOUTS, NCHW, NHWC, TARGETS, Format, detect_format, parse_format
+from fwx.formats import LAYOUTS, NCHW, NHWC, TARGETS, Format, parse_format
+from fwx.sources.boundary import format_of
 from fwx.sources.load import is_factory_ref
 
 #: The layout of a source format's image inputs, where the format alone tells (ONNX needs its graph).
@@ -86,7 +87,7 @@ def start_format(source: str | Path) -> Format:
     """Where the planner starts for ``source``, from content detection only (nothing is loaded)."""
     if isinstance(source, str) and is_factory_ref(source):
         return Format.PYTORCH
-    fmt = detect_format(source)
+    fmt = format_of(source)
     return Format.PYTORCH if fmt in (Format.TORCHSCRIPT, Format.PT2) else fmt
 
 
@@ -98,7 +99,7 @@ def copied_formats(source: str | Path) -> frozenset[Format]:
     """
     if isinstance(source, str) and is_factory_ref(source):
         return frozenset()
-    return frozenset({Format.PT2}) if detect_format(source) is Format.PT2 else frozenset()
+    return frozenset({Format.PT2}) if format_of(source) is Format.PT2 else frozenset()
 
 
 def select(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from fwx.errors import InputError
+from fwx.formats import Format
 from fwx.safety import fdcopy
 from fwx.safety.beneath import open_beneath
 
@@ -34,6 +35,7 @@ class Snapshot:
     original: Path
     root: Path  # the private folder holding it; remove it with ``discard``
     companions: tuple[str, ...] = ()  # a loose file's external data files, by the names it gives them
+    format: Format | None = None  # detected once, on the copy; None when undetectable (the loader says why)
 
     def discard(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -72,26 +74,38 @@ def take(path: str | Path, parent: Path | None = None, *, external_data: Path | 
                 folder.copy_tree(dest)
             finally:
                 folder.close()
+            fmt = _detect(dest)
         else:
-            companions = _copy_loose(original, dest, external_data)
+            fmt, companions = _copy_loose(original, dest, external_data)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    return Snapshot(dest, Path(path), root, companions)
+    return Snapshot(dest, Path(path), root, companions, fmt)
 
 
-def _copy_loose(named: Path, dest: Path, external_data: Path | None) -> tuple[str, ...]:
-    """Copy one model file, then the external data files it names; returns their names."""
+def _detect(copy: Path) -> Format | None:
+    """The copy's format, detected this once for every later reader (fwx.sources.boundary.format_of)."""
+    from fwx.formats import detect_format
+
+    try:
+        return detect_format(copy)
+    except (InputError, OSError):
+        return None
+
+
+def _copy_loose(named: Path, dest: Path, external_data: Path | None) -> tuple[Format | None, tuple[str, ...]]:
+    """Copy one model file, then the external data files it names; returns its format and their names."""
     from fwx.safety import onnx_locations
 
     folder = fdcopy.Folder.open(named.parent)
     try:
         folder.copy(folder.open_file(folder.fd, (), named.name), dest, named, alone=True)
-        spans = _external_data(dest)
+        fmt = _detect(dest)
+        spans = _external_data(dest) if fmt is Format.ONNX else {}
         if not spans:
-            return ()
+            return fmt, ()
         if external_data is not None:
-            return _copy_from(Path(external_data), dest, spans)
+            return fmt, _copy_from(Path(external_data), dest, spans)
         for location in spans:
             onnx_locations.plain(named, location)
             if folder.hub_fd is None:  # the clear message; the copy below is fd-relative either way
@@ -102,7 +116,7 @@ def _copy_loose(named: Path, dest: Path, external_data: Path | None) -> tuple[st
         onnx_locations.covered(named, dest.parent, spans)
     finally:
         folder.close()
-    return tuple(sorted(spans))
+    return fmt, tuple(sorted(spans))
 
 
 def _copy_from(where: Path, dest: Path, spans: dict[str, list[tuple[int, int | None]]]) -> tuple[str, ...]:
@@ -149,10 +163,8 @@ def _external_data(copy: Path) -> dict[str, list[tuple[int, int | None]]]:
     import subprocess
     import sys
 
-    from fwx.formats import Format, detect_format
-
     try:
-        if detect_format(copy) is not Format.ONNX or copy.stat().st_size == 0:
+        if copy.stat().st_size == 0:
             return {}
         with open(copy, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             if mm.find(b"location") < 0:
@@ -195,6 +207,12 @@ def loadable(path: str | Path, *, trust: bool) -> Path:
     if trust or is_snapshot(path):
         return path
     return register(path).path
+
+
+def taken(path: str | Path) -> Snapshot | None:
+    """The snapshot whose private copy is ``path`` (None for any other path)."""
+    p = Path(path)
+    return next((s for s in _TAKEN.values() if s.path == p), None)
 
 
 def companions(path: str | Path) -> dict[str, Path]:

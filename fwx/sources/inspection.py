@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import InputError, UnsafeModelError, UsageError
-from fwx.formats import Format, detect_format
+from fwx.formats import Format
 from fwx.manifest import MANIFEST_NAME, Manifest, size_of
 from fwx.repository import Repository
 from fwx.safety import check_model
 from fwx.signature import Signature
 from fwx.sources import readers
 from fwx.sources import torch_source as ts
+from fwx.sources.boundary import format_of
 from fwx.sources.pt2 import pt2_inputs
 
 
@@ -35,7 +36,7 @@ def inspect_path(path: str | Path, *, trust: bool = False, signature_name: str =
         return _version_folder(p)
     if p.is_dir() and not (p / "saved_model.pb").is_file() and Repository(p.parent).versions(p.name):
         return {"path": str(p), "format": "model folder", "versions": Repository(p.parent).versions(p.name)}
-    fmt = detect_format(p)
+    fmt = format_of(p)
     info: dict[str, Any] = {
         "path": str(p),
         "format": fmt.value,

@@ -15,13 +15,13 @@ from typing import Any
 
 from fwx import ui
 from fwx.errors import InputError, UsageError
-from fwx.formats import Format, detect_format, is_hf_folder
+from fwx.formats import Format, is_hf_folder
 from fwx.frameworks import require, version_of
-from fwx.manifest import sha256_path
 from fwx.safety import check_model
 from fwx.safety.snapshot import loadable
 from fwx.signature import TensorSpec
 from fwx.sources import torch_source as ts
+from fwx.sources.boundary import format_of, sha256_of
 from fwx.sources.extras import SourceExtras
 from fwx.sources.onnx_external import external_files
 from fwx.sources.pt2 import pt2_inputs, pt2_sizes
@@ -86,7 +86,7 @@ def load_source(
     _check_flags(Path(source), task, weights)
     # the private copy is the only one read from here on: what is checked is what loads (fwx.safety.snapshot)
     path = loadable(source, trust=trust)
-    fmt = detect_format(path)
+    fmt = format_of(path)  # detected once, at the boundary (fwx.sources.boundary)
     if is_hf_folder(path):
         from fwx.sources.hf import load_hf  # imports torch and transformers
 
@@ -113,7 +113,7 @@ def load_source(
             tf.__version__,
             inputs=sig.inputs,
             outputs=sig.outputs,
-            sha256=sha256_path(path),
+            sha256=sha256_of(path),
         )
     if fmt is Format.ONNX:
         sig, meta = onnx_signature(path)
@@ -128,7 +128,7 @@ def load_source(
             inputs=sig.inputs,
             outputs=sig.outputs,
             opset=meta["opset"],
-            sha256=sha256_path(path),
+            sha256=sha256_of(path),
         )
     raise InputError(
         f"{path} is a {fmt} model, which fwx cannot export from",
@@ -174,7 +174,7 @@ def _torch(fmt: Format, path: Path | None, kind: str, module: Any, **kw: Any) ->
         "torch",
         torch.__version__,
         obj=module,
-        sha256=sha256_path(path) if path else "",
+        sha256=sha256_of(path) if path else "",
         **kw,
     )
 
@@ -232,5 +232,5 @@ def _keras(path: Path, trust: bool) -> LoadedSource:
         obj=model,
         inputs=inputs,
         outputs=outputs,
-        sha256=sha256_path(path),
+        sha256=sha256_of(path),
     )

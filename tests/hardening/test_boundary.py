@@ -287,3 +287,34 @@ def test_the_data_files_read_are_listed_and_a_named_folder_widens_the_rule(tmp_p
     source = json.loads((tmp_path / "repo" / "m" / "1" / "fwx.json").read_text())["source"]
     assert list(source["files"]) == ["weights/w.bin"]
     assert len(source["files"]["weights/w.bin"]) == 64
+
+
+def test_an_export_detects_the_format_once_on_the_admitted_copy(tmp_path: Path) -> None:
+    """One boundary: the format is detected once, on the private copy; every later step asks the boundary."""
+    from fwx import formats
+    from fwx.exporter import ExportOptions, export
+    from fwx.sources import boundary
+
+    from .conftest import _good_onnx
+
+    src = _good_onnx(tmp_path / "m.onnx")
+    seen: list[str] = []
+
+    def count(frame: object, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code is formats.detect_format.__code__:  # type: ignore[attr-defined]
+            seen.append(str(frame.f_locals["path"]))  # type: ignore[attr-defined]
+
+    sys.setprofile(count)
+    try:
+        res = export(src, ["onnx"], ExportOptions(out=tmp_path / "repo"))
+    finally:
+        sys.setprofile(None)
+    assert res.ok
+    assert len(seen) == 1, seen
+    admitted = boundary.admitted(src)
+    assert admitted is not None
+    assert seen == [str(admitted.path)]  # the copy, never the user's path
+    assert admitted.files == ("m.onnx",)
+    assert res.manifest is not None
+    assert res.manifest.source.sha256 == admitted.sha256
+    snapshot.discard_all()

@@ -1,0 +1,86 @@
+"""The one way untrusted model bytes enter fwx: ``admit(path) -> Admitted``.
+
+A model path the user names is copied once into a private snapshot
+(descriptor-relative, ``fwx.safety.snapshot``), its format is detected once,
+on the copy, and the copy is hashed once. Everything after that (the loaders,
+the planner, inspect, the validators) asks this module for the model's format
+and hash instead of opening the user's path again: ``format_of`` and
+``sha256_of`` answer from the admitted value, and only a path nothing admitted
+(a trusted load, an artifact fwx wrote itself) is read directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fwx.formats import Format, detect_format
+from fwx.manifest import sha256_path
+from fwx.safety import snapshot
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """One untrusted model as fwx holds it, after the boundary."""
+
+    original: Path  # what the user named
+    path: Path  # the private copy: the only bytes any framework reads
+    format: Format | None  # detected once on the copy; None for a version folder (its fwx.json names formats)
+    files: tuple[str, ...]  # every file copied, relative to the copy's folder (the format's own file set)
+    companions: tuple[str, ...]  # a loose file's external data files, by the names it gives them
+    sha256: str  # of ``path``, as fwx.json records the source
+
+
+#: Admitted models of this process, by the private copy's path.
+_ADMITTED: dict[Path, Admitted] = {}
+
+
+def admit(path: str | Path, *, external_data: Path | None = None, parent: Path | None = None) -> Admitted:
+    """Snapshot ``path`` (once per process), detect its format and hash it; the one typed value commands use."""
+    found = admitted(path)
+    if found is not None:
+        return found
+    # a private copy handed on (the loader passes the copy to the command) is admitted as it is, never copied again
+    snap = snapshot.taken(path) or snapshot.register(path, parent, external_data=external_data)
+    known = _ADMITTED.get(snap.path)
+    if known is not None:
+        return known
+    top = snap.path if snap.path.is_dir() else snap.path.parent
+    files = tuple(sorted(p.relative_to(top).as_posix() for p in top.rglob("*") if p.is_file()))
+    value = Admitted(
+        original=Path(path),
+        path=snap.path,
+        format=snap.format,
+        files=files,
+        companions=snap.companions,
+        sha256=sha256_path(snap.path) if snap.format is not None else "",  # a version folder: its fwx.json has them
+    )
+    _ADMITTED[snap.path] = value
+    return value
+
+
+def admitted(path: str | Path) -> Admitted | None:
+    """The admitted value for a private copy's path (or for the path the user named), if any."""
+    p = Path(path)
+    found = _ADMITTED.get(p)
+    if found is None and _ADMITTED:
+        named = p.absolute()
+        found = next((a for a in _ADMITTED.values() if a.original.absolute() == named), None)
+    if found is not None and not found.path.exists():  # its snapshot was discarded: admit it again
+        _ADMITTED.pop(found.path, None)
+        return None
+    return found
+
+
+def format_of(path: str | Path) -> Format:
+    """The format of ``path``: the one detected at the boundary, else (a path nothing admitted) detected now."""
+    found = admitted(path)
+    if found is not None and found.format is not None:
+        return found.format
+    return detect_format(path)
+
+
+def sha256_of(path: str | Path) -> str:
+    """The sha256 of ``path``: the one taken at the boundary, else computed now."""
+    found = admitted(path)
+    return found.sha256 if found is not None else sha256_path(Path(path))
