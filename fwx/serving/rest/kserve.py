@@ -173,9 +173,11 @@ def encode_infer(resp: InferResponse, request: InferRequest, binary_default: boo
     blobs: list[bytes] = []
     for t in resp.outputs:
         entry: dict[str, Any] = {"name": t.name, "datatype": t.datatype, "shape": t.shape}
+        if t.parameters:  # e.g. a text task's content_type
+            entry["parameters"] = dict(t.parameters)
         if wanted.get(t.name, binary_default):
             raw = encode_raw(t.data)
-            entry["parameters"] = {"binary_data_size": len(raw)}
+            entry["parameters"] = {**entry.get("parameters", {}), "binary_data_size": len(raw)}
             blobs.append(raw)
         else:
             entry["data"] = json_data(t.data, t.name)

@@ -12,4 +12,5 @@ from tests.serving.tasks import text_models
 @pytest.fixture(scope="session")
 def text_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
     """(repository, source folder by model name)."""
-    return text_models.export(tmp_path_factory.mktemp("tasks"), ["llama", "qwen2", "gpt2", "bert"])
+    names = ["bert", *text_models.BERT_HEADS, "llama", "qwen2", "gpt2"]
+    return text_models.export(tmp_path_factory.mktemp("tasks"), names)

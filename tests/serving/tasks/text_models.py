@@ -50,11 +50,41 @@ def save_tokenizer(folder: Path, *, pair_template: bool = False) -> None:
     fast.save_pretrained(folder)
 
 
+#: BERT heads beside text classification: model class, task.
+BERT_HEADS = {
+    "bert_tokens": ("BertForTokenClassification", "token-classification"),
+    "bert_mask": ("BertForMaskedLM", "fill-mask"),
+    "bert_qa": ("BertForQuestionAnswering", "question-answering"),
+    "bert_features": ("BertModel", "feature-extraction"),
+}
+
+
+def _bert_head(folder: Path, cls: str) -> None:
+    tf = hf.transformers()
+    cfg = tf.BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        num_labels=2 if cls == "BertForQuestionAnswering" else 3,  # QA splits its logits into start and end
+        architectures=[cls],
+    )
+    hf._save(hf._init(getattr(tf, cls)(cfg)), folder)
+
+
 def build(root: Path, name: str) -> tuple[Path, str]:
-    """The folder of ``name`` (llama, qwen2, gpt2: decoders with a cache; bert: text classification)."""
+    """The folder of ``name``: llama, qwen2, gpt2 (decoders with a cache), bert (text classification) and
+    the BERT heads of ``BERT_HEADS``."""
     folder = root / "src" / name
     if name == "bert":
         _, task = hf.bert(folder)
+        save_tokenizer(folder, pair_template=True)
+        return folder, task
+    if name in BERT_HEADS:
+        cls, task = BERT_HEADS[name]
+        _bert_head(folder, cls)
         save_tokenizer(folder, pair_template=True)
         return folder, task
     builder = {"llama": hf.llama, "qwen2": hf.qwen2, "gpt2": hf.gpt2}[name]
@@ -106,7 +136,6 @@ def reference_text(folder: Path, prompt: str, max_new: int) -> tuple[str, int]:
     return tok.decode(new, skip_special_tokens=True), len(new)
 
 
-def pipeline_answers(folder: Path, task: str, texts: list[str]) -> Any:
-    tf = hf.transformers()
-    pipe = tf.pipeline(task, model=str(folder), tokenizer=str(folder), device="cpu")
-    return pipe(texts)
+def pipeline(folder: Path, task: str) -> Any:
+    """transformers' own pipeline for the folder, on CPU."""
+    return hf.transformers().pipeline(task, model=str(folder), tokenizer=str(folder), device="cpu")
