@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from fwx.errors import InputError, UnsafeModelError, UsageError, ValidationError
-from fwx.formats import Format, detect_format
+from fwx.formats import Format
 from fwx.manifest import MANIFEST_NAME, Manifest
 from fwx.runtimes.base import Runtime, load_runtime
 from fwx.signature import Signature
+from fwx.sources.boundary import format_of
 from fwx.validators.policy import precision_class
 
 PRECISION_RANK = {"fp32": 0, "bf16": 1, "fp16": 2, "int8": 3}
@@ -54,7 +55,7 @@ def collect(paths: Sequence[str | Path]) -> Collection:
                 raise UsageError("pass at most one model version folder", hint="validate versions one at a time")
             _add_version(col, p)
         else:
-            fmt = detect_format(p)
+            fmt = format_of(p)  # detected at the boundary when the loader admitted it
             key = p.name if p.name not in {a.key for a in col.artifacts} else str(p)
             col.artifacts.append(Artifact(key, fmt, p, precision=_guess_precision(p)))
     if not col.artifacts:
