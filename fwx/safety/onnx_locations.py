@@ -74,12 +74,23 @@ def plain(model: Path, location: str) -> None:
         raise _refuse_loose(model, location, "names a hidden file")
 
 
-def covered(model: Path, folder: Path, spans: dict[str, list[tuple[int, int | None]]]) -> None:
-    """Refuse a data file (already copied into ``folder``) that holds bytes no tensor names, unless zeros."""
+def covered(model: Path, folder: Path, spans: dict[str, list[tuple[int, int | None, int | None]]]) -> None:
+    """Refuse a data file (already copied into ``folder``) that holds bytes no tensor's shape accounts for.
+
+    Each tensor reads exactly the bytes its dtype and shape hold (a declared ``length`` must agree), and
+    bytes between them must be zero: so a file passes only if the model's author knew its exact size
+    and layout, which a writer does and a model fishing for a neighbour it has never seen does not.
+    """
     for location, ranges in spans.items():
         path = folder / location
         size = path.stat().st_size
-        ends = sorted((start, size if length is None else start + length) for start, length in ranges)
+        ends = []
+        for start, length, held in ranges:
+            if held is None or (length is not None and length != held):
+                why = f"declares {length} bytes where its tensor's shape holds {held}"
+                raise _refuse_loose(model, location, why if held is not None else "names a tensor of no fixed size")
+            ends.append((start, start + held))
+        ends.sort()
         gaps, pos = [], 0
         for start, end in ends:
             if start < 0 or end > size or end < start:

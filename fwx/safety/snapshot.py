@@ -119,7 +119,7 @@ def _copy_loose(named: Path, dest: Path, external_data: Path | None) -> tuple[Fo
     return fmt, tuple(sorted(spans))
 
 
-def _copy_from(where: Path, dest: Path, spans: dict[str, list[tuple[int, int | None]]]) -> tuple[str, ...]:
+def _copy_from(where: Path, dest: Path, spans: dict[str, list[tuple[int, int | None, int | None]]]) -> tuple[str, ...]:
     """External data read from a folder the user named for it: any relative path beneath it, no links."""
     folder = fdcopy.Folder.open(where)
     try:
@@ -143,21 +143,32 @@ def _copy_from(where: Path, dest: Path, spans: dict[str, list[tuple[int, int | N
 #: private copy in a child process: the onnx package imports numpy, whose thread pool must not start
 #: before the sandbox (fwx.safety.landlock).
 _LOCATIONS = """
-import json, sys
+import json, math, sys
 import onnx
 from onnx.external_data_helper import _get_all_tensors
+T = onnx.TensorProto
+HALF = {getattr(T, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(T, n)}
+def held(t):
+    n = math.prod(t.dims)
+    if t.data_type in HALF:
+        return (n + 1) // 2
+    try:
+        return None if t.data_type == T.STRING else n * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    except Exception:
+        return None
 m = onnx.load(sys.argv[1], load_external_data=False)
 out = []
 for t in _get_all_tensors(m):
-    if t.data_location == onnx.TensorProto.EXTERNAL:
+    if t.data_location == T.EXTERNAL:
         kv = {e.key: e.value for e in t.external_data}
-        out.append([kv.get("location", ""), kv.get("offset"), kv.get("length")])
+        out.append([kv.get("location", ""), kv.get("offset"), kv.get("length"), held(t)])
 print(json.dumps(out))
 """
 
 
-def _external_data(copy: Path) -> dict[str, list[tuple[int, int | None]]]:
-    """The files an ONNX model keeps its weights in, each with the (offset, length) spans its tensors read."""
+def _external_data(copy: Path) -> dict[str, list[tuple[int, int | None, int | None]]]:
+    """The files an ONNX model keeps its weights in, each with its tensors' (offset, length, bytes the shape
+    holds) spans."""
     import json
     import mmap
     import subprocess
@@ -176,9 +187,10 @@ def _external_data(copy: Path) -> dict[str, list[tuple[int, int | None]]]:
     )
     try:
         found = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else []
-        spans: dict[str, list[tuple[int, int | None]]] = {}
-        for loc, offset, length in found:
-            spans.setdefault(str(loc), []).append((int(offset or 0), None if length is None else int(length)))
+        spans: dict[str, list[tuple[int, int | None, int | None]]] = {}
+        for loc, offset, length, held in found:
+            span = (int(offset or 0), None if length is None else int(length), None if held is None else int(held))
+            spans.setdefault(str(loc), []).append(span)
     except (ValueError, IndexError, TypeError):
         return {}  # the loader reads the file and says what is wrong with it
     return spans

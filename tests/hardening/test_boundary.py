@@ -318,3 +318,20 @@ def test_an_export_detects_the_format_once_on_the_admitted_copy(tmp_path: Path) 
     assert res.manifest is not None
     assert res.manifest.source.sha256 == admitted.sha256
     snapshot.discard_all()
+
+
+@pytest.mark.parametrize("length", [None, len(SECRET)], ids=["no-length", "length-of-the-file"])
+def test_a_plain_neighbour_the_model_cannot_size_is_refused(tmp_path: Path, length: int | None) -> None:
+    """A plain name beside the model passes only as exactly the bytes its tensors' shapes hold."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_bytes(SECRET)  # a size the model's author could not know
+    model = _point(_model({"w": np.zeros(8, np.float32)}), "notes.txt", [0], length or 0)
+    if length is None:  # read to the end of the file, whatever its size
+        kept = [e for e in model.graph.initializer[0].external_data if e.key != "length"]
+        del model.graph.initializer[0].external_data[:]
+        model.graph.initializer[0].external_data.extend(kept)
+    (home / "model.onnx").write_bytes(model.SerializeToString())
+    with pytest.raises(InputError, match="notes.txt"):
+        snapshot.take(home / "model.onnx", parent=tmp_path)
+    assert not list(tmp_path.glob("fwx-snapshot-*"))
