@@ -75,6 +75,7 @@ class ValidationReport:
                 "seed": self.seed,
                 "failures": [f"reference: {e}" for e in self.errors] + a.failures(),
                 **({"judged_by": a.judged_by} if a.judged_by else {}),
+                **({"notes": list(a.notes)} if a.notes else {}),  # a check run the way the model is used
                 "outputs": {
                     o.name: {
                         k: o.metrics.get(k)

@@ -135,6 +135,8 @@ def test_a_decoder_with_a_cache_generates_transformers_own_tokens(
     for key in targets:
         notes = res.reports[key].artifact(key).notes
         assert any("greedy generation of 16 tokens" in n for n in notes), (key, notes)
+        kept = res.manifest.artifacts[key].validation["notes"]  # fwx.json keeps what the check found
+        assert any("greedy generation of 16 tokens" in n for n in kept), (key, kept)
     assert res.manifest.samples["sizes"]["past_sequence_length"][1] == 0  # the first step: an empty cache
     _one_spelling(res)
     # a SavedModel signature key is a Python identifier: the one rename a format forces, recorded as data
