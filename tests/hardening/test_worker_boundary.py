@@ -192,20 +192,21 @@ def test_hostile_code_in_one_worker_stays_in_that_worker(server: dict[str, Any])
     assert outcomes.get("end") == "ok", text[-3000:]
     denied = "read-start-dir forge-peer-loading forge-quarantine forge-board forge-probe-mark forge-dead-metrics"
     for attempt in [*denied.split(), "kill-peer", "kill-supervisor"]:
-        assert outcomes[attempt] == "denied", (attempt, outcomes)
+        assert outcomes.get(attempt) == "denied", (attempt, outcomes, text[-3000:])
     for attempt in ("supervisor-cmdline-token", "own-environ-token", "os-environ-token"):
         assert outcomes[attempt] == "absent", (attempt, outcomes)
     assert outcomes["supervisor-environ"] == "denied", outcomes  # non-dumpable; the worker holds no capability
     assert outcomes["own-malformed-loading"] == "done:written"
-    assert "malformed loading mark" in text  # read, logged, ignored
-    # The one request worker 0 may hold when it kills itself dies with it (a connection reset, as in any
-    # crash: the kernel does not hand a dead listener's connections to its peer unless tcp_migrate_req is on).
+    assert "malformed loading mark" in text, text[-3000:]  # read, logged, ignored
+    # What worker 0 holds when it kills itself dies with it, as in any crash: the request it is answering and
+    # a connection the kernel queued on its listener meanwhile (the kernel hands a dead listener's queue to
+    # its peer only with net.ipv4.tcp_migrate_req). The client is sequential: at most those two.
     lost = [a for a in [*answers, *ready] if isinstance(a, str)]
-    assert len(lost) <= 1, lost
-    assert all("Connection reset" in a or "RemoteDisconnected" in a for a in lost), lost
+    assert len(lost) <= 2, (lost, text[-3000:])
+    assert all(any(w in a for w in ("ConnectionReset", "RemoteDisconnected", "BrokenPipe")) for a in lost), lost
     bad = [a for a in answers if isinstance(a, int) and a != 200]
-    assert bad == [], f"{len(bad)} of {len(answers)} requests failed, e.g. {bad[:3]}"
-    assert [r for r in ready if isinstance(r, int) and r not in (200, 503)] == []  # 503 while it restarts
+    assert bad == [], (f"{len(bad)} of {len(answers)} requests failed, e.g. {bad[:3]}", text[-3000:])
+    assert [r for r in ready if isinstance(r, int) and r not in (200, 503)] == [], ready  # 503 while it restarts
     assert ready[-1] == 200
     assert proc.poll() is None
     assert workers[1] in _children(proc.pid)  # the peer was never killed

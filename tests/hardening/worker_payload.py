@@ -74,7 +74,7 @@ def run(root: Path, repository: Path, slot: int, token: str, start_dir: str) -> 
     _try("kill-supervisor", lambda: os.kill(sup, signal.SIGTERM))
     # its own slot: malformed records, which the supervisor and the peers must shrug off
     _try("own-malformed-loading", lambda: _write(own / "loading", b'{"key": "k", "since": "not-a-number"}'))
-    time.sleep(1.0)  # give the supervisor's 20 ms tick time to read it (an attacker's choice, not a sync)
+    time.sleep(3.0)  # give the supervisor's 20 ms tick time to read it (an attacker's choice, not a sync)
     with contextlib.suppress(OSError):
         (own / "loading").unlink()
     _try("own-garbage-metrics", lambda: _write(own / "metrics.prom", b"\xff\xfe{{{ not prometheus\n" * 1000))
