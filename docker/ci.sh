@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 PY="${PY:-.venv/bin/python}"
 CACHE="${FWX_CI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fwx-ci}"
 OFFICIAL_BASE="python:3.11.14-slim-bookworm"
-LOCAL_BASE="fwx-ci-base:bookworm-py311"
+LOCAL_BASE="${FWX_CI_BASE_TAG:-fwx-ci-base:bookworm-py311}"  # another tag (and FWX_CI_CACHE) = a fresh base
 CPU_TAG="fwx-ci:cpu"
 MODELS_TAG="fwx-ci-models:latest"
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)

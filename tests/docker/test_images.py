@@ -90,6 +90,7 @@ class Container:
         mount = ["-v", f"{repo}:/models:ro"] if repo is not None else []
         args = ["--host", "127.0.0.1", "--http-port", str(self.http), "--grpc-port", str(self.grpc)]
         args += ["--poll-seconds", "0.5", "--drain-seconds", "60", "--max-batch-size", "1"]
+        args += ["--request-timeout-seconds", "0"]  # a loaded machine queues slowly: no deadline to miss
         self.started = time.monotonic()
         _docker(
             "run", "-d", "--name", self.name, "--network", "host", "--read-only", "--tmpfs", "/tmp",
