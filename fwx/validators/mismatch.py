@@ -27,6 +27,7 @@ class NodeError:
     cosine: float
     ratio: float  # error / what the tolerance allows: > 1 is out of tolerance
     allowed: str  # the tolerance it was judged by, in words
+    inputs_ratio: float = 0.0  # the worst ratio among the compared nodes it reads from (0: none compared)
 
     @property
     def passed(self) -> bool:
@@ -47,6 +48,7 @@ class NodeError:
             "cosine": _num(self.cosine),
             "ratio": _num(self.ratio),
             "allowed": self.allowed,
+            "inputs_ratio": _num(self.inputs_ratio),
             "passed": self.passed,
         }
 
@@ -61,6 +63,8 @@ class Mismatch:
     layers: list[NodeError] = field(default_factory=list)  # every compared node, in the artifact's graph order
     note: str = ""
     within: str = ""  # where the node is when not in the artifact: an intermediate file it was converted from
+    inserted: list[str] = field(default_factory=list)  # artifact nodes with no reference counterpart just before it
+    samples: str = ""  # which samples were traced, in words
 
     def line(self) -> str:
         """The one line a user reads first."""
@@ -68,9 +72,11 @@ class Mismatch:
             return f"no single node located: {self.note}" if self.note else "no single node located"
         n = self.node
         where = f" in {self.within}" if self.within else ""
+        after = f" (after {', '.join(self.inserted)}, which the reference does not have)" if self.inserted else ""
+        traced = f"; traced on {self.samples}" if self.samples else ""
         return (
-            f"first node out of tolerance{where}: {n.describe()}, max abs err {n.max_abs:.3g}, "
-            f"cosine {n.cosine:.4f}, {_times(n.ratio)} what {n.allowed} allows (vs {self.reference})"
+            f"first node out of tolerance{where}: {n.describe()}{after}, max abs err {n.max_abs:.3g}, "
+            f"cosine {n.cosine:.4f}, {_times(n.ratio)} what {n.allowed} allows (vs {self.reference}){traced}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -82,6 +88,8 @@ class Mismatch:
             "reference": self.reference,
             "matched_by": self.matched_by,
             "note": self.note or None,
+            "inserted": list(self.inserted),
+            "samples": self.samples or None,
             "first": self.node.to_json() if self.node else None,
             "layers": [n.to_json() for n in self.layers],
         }

@@ -57,18 +57,23 @@ class OnnxTracer:
 
         model = onnx.load(str(path))
         known = {o.name for o in model.graph.output}
+        carried, hidden = qdq_view(model.graph)
+        back = {dq: t for t, dq in carried.items()}  # a consumer reads the DequantizeLinear output: its tensor
         self.probes: list[Probe] = []
+        self._read: list[str] = []  # per probe: the tensor whose value it stands for
         for node in model.graph.node:
             for out in node.output:
-                if out and out not in known:
-                    model.graph.output.append(onnx.ValueInfoProto(name=out))
-                    known.add(out)
-                if out:
-                    name = node.name or out
-                    scope = torch_scope(name)
-                    self.probes.append(
-                        Probe(out, name, node.op_type, f"module {scope}" if scope else "", tuple(node.input))
-                    )
+                if not out or out in hidden:
+                    continue
+                read = carried.get(out, out)
+                if read not in known:
+                    model.graph.output.append(onnx.ValueInfoProto(name=read))
+                    known.add(read)
+                name = node.name or out
+                scope = torch_scope(name)
+                inputs = tuple(back.get(i, i) for i in node.input)
+                self.probes.append(Probe(out, name, node.op_type, f"module {scope}" if scope else "", inputs))
+                self._read.append(read)
         so = ort.SessionOptions()
         so.log_severity_level = 3
         self._session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
@@ -76,9 +81,43 @@ class OnnxTracer:
 
     def trace(self, feed: dict[str, np.ndarray]) -> Trace:
         cast = {k: v.astype(self._types[k]) if self._types.get(k) else v for k, v in feed.items()}
-        names = [p.tensor for p in self.probes]
-        values = self._session.run(names, cast)
+        values = self._session.run(self._read, cast)
         return [(p, v) for p, v in zip(self.probes, values, strict=True) if isinstance(v, np.ndarray)]
+
+
+_QDQ = {"QuantizeLinear", "DequantizeLinear"}
+
+
+def qdq_view(graph: Any) -> tuple[dict[str, str], set[str]]:
+    """What a QDQ graph carries: tensor -> the DequantizeLinear output its consumers read, and the outputs
+    of the pairs themselves (and of weight pairs), which are not probes of their own.
+
+    onnxruntime's QDQ format writes a node's float output, then a QuantizeLinear/DequantizeLinear pair, and
+    every consumer reads the pair's output: that is the value the model carries (an activation folded into
+    the node, a ReLU after a Conv, is applied by the pair's range). Comparing the node's own output with the
+    float graph's tensor of the same name compares a value before the folded ReLU with one after it.
+    """
+    producer = {o: n for n in graph.node for o in n.output}
+    constants = {i.name for i in graph.initializer}
+    readers: dict[str, list[Any]] = {}
+    for n in graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    carried: dict[str, str] = {}
+    hidden: set[str] = set()
+    for q in graph.node:
+        if q.op_type != "QuantizeLinear" or not q.input or q.input[0] in constants:
+            continue
+        src = producer.get(q.input[0])
+        users = readers.get(q.output[0], [])
+        if (src is not None and src.op_type in _QDQ) or len(users) != 1 or users[0].op_type != "DequantizeLinear":
+            continue
+        carried[q.input[0]] = users[0].output[0]
+        hidden.update([q.output[0], users[0].output[0]])
+    for n in graph.node:  # weight pairs: constants, not values a sample flows through
+        if n.op_type in _QDQ and all(i in constants or not i for i in n.input):
+            hidden.update(n.output)
+    return carried, hidden
 
 
 class TFLiteTracer:
