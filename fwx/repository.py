@@ -269,15 +269,25 @@ class Outbox:
     @classmethod
     def plan(cls, repos: Iterable[Path], files: Iterable[Path]) -> Outbox:
         made: list[Path] = []
+        staged: list[Path] = []
 
         def stage_in(folder: Path) -> Path:
             missing = [p for p in (folder, *folder.parents) if not p.exists()]
-            folder.mkdir(parents=True, exist_ok=True)
-            made.extend(p for p in missing if p not in made)
-            for old in folder.glob(STAGE_PREFIX + "*"):  # a killed command's stage: its owner is gone
-                if not _owner_alive(old.name, _STAGE_OWNER_RE):
-                    shutil.rmtree(old, ignore_errors=True)
-            return Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{_HOST}-{os.getpid()}-", dir=folder))
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                made.extend(p for p in missing if p not in made)
+                for old in folder.glob(STAGE_PREFIX + "*"):  # a killed command's stage: its owner is gone
+                    if not _owner_alive(old.name, _STAGE_OWNER_RE):
+                        shutil.rmtree(old, ignore_errors=True)
+                staged.append(Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{_HOST}-{os.getpid()}-", dir=folder)))
+                return staged[-1]
+            except OSError as exc:
+                for stage in staged:
+                    shutil.rmtree(stage, ignore_errors=True)
+                cls((), (), tuple(made)).discard()
+                raise UsageError(
+                    f"cannot write {folder}: {exc.strerror or exc}", hint="choose a writable folder for the output"
+                ) from None
 
         r = tuple((Path(p).absolute(), stage_in(Path(p).absolute())) for p in repos)
         f = tuple((Path(p).absolute(), stage_in(Path(p).absolute().parent) / Path(p).name) for p in files)

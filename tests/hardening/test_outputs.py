@@ -96,3 +96,13 @@ def test_text2text_publishes_both_siblings(tmp_path: Path) -> None:
     assert published == ["t5-decoder", "t5-encoder"]
     assert all((tmp_path / "repo" / name / "1" / "fwx.json").is_file() for name in published)
     assert not _leftovers(tmp_path / "repo")
+
+
+def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    _good_onnx(tmp_path / "good.onnx")
+    res = _fwx("validate", "good.onnx", "good.onnx", "--report", "r.json", "--report", "/proc/r.json", cwd=tmp_path)
+    assert res.returncode == 2
+    errors = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1, res.stderr
+    assert errors[0].startswith("error: cannot write /proc")
+    assert not _leftovers(tmp_path)
