@@ -62,13 +62,19 @@ class Measure:
     drop: float | None = None  # points (of top-1, or of a caller's own score such as mAP)
     cosine: float | None = None  # mean over samples
     agreement: float | None = None  # fraction of samples whose top-1 matches the float model
+    samples: int | None = None  # how many samples top-1 was counted on: one of them is 100/samples points
 
     @classmethod
     def of(cls, ev: EvalResult) -> Measure:
-        return cls(ev.drop_points, ev.cosine_mean, ev.agreement)
+        return cls(ev.drop_points, ev.cosine_mean, ev.agreement, ev.samples)
 
     def to_json(self) -> dict[str, Any]:
-        return {"drop_points": self.drop, "cosine_mean": self.cosine, "agreement": self.agreement}
+        return {
+            "drop_points": self.drop,
+            "cosine_mean": self.cosine,
+            "agreement": self.agreement,
+            "samples": self.samples,
+        }
 
     def describe(self) -> str:
         parts = []
@@ -132,6 +138,17 @@ class Budget:
     def holds(self, m: Measure) -> bool:
         return self.miss(m) == 0.0
 
+    def resolution(self, m: Measure) -> float:
+        """The smallest change of ``miss`` that is not one sample's luck: 100/samples points for a top-1
+        bound (``--max-drop`` on top-1, ``--min-agreement``); 0 for cosine and a caller's own score."""
+        counted = (self.max_drop is not None and self.metric == "top-1") or self.min_agreement is not None
+        return 100.0 / m.samples if counted and m.samples else 0.0
+
+    def improves(self, m: Measure, best: Measure) -> bool:
+        """Whether ``m`` beats ``best`` by more than the resolution: a layer kept in float must buy
+        something (on a ViT, cosine gains of 1e-5 at an unchanged top-1 once kept 3 layers for nothing)."""
+        return self.miss(m) < self.miss(best) - self.resolution(m) - 1e-9
+
     def key(self, m: Measure) -> tuple[float, float]:
         """Order measures: smaller miss first, then higher cosine (continuous, breaks ties of top-1 counts)."""
         return (self.miss(m), -(m.cosine if m.cosine is not None else 0.0))
@@ -176,7 +193,7 @@ def search(
             trial = Path(tmp) / f"step{i}{out.suffix}"
             quantize([n for k in (*kept, layer) for n in k.names], trial)
             m = measure(trial)
-            better = budget.key(m) < budget.key(best)
+            better = budget.improves(m, best)
             result.steps.append({"layer": layer.name, "op": layer.op, "kept_float": better, **m.to_json()})
             if better:
                 kept.append(layer)
