@@ -212,6 +212,10 @@ def _seq2seq(model: Any, part: str) -> Built:
     config_json = model.config.to_dict()
     if part == "decoder-with-past":
         return _seq2seq_cached(model)
+    if part == "encoder" and "num_mel_bins" in config_json:  # Whisper: mel features -> hidden states
+        specs = hf_tasks.audio_inputs(config_json)
+        module = hm.TaskModule(model.get_encoder(), ("input_features",), ("last_hidden_state",))
+        return Built(module, specs, SourceExtras(), {})
     if part == "encoder":
         specs = hf_tasks.text_inputs({}, frozenset())  # input_ids, attention_mask
         module = hm.TaskModule(model.get_encoder(), ("input_ids", "attention_mask"), ("last_hidden_state",))
@@ -226,7 +230,7 @@ def _seq2seq_cached(model: Any) -> Built:
     from fwx.sources import hf_seq2seq
 
     shape = hf_seq2seq.DecoderShape.of(model.config)
-    specs = hf_tasks.seq2seq_cache_inputs(shape.layers, shape.heads, shape.head_dim, shape.hidden)
+    specs = hf_tasks.seq2seq_cache_inputs(shape.layers, shape.heads, shape.head_dim, shape.hidden, shape.frames)
     vocab = int(model.get_input_embeddings().num_embeddings)
     extras = SourceExtras(
         ranges={"input_ids": (0, vocab)},

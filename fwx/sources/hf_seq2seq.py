@@ -34,6 +34,7 @@ class DecoderShape:
     heads: int
     head_dim: int
     hidden: int
+    frames: int | None = None  # Whisper: the encoder's fixed number of output frames (no encoder mask)
 
     @classmethod
     def of(cls, config: Any) -> DecoderShape:
@@ -45,7 +46,8 @@ class DecoderShape:
         )
         heads = int(getattr(config, "decoder_attention_heads", None) or config.num_attention_heads)
         head_dim = int(getattr(config, "d_kv", None) or hidden // heads)  # T5's d_kv need not be hidden / heads
-        return cls(layers, heads, head_dim, hidden)
+        frames = int(config.max_source_positions) if getattr(config, "num_mel_bins", None) else None
+        return cls(layers, heads, head_dim, hidden, frames)
 
 
 class CachedSeq2SeqDecoder(torch.nn.Module):
@@ -57,12 +59,14 @@ class CachedSeq2SeqDecoder(torch.nn.Module):
         super().__init__()
         self.model = model
         self.layers = shape.layers
+        self.masked = shape.frames is None
         self.cache_kw = "cache" if "cache" in forward_params(model) else "past_key_values"
 
-    def forward(
-        self, input_ids: Any, encoder_attention_mask: Any, encoder_hidden_states: Any, *past: Any
-    ) -> dict[str, Any]:
+    def forward(self, input_ids: Any, *rest: Any) -> dict[str, Any]:
         from transformers import DynamicCache, EncoderDecoderCache
+
+        mask = {"attention_mask": rest[0]} if self.masked else {}
+        encoder_hidden_states, *past = rest[1:] if self.masked else rest
 
         own = DynamicCache()
         for i in range(self.layers):
@@ -71,8 +75,8 @@ class CachedSeq2SeqDecoder(torch.nn.Module):
         cache = EncoderDecoderCache(own, DynamicCache())
         out = self.model(
             decoder_input_ids=input_ids,
-            attention_mask=encoder_attention_mask,
             encoder_outputs=(encoder_hidden_states,),
+            **mask,
             use_cache=True,
             **{self.cache_kw: cache},
         )
@@ -89,20 +93,25 @@ def _start(model: Any) -> int:
     return int(start if start is not None else model.config.pad_token_id or 0)
 
 
-def generate(
-    rt: Any, model: Any, ids: np.ndarray, mask: np.ndarray, shape: DecoderShape, steps: int
-) -> list[list[int]]:
-    """Greedy tokens per row: the encoder in transformers (not under test), the decoder artifact with its cache."""
+def _encode(model: Any, inputs: dict[str, np.ndarray]) -> np.ndarray:
     with torch.no_grad():
-        hidden = model.get_encoder()(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
-    states = hidden.last_hidden_state.numpy()
-    empty = np.zeros((ids.shape[0], shape.heads, 0, shape.head_dim), dtype=np.float32)
+        out = model.get_encoder()(**{k: torch.from_numpy(v) for k, v in inputs.items()})
+    return np.asarray(out.last_hidden_state.numpy())
+
+
+def generate(rt: Any, model: Any, inputs: dict[str, np.ndarray], shape: DecoderShape, steps: int) -> list[list[int]]:
+    """Greedy tokens per row: the encoder in transformers (not under test), the decoder artifact with its cache."""
+    states = _encode(model, inputs)
+    batch = states.shape[0]
+    empty = np.zeros((batch, shape.heads, 0, shape.head_dim), dtype=np.float32)
     past = [empty] * (2 * shape.layers)
-    tokens = np.full((ids.shape[0], 1), _start(model), dtype=np.int64)
-    rows: list[list[int]] = [[] for _ in range(ids.shape[0])]
+    tokens = np.full((batch, 1), _start(model), dtype=np.int64)
+    rows: list[list[int]] = [[] for _ in range(batch)]
     eos = _eos(model)
     for _ in range(steps):
-        feeds = {"input_ids": tokens, "encoder_attention_mask": mask, "encoder_hidden_states": states}
+        feeds = {"input_ids": tokens, "encoder_hidden_states": states}
+        if shape.frames is None:
+            feeds["encoder_attention_mask"] = inputs["attention_mask"]
         for i in range(shape.layers):
             feeds[f"past_key_values.{i}.decoder.key"] = past[2 * i]
             feeds[f"past_key_values.{i}.decoder.value"] = past[2 * i + 1]
@@ -117,11 +126,15 @@ def generate(
     return [_until_eos(row, eos) for row in rows]
 
 
-def reference_tokens(model: Any, ids: np.ndarray, mask: np.ndarray, steps: int) -> list[list[int]]:
+def reference_tokens(model: Any, inputs: dict[str, np.ndarray], steps: int) -> list[list[int]]:
+    """transformers' greedy tokens: ``generate`` for a text model; for Whisper, whose ``generate`` adds
+    language and task tokens and suppresses others by its generation config, the model's own forward step by
+    step with its own cache, from the start token (what the artifact is asked to reproduce)."""
+    if "input_features" in inputs:
+        return _stepwise(model, inputs, steps)
     with torch.no_grad():
         out = model.generate(
-            input_ids=torch.from_numpy(ids),
-            attention_mask=torch.from_numpy(mask),
+            **{k: torch.from_numpy(v) for k, v in inputs.items()},
             max_new_tokens=steps,
             min_new_tokens=0,
             do_sample=False,
@@ -130,35 +143,67 @@ def reference_tokens(model: Any, ids: np.ndarray, mask: np.ndarray, steps: int) 
     return [_until_eos([int(t) for t in row], _eos(model)) for row in out[:, 1:]]
 
 
-def greedy_check(model: Any, shape: DecoderShape, vocab: int, *, steps: int = STEPS) -> UsageCheck:
-    """Greedy decoding with the artifact against ``generate``, for one sentence and a padded batch of two."""
+def _stepwise(model: Any, inputs: dict[str, np.ndarray], steps: int) -> list[list[int]]:
+    states = torch.from_numpy(_encode(model, inputs))
+    ids = torch.full((states.shape[0], 1), _start(model), dtype=torch.long)
+    cache_kw = "cache" if "cache" in forward_params(model) else "past_key_values"
+    cache: Any = None
+    rows: list[list[int]] = [[] for _ in range(states.shape[0])]
+    eos = _eos(model)
+    with torch.no_grad():
+        for _ in range(steps):
+            out = model(encoder_outputs=(states,), decoder_input_ids=ids, use_cache=True, **{cache_kw: cache})
+            cache = out.past_key_values
+            new = out.logits[:, -1].argmax(-1)
+            for row, token in zip(rows, new.tolist(), strict=True):
+                row.append(int(token))
+            if all(any(t in eos for t in row) for row in rows):
+                break
+            ids = new[:, None]
+    return [_until_eos(row, eos) for row in rows]
+
+
+def _cases(model: Any, shape: DecoderShape, vocab: int) -> tuple[tuple[str, dict[str, np.ndarray]], ...]:
     rng = np.random.default_rng(0)
+    if shape.frames is not None:  # Whisper: log-mel features of a fixed length
+        bins = int(model.config.num_mel_bins)
+        one = rng.standard_normal((1, bins, 2 * shape.frames)).astype(np.float32)
+        two = rng.standard_normal((2, bins, 2 * shape.frames)).astype(np.float32)
+        return (("one clip", {"input_features": one}), ("a batch of 2 clips", {"input_features": two}))
     pad = int(model.config.pad_token_id or 0)
     one = rng.integers(0, vocab, (1, 5)).astype(np.int64)
     batch = rng.integers(0, vocab, (2, 7)).astype(np.int64)
     mask = np.ones_like(batch)
     mask[0, 3:] = 0  # the encoder's padding goes at the end, as tokenizers pad a seq2seq input
     batch[0, 3:] = pad
-    cases = (("a sentence of 5 tokens", one, np.ones_like(one)), ("a padded batch of 2 (3 and 7 tokens)", batch, mask))
+    return (
+        ("a sentence of 5 tokens", {"input_ids": one, "attention_mask": np.ones_like(one)}),
+        ("a padded batch of 2 (3 and 7 tokens)", {"input_ids": batch, "attention_mask": mask}),
+    )
+
+
+def greedy_check(model: Any, shape: DecoderShape, vocab: int, *, steps: int = STEPS) -> UsageCheck:
+    """Greedy decoding with the artifact against transformers', for one input alone and a batch of two."""
+    cases = _cases(model, shape, vocab)
     memo: list[list[list[int]]] = []
 
     def check(rt: Any) -> tuple[list[str], list[str]]:
         if not memo:
             try:
-                memo.extend(reference_tokens(model, ids, m, steps) for _, ids, m in cases)
+                memo.extend(reference_tokens(model, inputs, steps) for _, inputs in cases)
             except Exception as exc:  # noqa: BLE001 - never raise while measuring
                 return [f"transformers' generate() cannot run this model: {str(exc).splitlines()[0][:200]}"], []
         errors: list[str] = []
-        for (what, ids, m), want in zip(cases, memo, strict=True):
+        for (what, inputs), want in zip(cases, memo, strict=True):
             try:
-                got = generate(rt, model, ids, m, shape, steps)
+                got = generate(rt, model, inputs, shape, steps)
             except Exception as exc:  # noqa: BLE001 - never raise while measuring
                 errors.append(f"greedy generation ({what}) failed: {str(exc).splitlines()[0][:200]}")
                 continue
             errors += _differs(what, got, want)
         if errors:
             return errors, []
-        whats = "; ".join(what for what, _, _ in cases)
+        whats = "; ".join(what for what, _ in cases)
         return [], [
             f"greedy generation of {steps} tokens with the cache equals transformers' token for token ({whats})"
         ]

@@ -76,6 +76,14 @@ TASKS: dict[str, Task] = {
             writes="the encoder (Whisper: mel features -> hidden states; CTC models: logits)",
         ),
         Task(
+            "automatic-speech-recognition-with-past",
+            "AutoModelForSpeechSeq2Seq",
+            "seq2seq",
+            ("logits",),
+            parts=("encoder", "decoder-with-past"),
+            writes="Whisper: NAME-encoder and NAME-decoder-with-past (every step, its own cache)",
+        ),
+        Task(
             "text2text-generation",
             "AutoModelForSeq2SeqLM",
             "seq2seq",
@@ -251,13 +259,15 @@ ENC = "encoder_sequence_length"
 PAST_DEC = "past_decoder_sequence_length"
 
 
-def seq2seq_cache_inputs(layers: int, heads: int, head_dim: int, hidden: int) -> tuple[TensorSpec, ...]:
-    """The seq2seq decoder with a cache: new decoder ids, the encoder's mask and states, the decoder's cache."""
-    specs = [
-        _ids("input_ids", DEC),
-        _ids("encoder_attention_mask", ENC),
-        TensorSpec("encoder_hidden_states", "float32", (BATCH, ENC, hidden)),
-    ]
+def seq2seq_cache_inputs(
+    layers: int, heads: int, head_dim: int, hidden: int, frames: int | None = None
+) -> tuple[TensorSpec, ...]:
+    """The seq2seq decoder with a cache: new decoder ids, the encoder's mask and states, the decoder's cache.
+    Whisper's (``frames``: its encoder's fixed output length) takes no mask: every frame is real."""
+    specs = [_ids("input_ids", DEC)]
+    if frames is None:
+        specs.append(_ids("encoder_attention_mask", ENC))
+    specs.append(TensorSpec("encoder_hidden_states", "float32", (BATCH, frames or ENC, hidden)))
     for i in range(layers):
         for kind in ("key", "value"):
             specs.append(

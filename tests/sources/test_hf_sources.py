@@ -95,6 +95,7 @@ def test_an_unknown_task_and_a_multi_model_task_without_its_part_are_refused() -
     assert hf_tasks.split_part("text2text-generation:decoder") == ("text2text-generation", "decoder")
     with_past = "text2text-generation-with-past"
     assert hf_tasks.get_task(with_past).parts == ("encoder", "decoder-with-past")
+    assert hf_tasks.get_task("automatic-speech-recognition-with-past").parts == ("encoder", "decoder-with-past")
     assert hf_tasks.split_part(f"{with_past}:decoder-with-past") == (with_past, "decoder-with-past")
 
 
