@@ -85,6 +85,14 @@ def tracer_for(rt: Runtime) -> Tracer | None:
         from fwx.validators.tracers_torch import TorchTracer
 
         return TorchTracer(rt)
+    if rt.format is Format.TORCHSCRIPT and getattr(rt, "_module", None) is not None:
+        from fwx.validators.tracers_torch import ScriptTracer
+
+        return ScriptTracer(rt)
+    if rt.format is Format.PT2 and getattr(rt, "program", None) is not None:
+        from fwx.validators.tracers_torch import Pt2Tracer
+
+        return Pt2Tracer(rt)
     return None
 
 
@@ -273,7 +281,12 @@ def _unpaired_between(node: NodeError, layers: Sequence[NodeError], cand: Sequen
     if pos < 0 or not any(p.inputs for p in cand):
         return []
     _, between = _compared_inputs(pos, compared, cand)
-    return [f"{cand[q].node!r} ({cand[q].op})" for q in sorted(between) if cand[q].op not in _PLUMBING]
+    named = [f"{cand[q].node!r} ({cand[q].op})" for q in sorted(between) if cand[q].op not in _PLUMBING]
+    return named if len(named) <= _INSERTED else []  # more is a gap in the pairing, not an insertion
+
+
+#: Unpaired nodes named at most: a fault inserts one or two; a run of them means fwx could not pair a stretch.
+_INSERTED = 2
 
 
 #: Ops that move or relabel data; a converter adds them everywhere, they are never the news.

@@ -3,7 +3,8 @@
 Names first, shapes only as a last resort:
 
 * the same tensor or node name (an INT8 ONNX against its float ONNX, TFLite
-  against TFLite);
+  against TFLite), a torch.onnx node name compared by module scope and op
+  (``scoped_node``: a ScriptModule's conversion spells ``layer1.0`` as ``0``);
 * a scope the artifact's name sits in: torch.onnx names nodes after module
   scopes (``/layer1/layer1.0/conv1/Conv`` is module ``layer1.0.conv1``), Keras
   and tf2onnx keep layer names (``functional_1/c1_1/Relu`` is layer ``c1``),
@@ -63,6 +64,14 @@ def torch_scope(node: str) -> str:
     return _qualified(parts[1:] if parts[:1] == [WRAPPER] else parts)
 
 
+def scoped_node(node: str) -> str:
+    """``/layer1/0/conv1/Conv`` and ``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1/Conv``: one key for a
+    torch.onnx node however the exporter spelled its scope (a ScriptModule's conversion writes ``0``, the
+    module's own ``layer1.0``). Empty for names that are not torch.onnx scopes."""
+    scope = torch_scope(node)
+    return f"{scope}/{node.rsplit('/', 1)[-1]}" if scope else ""
+
+
 def _qualified(parts: Sequence[str]) -> str:
     """Join scope parts into a qualified name; torch.onnx writes a Sequential's child already qualified
     (``layer1/layer1.0``), so a part that extends the one before it replaces it."""
@@ -85,13 +94,15 @@ class _Index:
         for i, p in enumerate(probes):
             self.exact.setdefault(p.tensor, i)
             self.exact.setdefault(p.node, i)
+            if scoped_node(p.node):
+                self.exact.setdefault(scoped_node(p.node), i)
             self.scoped.setdefault(p.node, i)
             self.scoped.setdefault(sanitize(p.node), i)
 
     def resolve(self, probe: Probe) -> tuple[list[int], str]:
         """Reference indices ``probe`` may be the output of, innermost first, and how they were found."""
-        for name in (probe.tensor, probe.node):
-            if name in self.exact:
+        for name in (probe.tensor, probe.node, scoped_node(probe.node)):
+            if name and name in self.exact:
                 return [self.exact[name]], "tensor names"
         for piece in [*probe.tensor.split(";"), probe.node]:
             hits = self._scoped([c for c in piece.split("/") if c])

@@ -13,8 +13,9 @@ validated one is never changed:
   module: ``fwx.validators.tracers_torch`` (``fwx.validators.locate.tracer_for``
   picks one).
 
-TorchScript and ``.pt2`` artifacts are not traced: a loaded ScriptModule
-refuses forward hooks.
+A loaded ScriptModule refuses forward hooks: a TorchScript reference is traced
+through its ONNX conversion and a ``.pt2`` one through its FX graph
+(``tracers_torch``); TorchScript and ``.pt2`` artifacts are not traced.
 """
 
 from __future__ import annotations
@@ -51,12 +52,13 @@ _ORT_NUMPY = {
 class OnnxTracer:
     """Every node output of the top-level graph (If/Loop bodies stay inside their node)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | bytes) -> None:
         import onnx
         import onnxruntime as ort
 
-        model = onnx.load(str(path))
+        model = onnx.load_from_string(path) if isinstance(path, bytes) else onnx.load(str(path))
         known = {o.name for o in model.graph.output}
+        self.outputs = [o.name for o in model.graph.output]  # the model's own outputs, in order
         carried, hidden = qdq_view(model.graph)
         back = {dq: t for t, dq in carried.items()}  # a consumer reads the DequantizeLinear output: its tensor
         self.probes: list[Probe] = []
