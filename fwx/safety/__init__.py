@@ -17,9 +17,9 @@ from pathlib import Path
 from fwx.errors import InputError, UnsafeModelError, first_line
 from fwx.formats import Format
 from fwx.frameworks import require
+from fwx.safety.zipbounds import BOUNDS_HINT
 
 TRUST_HINT = "pass --trust-model-code only if you trust where this file came from"
-BOUNDS_HINT = "a zip that inflates past what it declares, or past FWX_MAX_INFLATE_MB, is refused even when trusted"
 
 
 def _more(items: list[str], limit: int = 3) -> str:
