@@ -202,3 +202,37 @@ def test_a_node_the_reference_does_not_have_is_named(net_onnx: Path, tmp_path: P
     assert m.node.node == "/layer1/layer1.0/Add"
     assert m.inserted == ["'planted' (Mul)"]
     assert "after 'planted' (Mul), which the reference does not have" in m.line()
+
+
+def _clip_input(src: Path, out: Path, bound: float) -> Path:
+    """A Clip to [-bound, bound] on the model's input: invisible on standard-normal samples."""
+    model = onnx.load(str(src))
+    for node in model.graph.node:
+        for k, name in enumerate(node.input):
+            if name == "x":
+                node.input[k] = "planted_clipped"
+    for name, value in (("planted_lo", -bound), ("planted_hi", bound)):
+        model.graph.initializer.append(numpy_helper.from_array(np.array(value, np.float32), name))
+    clip = onnx.helper.make_node("Clip", ["x", "planted_lo", "planted_hi"], ["planted_clipped"], "planted")
+    model.graph.node.insert(0, clip)
+    onnx.save(model, str(out))
+    return out
+
+
+def test_a_failure_seen_only_on_a_validation_data_sample_is_located_on_it(net_onnx: Path, tmp_path: Path) -> None:
+    from fwx.validators import validate
+    from fwx.validators.pipeline import ValidateOptions
+
+    bad = _clip_input(net_onnx, tmp_path / "clipped.onnx", 6.0)
+    bright = np.full((1, 3, 8, 8), 9.0, np.float32)
+    bright[0, 0, ::2] = -9.0
+    np.savez(tmp_path / "extra.npz", x=bright)
+    plain = validate([net_onnx, bad])
+    assert plain.passed  # the generated samples never reach the clip
+    report = validate([net_onnx, bad], ValidateOptions(validation_data=tmp_path / "extra.npz"))
+    m = report.artifact("clipped.onnx").mismatch
+    assert m is not None
+    assert m.node is not None, m.note
+    assert m.node.node == "/stem/Conv"
+    assert m.inserted == ["'planted' (Clip)"]
+    assert m.samples.startswith(f"sample {len(report.inputs)} of {len(report.inputs)}")
