@@ -17,7 +17,7 @@ from pathlib import Path
 from fwx.errors import InputError, UnsafeModelError, first_line
 from fwx.formats import Format
 from fwx.frameworks import require
-from fwx.safety.zipbounds import BOUNDS_HINT
+from fwx.safety.zipbounds import BOUNDS_HINT as BOUNDS_HINT
 
 TRUST_HINT = "pass --trust-model-code only if you trust where this file came from"
 
