@@ -220,6 +220,8 @@ def compare_traces(
     mismatch.node = _first_confirmed(found, cand_probes)
     if mismatch.node is not None:
         mismatch.inserted = _unpaired_between(mismatch.node, found, cand_probes)
+        if method == "tensor names":  # the same naming on both sides: a name missing is a node missing
+            mismatch.removed = _missing(mismatch.node, found, ref_probes, mismatch.inserted)
     elif any(not n.passed for n in found):
         worst = max(found, key=lambda n: n.ratio / n.inputs_ratio if n.inputs_ratio > 0 else math.inf)
         mismatch.note = (
@@ -283,6 +285,32 @@ def _unpaired_between(node: NodeError, layers: Sequence[NodeError], cand: Sequen
     _, between = _compared_inputs(pos, compared, cand)
     named = [f"{cand[q].node!r} ({cand[q].op})" for q in sorted(between) if cand[q].op not in _PLUMBING]
     return named if len(named) <= _INSERTED else []  # more is a gap in the pairing, not an insertion
+
+
+def _missing(node: NodeError, layers: Sequence[NodeError], ref: Sequence[Probe], inserted: Sequence[str]) -> list[str]:
+    """Reference nodes the artifact has no counterpart of, between ``node``'s reference and the paired ones it
+    reads from: a node a converter or a fault removed. Only where the reference records its graph, and never an
+    op the artifact's node itself computes (a quantiser folds the Conv before a ReLU into one node)."""
+    if not any(p.inputs for p in ref):
+        return []
+    index = {p.node: i for i, p in reversed(list(enumerate(ref)))}
+    start = index.get(node.reference)
+    if start is None:
+        return []
+    paired = {index.get(n.reference) for n in layers}  # the reference each compared node was judged against
+    producer = {p.tensor: i for i, p in enumerate(ref)}
+    todo, seen, missing = list(ref[start].inputs), set(), []
+    while todo:
+        q = producer.get(todo.pop())
+        if q is None or q in seen or q in paired:
+            continue
+        seen.add(q)
+        missing.append(q)
+        todo.extend(ref[q].inputs)
+    ops = {node.op.lower()} | {n.rsplit("(", 1)[-1].rstrip(")").lower() for n in inserted}
+    kept = [q for q in sorted(missing) if ref[q].op not in _PLUMBING and ref[q].op.lower() not in ops]
+    named = [f"{ref[q].node!r} ({ref[q].op})" for q in kept]
+    return named if len(named) <= _INSERTED else []
 
 
 #: Unpaired nodes named at most: a fault inserts one or two; a run of them means fwx could not pair a stretch.

@@ -64,6 +64,7 @@ class Mismatch:
     note: str = ""
     within: str = ""  # where the node is when not in the artifact: an intermediate file it was converted from
     inserted: list[str] = field(default_factory=list)  # artifact nodes with no reference counterpart just before it
+    removed: list[str] = field(default_factory=list)  # reference nodes with no artifact counterpart just before it
     samples: str = ""  # which samples were traced, in words
 
     def line(self) -> str:
@@ -73,6 +74,8 @@ class Mismatch:
         n = self.node
         where = f" in {self.within}" if self.within else ""
         after = f" (after {', '.join(self.inserted)}, which the reference does not have)" if self.inserted else ""
+        if self.removed:
+            after += f" (the reference's {', '.join(self.removed)} before it is missing)"
         traced = f"; traced on {self.samples}" if self.samples else ""
         return (
             f"first node out of tolerance{where}: {n.describe()}{after}, max abs err {n.max_abs:.3g}, "
@@ -89,6 +92,7 @@ class Mismatch:
             "matched_by": self.matched_by,
             "note": self.note or None,
             "inserted": list(self.inserted),
+            "removed": list(self.removed),
             "samples": self.samples or None,
             "first": self.node.to_json() if self.node else None,
             "layers": [n.to_json() for n in self.layers],

@@ -236,3 +236,26 @@ def test_a_failure_seen_only_on_a_validation_data_sample_is_located_on_it(net_on
     assert m.node.node == "/stem/Conv"
     assert m.inserted == ["'planted' (Clip)"]
     assert m.samples.startswith(f"sample {len(report.inputs)} of {len(report.inputs)}")
+
+
+def _remove(src: Path, out: Path, name: str) -> Path:
+    """``name`` taken out of the graph: its consumers read its input instead."""
+    model = onnx.load(str(src))
+    node = next(n for n in model.graph.node if n.name == name)
+    for other in model.graph.node:
+        for k, tensor in enumerate(other.input):
+            if tensor == node.output[0]:
+                other.input[k] = node.input[0]
+    model.graph.node.remove(node)
+    onnx.save(model, str(out))
+    return out
+
+
+def test_a_node_the_artifact_lost_is_named(net_onnx: Path, tmp_path: Path) -> None:
+    bad = _remove(net_onnx, tmp_path / "removed.onnx", "/layer1/layer1.0/Relu")
+    rng = np.random.default_rng(0)
+    m = _onnx_locate(net_onnx, bad, [{"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}])
+    assert m.node is not None, m.note
+    assert m.node.node == "/layer1/layer1.0/Add"
+    assert (m.inserted, m.removed) == ([], ["'/layer1/layer1.0/Relu' (Relu)"])
+    assert "the reference's '/layer1/layer1.0/Relu' (Relu) before it is missing" in m.line()
