@@ -161,12 +161,17 @@ def _failing(
     cand_names = candidate.runtime.signature().output_names
     errors = []
     for sample, feed in zip(samples, feeds, strict=True):
-        ref_out, cand_out = reference.runtime.infer(dict(sample)), candidate.runtime.infer(feed)
+        try:
+            ref_out, cand_out = reference.runtime.infer(dict(sample)), candidate.runtime.infer(feed)
+        except Exception:  # noqa: BLE001 - a sample a side cannot run cannot be traced either: the others are
+            errors.append(-1.0)
+            continue
         errors.append(_disagreement(ref_out, cand_out, signature.output_names, cand_names))
-    order = sorted(range(len(samples)), key=lambda i: (-errors[i], i))
-    worst, runner = order[0], order[1]
-    if errors[worst] > 0 and errors[runner] < errors[worst] / 2:
-        return [worst]
+    if max(errors) < 0:
+        return list(range(min(TRACED_SAMPLES, len(samples))))
+    order = sorted((i for i in range(len(samples)) if errors[i] >= 0), key=lambda i: (-errors[i], i))
+    if len(order) == 1 or (errors[order[0]] > 0 and errors[order[1]] < errors[order[0]] / 2):
+        return order[:1]
     return sorted(order[:TRACED_SAMPLES])
 
 
