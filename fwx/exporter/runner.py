@@ -261,7 +261,8 @@ def _convert(ctx: RunContext, target: Format, attempt: Attempt) -> None:
     if not hops:
         with hop_errors(f"{ctx.src.plan_format} -> {target} (copy)"):
             attempt.hops.append(_identity(ctx, target))
-        return
+        if not (ctx.options.quantize and target in POST_QUANTIZED):
+            return  # an ONNX source exported to ONNX with --quantize is quantised below, not copied as is
     prev: ConvertResult | None = None
     for i, entry in enumerate(hops):
         last = i == len(hops) - 1

@@ -85,3 +85,46 @@ def test_a_failed_target_names_its_first_wrong_node(net_onnx: Path, tmp_path: Pa
     assert any("first node out of tolerance" in line for line in entry["validation"]["failures"])
     assert any("first node out of tolerance" in line for line in result.failures)
     assert result.to_json()["ok"] is False
+
+
+@pytest.fixture
+def planted_int8(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fwx's INT8 ONNX, with one output channel's weight scale of ``NODE`` flipped and tripled."""
+    import fwx.exporter.runner as runner
+
+    real = runner.quantize_onnx
+
+    def quantize(src: Path, out: Path, signature: Any, quant: Any) -> Any:
+        info = real(src, out, signature, quant)
+        model = onnx.load(str(out))
+        dq = {n.output[0]: n for n in model.graph.node if n.op_type == "DequantizeLinear"}
+        conv = next(n for n in model.graph.node if n.name == NODE)
+        init = next(i for i in model.graph.initializer if i.name == dq[conv.input[1]].input[1])
+        scale = numpy_helper.to_array(init).copy()
+        scale[:4] *= -3.0
+        init.CopyFrom(numpy_helper.from_array(scale, init.name))
+        onnx.save(model, str(out))
+        return info
+
+    monkeypatch.setattr(runner, "quantize_onnx", quantize)
+
+
+@pytest.mark.usefixtures("planted_int8")
+def test_a_failed_int8_onnx_names_the_planted_conv_against_its_float_onnx(net_onnx: Path, tmp_path: Path) -> None:
+    from fwx.converters.base import ConvertOptions
+    from fwx.quantize.options import QuantOptions
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "calib.npz", x=rng.standard_normal((32, 3, 8, 8)).astype(np.float32))
+    quant = QuantOptions("int8", calibration_data=str(tmp_path / "calib.npz"))
+    opts = ExportOptions(out=tmp_path / "repo", prefetch="off", keep_failed=True, convert=ConvertOptions(quant=quant))
+    result = export(net_onnx, ["onnx"], opts)
+    assert result.version_dir is not None
+    entry = json.loads((result.version_dir / "fwx.json").read_text())["artifacts"]["onnx"]
+    assert entry["precision"] == "int8"  # an ONNX source is quantised, not copied as is
+    found = entry["validation"]["mismatch"]
+    assert found["node"] == NODE
+    assert found["first"]["reference"] == "/layer1/layer1.1/Relu"  # the quantiser folded the ReLU into the Conv
+    assert found["first"]["cosine"] < 0.9
+    assert all(n["passed"] for n in found["layers"][:3])  # before it: the value after each Q/DQ pair
+    assert not any(n["op"] in ("QuantizeLinear", "DequantizeLinear") for n in found["layers"])
