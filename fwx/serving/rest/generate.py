@@ -10,6 +10,7 @@ generator is closed, which takes the request's row out of the next step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -24,6 +25,7 @@ from fwx.serving.dataplane import failure_reason
 from fwx.serving.rest.body import read_body
 from fwx.serving.rest.kserve import load_json
 from fwx.serving.tasks import protocols
+from fwx.serving.tasks.generate import ClientGoneError
 from fwx.serving.tasks.protocols import GenerateCall, OpenAIEncoder, Usage
 
 if TYPE_CHECKING:
@@ -81,11 +83,18 @@ class GenerateRoutes:
         self.dp.tasks.record(model, t0, None)
         return Response(orjson.dumps(body(gen, text, finish)), media_type=JSON)
 
-    def _stream(self, model: Any, gen: Generation, events: AsyncGenerator[bytes, None]) -> Response:
+    def _stream(self, request: Request, model: Any, gen: Generation, events: AsyncGenerator[bytes, None]) -> Response:
         t0 = time.perf_counter_ns()
+
+        async def watch() -> None:
+            """Wait for the client to hang up: while no token is written, nothing else would notice."""
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            gen.abandon()
 
         async def guarded() -> AsyncIterator[bytes]:
             error: BaseException | None = None
+            watcher = asyncio.ensure_future(watch())
             try:
                 async for chunk in events:
                     yield chunk
@@ -96,8 +105,10 @@ class GenerateRoutes:
                 error = exc
                 raise
             finally:
+                watcher.cancel()
                 await events.aclose()
-                self.dp.tasks.record(model, t0, None if error is None else failure_reason(error))
+                reason = "cancelled" if isinstance(error, ClientGoneError) else failure_reason(error) if error else None
+                self.dp.tasks.record(model, t0, reason)
 
         return StreamingResponse(guarded(), media_type="text/event-stream", headers=SSE_HEADERS)
 
@@ -123,11 +134,13 @@ class GenerateRoutes:
         model, gen = await self._start(request, call)
 
         async def events() -> AsyncGenerator[bytes, None]:
-            async for delta in gen.deltas():
-                usage = Usage(gen.prompt_tokens, gen.completion_tokens) if delta.finish_reason else None
-                yield _event(protocols.triton_body(name, str(model.version), delta.text, delta.finish_reason, usage))
+            async with contextlib.aclosing(gen.deltas()) as deltas:  # closing the stream closes the request
+                async for delta in deltas:
+                    usage = Usage(gen.prompt_tokens, gen.completion_tokens) if delta.finish_reason else None
+                    body = protocols.triton_body(name, str(model.version), delta.text, delta.finish_reason, usage)
+                    yield _event(body)
 
-        return self._stream(model, gen, events())
+        return self._stream(request, model, gen, events())
 
     def _version(self, name: str, version: str | None) -> str:
         return str(self.dp.manager.get(name, version).version)
@@ -153,10 +166,11 @@ class GenerateRoutes:
         async def events() -> AsyncGenerator[bytes, None]:
             if is_chat:  # the assistant's role comes first, with no content yet
                 yield _event(enc.chunk("", None, first=True))
-            async for delta in gen.deltas():
-                yield _event(enc.chunk(delta.text, delta.finish_reason))
+            async with contextlib.aclosing(gen.deltas()) as deltas:
+                async for delta in deltas:
+                    yield _event(enc.chunk(delta.text, delta.finish_reason))
             if call.include_usage:
                 yield _event(enc.usage_chunk(Usage(gen.prompt_tokens, gen.completion_tokens)))
             yield b"data: [DONE]\n\n"
 
-        return self._stream(model, gen, events())
+        return self._stream(request, model, gen, events())

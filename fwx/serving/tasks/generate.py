@@ -10,12 +10,18 @@ text that could still turn into a stop string is held back until it cannot.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from fwx.errors import FwxError
 from fwx.serving.tasks.scheduler import Engine, Sequence
+
+
+class ClientGoneError(FwxError):
+    """The client disconnected mid-stream (nobody reads the answer; counted as ``cancelled``)."""
+
+    http_status = 499
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,13 @@ class Generation:
         """Tokens delivered to this request (a row cut short by a stop string may have drawn one more)."""
         return self._delivered
 
-    async def deltas(self) -> AsyncIterator[Delta]:
+    def abandon(self) -> None:
+        """The client went away: stop generating and end ``deltas()`` with a 499-style error."""
+        if not self.seq.done:
+            self.engine.cancel(self.seq)
+        self.seq.tokens.put_nowait(ClientGoneError("the client closed the connection"))
+
+    async def deltas(self) -> AsyncGenerator[Delta, None]:
         """Text deltas as tokens arrive; the last has the finish reason. Leaving early cancels the request."""
         try:
             async for delta in self._deltas():
@@ -102,30 +114,37 @@ class Generation:
             self._release.close()
 
     async def _deltas(self) -> AsyncIterator[Delta]:
+        """One delta per wake-up: tokens that queued while the client was being written to go out together."""
         seq = self.seq
         while True:
-            item = await seq.tokens.get()
-            if isinstance(item, FwxError):
-                raise item
-            if item is None:
-                yield Delta(self._stops.flush(), seq.finish_reason)
-                return
-            token, finish = item
-            self._delivered += 1
-            eos = finish == "stop"  # the end-of-sequence token itself is not text
-            text, stopped = self._stops.feed("" if eos else self._detok.add(token))
-            if stopped:
-                self.engine.cancel(seq)
-                seq.finish_reason = "stop"
-                yield Delta(text, "stop")
-                return
-            if text:
-                yield Delta(text)
+            items = [await seq.tokens.get()]
+            while not seq.tokens.empty():
+                items.append(seq.tokens.get_nowait())
+            parts: list[str] = []
+            for item in items:
+                if isinstance(item, FwxError):
+                    raise item
+                if item is None:
+                    yield Delta("".join(parts) + self._stops.flush(), seq.finish_reason)
+                    return
+                token, finish = item
+                self._delivered += 1
+                eos = finish == "stop"  # the end-of-sequence token itself is not text
+                text, stopped = self._stops.feed("" if eos else self._detok.add(token))
+                parts.append(text)
+                if stopped:
+                    self.engine.cancel(seq)
+                    seq.finish_reason = "stop"
+                    yield Delta("".join(parts), "stop")
+                    return
+            if any(parts):
+                yield Delta("".join(parts))
 
     async def text(self) -> tuple[str, str]:
         """The whole completion and its finish reason."""
         parts, reason = [], "length"
-        async for delta in self.deltas():
-            parts.append(delta.text)
-            reason = delta.finish_reason or reason
+        async with contextlib.aclosing(self.deltas()) as deltas:
+            async for delta in deltas:
+                parts.append(delta.text)
+                reason = delta.finish_reason or reason
         return "".join(parts), reason

@@ -1,0 +1,271 @@
+"""Benchmark: generation throughput and time to first token, continuous batching against one at a time.
+
+A small Llama-style decoder (random weights, 4 layers, hidden 128, vocabulary 512, context 256) is saved
+with ``save_pretrained``, exported with ``fwx export --task text-generation-with-past --to onnx``, and
+served by ``fwx serve``'s server in a child process. The client (this process) opens 1, 8 and 32
+concurrent ``generate_stream`` requests (16-token prompts, 32 new tokens each, end-of-sequence ignored)
+and measures tokens per second over the whole burst and each stream's time to its first token.
+
+Two modes on the same artifact and server code: ``continuous`` (rows join and leave the running batch
+between steps, up to 64 rows) and ``one_at_a_time`` (the engine runs one row per step, the way a server
+without iteration-level batching serves requests). Also transformers' own ``generate()`` in a loop over the
+same prompts, for scale. Each figure is the median (with min-max) of ``--repeats`` runs.
+
+Prints a table and writes benchmarks/results/generate.json (date, commit, machine: _provenance.py).
+    python benchmarks/generate.py [--repeats 3] [--streams 1,8,32] [--tokens 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._provenance import provenance, spread  # noqa: E402
+from fwx.sources.hf import import_transformers  # noqa: E402  (transformers beside a CUDA torchvision)
+
+VOCAB, CONTEXT, PROMPT = 512, 256, 16
+
+
+def build(folder: Path) -> None:
+    """The decoder's folder, with a word-level tokenizer covering every id (``w0`` .. ``w511``)."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tf = import_transformers()
+    cfg = tf.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        max_position_embeddings=CONTEXT,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    torch.manual_seed(0)
+    tf.LlamaForCausalLM(cfg).eval().save_pretrained(folder)
+    tok = Tokenizer(models.WordLevel({f"w{i}": i for i in range(VOCAB)}, unk_token="w3"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tf.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="w3", pad_token="w0").save_pretrained(folder)
+
+
+def export(folder: Path, repo: Path) -> None:
+    cmd = [sys.executable, "-m", "fwx", "export", str(folder), "--task", "text-generation-with-past"]
+    subprocess.run([*cmd, "--to", "onnx", "--out", str(repo), "--name", "lm"], check=True, capture_output=True)
+
+
+SERVE = """
+import asyncio, sys
+from pathlib import Path
+from fwx.serving.config import ServerConfig
+from fwx.serving.server import Server
+from fwx.serving.tasks.scheduler import EngineOptions
+
+async def main():
+    cfg = ServerConfig(repository=Path(sys.argv[1]), http_port=0, grpc_port=-1, poll_seconds=0, load_probe=False)
+    srv = Server(cfg)
+    await srv.start()
+    srv.dataplane.tasks.options = EngineOptions(max_rows=int(sys.argv[2]))
+    print(srv.http_port, flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+def prompts(n: int, seed: int) -> list[str]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [" ".join(f"w{i}" for i in rng.integers(4, VOCAB, PROMPT)) for _ in range(n)]
+
+
+async def burst(url: str, texts: list[str], tokens: int) -> dict[str, Any]:
+    """All ``texts`` at once as streams: tokens per second over the burst, each stream's first-token time."""
+    import httpx
+
+    body = {"max_tokens": tokens, "ignore_eos": True}
+    firsts: list[float] = []
+    counts: list[int] = []
+
+    async def one(client: httpx.AsyncClient, text: str) -> None:
+        t0, first, n = time.perf_counter(), None, 0
+        async with client.stream("POST", f"{url}/v2/models/lm/generate_stream", json={**body, "text_input": text}) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    first = first or time.perf_counter() - t0
+                    n += 1
+        firsts.append(first or 0.0)
+        counts.append(n)
+
+    limits = httpx.Limits(max_connections=len(texts) + 4)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(client, t) for t in texts))
+        wall = time.perf_counter() - t0
+    firsts.sort()
+    return {
+        "tokens_per_s": len(texts) * tokens / wall,
+        "ttft_p50_s": statistics.median(firsts),
+        "ttft_p99_s": firsts[min(len(firsts) - 1, round(0.99 * (len(firsts) - 1)))],
+        "events": sum(counts),
+    }
+
+
+def serve(repo: Path, max_rows: int) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE, str(repo), str(max_rows)], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    assert proc.stdout is not None
+    port = proc.stdout.readline().strip()
+    if not port.isdigit():
+        proc.kill()
+        raise SystemExit("the server did not start")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+async def engine_burst(repo: Path, max_rows: int, texts: list[str], tokens: int) -> dict[str, Any]:
+    """The same burst straight into the scheduler, without HTTP: what batching buys at the model."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    from fwx.manifest import Manifest
+    from fwx.serving.tasks.metrics import GenerationStats
+    from fwx.serving.tasks.sampling import SamplingParams
+    from fwx.serving.tasks.scheduler import CacheLayout, Engine, EngineOptions
+
+    folder = repo / "lm" / "1"
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as fwx's ONNX runtime serves
+    session = ort.InferenceSession(str(folder / "model.onnx"), sess_options=so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+
+    class Runtime:
+        def infer(self, feeds: dict[str, Any]) -> dict[str, Any]:
+            return dict(zip(names, session.run(None, feeds), strict=True))
+
+    layout = CacheLayout.of(Manifest.read(folder).sig())
+    engine = Engine(Runtime(), layout, EngineOptions(max_rows=max_rows), GenerationStats("lm", "1"))  # type: ignore[arg-type]
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    params = SamplingParams(max_tokens=tokens, greedy=True, ignore_eos=True)
+    t0 = time.perf_counter()
+    firsts: list[float] = []
+
+    async def drain(seq: Any) -> None:
+        await seq.tokens.get()
+        firsts.append(time.perf_counter() - t0)
+        while await seq.tokens.get() is not None:
+            pass
+
+    await asyncio.gather(*(drain(engine.submit(tok.encode(t).ids, params, frozenset())) for t in texts))
+    wall = time.perf_counter() - t0
+    firsts.sort()
+    return {
+        "tokens_per_s": len(texts) * tokens / wall,
+        "ttft_p50_s": statistics.median(firsts),
+        "ttft_p99_s": firsts[min(len(firsts) - 1, round(0.99 * (len(firsts) - 1)))],
+    }
+
+
+def transformers_loop(folder: Path, texts: list[str], tokens: int) -> float:
+    """transformers' ``generate()`` over the prompts one after another: tokens per second."""
+    import numpy as np
+    import torch
+    from tokenizers import Tokenizer
+
+    tf = import_transformers()
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    model = tf.AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    t0 = time.perf_counter()
+    for text in texts:
+        ids = torch.from_numpy(np.array([tok.encode(text).ids], dtype=np.int64))
+        with torch.no_grad():
+            model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=tokens,
+                min_new_tokens=tokens,
+                do_sample=False,
+                pad_token_id=0,
+            )
+    return len(texts) * tokens / (time.perf_counter() - t0)
+
+
+def _row(mode: str, n: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    row: dict[str, Any] = {"mode": mode, "streams": n}
+    for key in ("tokens_per_s", "ttft_p50_s", "ttft_p99_s"):
+        row[key] = spread([r[key] for r in runs], 4)
+    print(
+        f"{mode:21} {n:3} streams: {row['tokens_per_s']['median']:9.1f} tok/s, TTFT p50 "
+        f"{row['ttft_p50_s']['median'] * 1e3:8.1f} ms, p99 {row['ttft_p99_s']['median'] * 1e3:8.1f} ms",
+        flush=True,
+    )
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--streams", default="1,8,32")
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "generate.json")
+    args = ap.parse_args()
+    streams = [int(s) for s in args.streams.split(",")]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder, repo = Path(tmp) / "lm-src", Path(tmp) / "repo"
+        build(folder)
+        export(folder, repo)
+        for mode, max_rows in (("engine_continuous", 64), ("engine_one_at_a_time", 1)):
+            for n in streams:
+                runs = [
+                    asyncio.run(engine_burst(repo, max_rows, prompts(n, seed), args.tokens))
+                    for seed in range(args.repeats)
+                ]
+                rows.append(_row(mode, n, runs))
+        for mode, max_rows in (("continuous", 64), ("one_at_a_time", 1)):
+            proc, url = serve(repo, max_rows)
+            try:
+                asyncio.run(burst(url, prompts(2, 99), 4))  # warm the engine and the connection pool
+                for n in streams:
+                    runs = [asyncio.run(burst(url, prompts(n, seed), args.tokens)) for seed in range(args.repeats)]
+                    rows.append(_row(mode, n, runs))
+            finally:
+                proc.kill()
+                proc.wait()
+        loop = [transformers_loop(folder, prompts(8, seed), args.tokens) for seed in range(args.repeats)]
+        rows.append({"mode": "transformers_generate_loop", "streams": 1, "tokens_per_s": spread(loop, 4)})
+        print(f"transformers generate() in a loop: {statistics.median(loop):9.1f} tok/s")
+    by = {(r["mode"], r["streams"]): r["tokens_per_s"]["median"] for r in rows}
+    speedup = {
+        f"{where}{n}": round(by[(f"{prefix}continuous", n)] / by[(f"{prefix}one_at_a_time", n)], 2)
+        for where, prefix in (("http_", ""), ("engine_", "engine_"))
+        for n in streams
+    }
+    doc = {
+        "provenance": provenance(),
+        "model": {"arch": "llama", "layers": 4, "hidden": 128, "vocab": VOCAB, "context": CONTEXT, "format": "onnx"},
+        "prompt_tokens": PROMPT,
+        "new_tokens": args.tokens,
+        "results": rows,
+        "speedup_continuous_over_one_at_a_time": speedup,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print("speed-up of continuous batching:", speedup)
+
+
+if __name__ == "__main__":
+    main()
