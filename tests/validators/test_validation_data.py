@@ -48,13 +48,17 @@ def test_export_and_validate_add_the_real_samples(files: Path, capsys: pytest.Ca
     assert manifest["artifacts"]["onnx"]["validation"]["samples"] == 5  # 4 generated + 1 real batch
     assert manifest["samples"]["input_ranges"]["input_ids"] == [0, 30]  # its own table, not the 2-row one
     assert "indexes embedding of a 30-row table" in manifest["samples"]["notes"]["input_ids"]
+    source = [
+        "--source-model",
+        files / "tagger.pt",
+    ]  # fwx.json's source.path is data, never followed out of the version
     code, out = fwx_cli(
-        ["validate", version, "--trust-model-code", "--validation-data", files / "real.npz", "--json"], capsys
+        ["validate", version, *source, "--trust-model-code", "--validation-data", files / "real.npz", "--json"], capsys
     )
     assert code == 0, out
     assert len(json.loads(out[out.index("{") :])["inputs"]) == 5
     ui.state.json = False
-    code, out = fwx_cli(["validate", version, "--trust-model-code"], capsys)
+    code, out = fwx_cli(["validate", version, *source, "--trust-model-code"], capsys)
     assert "note: samples: input_ids: ids in [0, 30)" in out  # the choice is listed under the table
 
 
