@@ -42,10 +42,16 @@ apt_install() {
 engine() {
     command -v dockerd >/dev/null 2>&1 || apt_install docker.io
     docker info >/dev/null 2>&1 && return 0
+    local deadline=$((SECONDS + 90)) pid
+    pid=$(cat /var/run/docker.pid 2>/dev/null || true)
+    while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && ! docker info >/dev/null 2>&1; do
+        [ $SECONDS -lt $deadline ] || { say "dockerd (pid $pid) neither answers nor exits"; exit 1; }
+        sleep 1  # a daemon still starting or stopping: wait for it rather than start a second one
+    done
+    docker info >/dev/null 2>&1 && return 0
     say "starting dockerd (no bridge, no iptables; log: $CACHE/dockerd.log)"
     $SUDO sh -c "nohup dockerd --bridge=none --iptables=false --ip-masq=false --ip6tables=false \
         >'$CACHE/dockerd.log' 2>&1 &"
-    local deadline=$((SECONDS + 90))
     until docker info >/dev/null 2>&1; do
         [ $SECONDS -lt $deadline ] || { tail -20 "$CACHE/dockerd.log" >&2; say "dockerd did not start"; exit 1; }
         sleep 1
