@@ -44,7 +44,10 @@ def parse_workers(text: str | int) -> int:
 
 #: The environment a worker keeps (everything else, tokens and cloud keys included, stays with the caller):
 #: names the interpreter, the C library, the runtimes and fwx itself read.
-_ENV_KEEP = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "NO_COLOR"})
+_ENV_KEEP = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "NO_COLOR"}
+    | {"POD_NAME", "HOSTNAME"}  # the replica's name in fwx_server_info (FWX_REPLICA is kept as FWX_*)
+)
 _ENV_KEEP_PREFIXES = (
     "LC_",
     "PYTHON",  # PYTHONPATH, PYTHONUNBUFFERED, ... (the interpreter's own switches)
