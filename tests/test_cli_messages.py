@@ -85,7 +85,8 @@ def test_every_flag_named_by_the_server_exists() -> None:
     # serve's own flags, and export's (a hint may say "fwx export MODEL --out REPO")
     flags = {opt for cmd in (serve, export) for p in cmd.params for opt in (*p.opts, *getattr(p, "secondary_opts", []))}
     # the probe child's own flags, and Triton's name for the body limit
-    not_serve = {"--signature", "--sizes", "--memory-mb", "--cpu-s", "--spare", "--http-max-input-size"}
+    not_serve = {"--signature", "--sizes", "--memory-mb", "--cpu-s", "--spare", "--manifest", "--sandbox-read"}
+    not_serve |= {"--http-max-input-size"}
     named = {
         m
         for f in (ROOT / "fwx" / "serving").rglob("*.py")

@@ -32,10 +32,12 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
@@ -401,7 +403,13 @@ class Prefetcher:
 
     def _wait(self, job: Job, i: int) -> dict[str, Any] | None:
         """Hop ``i``'s answer; a crash answer if the child died in it; None if it never started it."""
+        with _ctrl_c_as_flag() as pressed:
+            return self._poll(job, i, pressed)
+
+    def _poll(self, job: Job, i: int, pressed: list[bool]) -> dict[str, Any] | None:
         while True:
+            if pressed:
+                raise KeyboardInterrupt
             got = job.answer(i)
             if got is not None:
                 return got
@@ -432,6 +440,26 @@ class Prefetcher:
             lines = [ln.strip() for ln in (self.root / "child.log").read_text(errors="replace").splitlines()]
             return next((ln[:200] for ln in reversed(lines) if ln), "")
         return ""
+
+
+@contextlib.contextmanager
+def _ctrl_c_as_flag() -> Iterator[list[bool]]:
+    """While the export waits for the child, Ctrl-C only sets a flag that the wait loop turns into
+    KeyboardInterrupt. Python runs a signal handler wherever the main thread is; inside a ``__del__``
+    (TensorFlow's objects have them, and the loop's garbage can trigger a collection) a raised
+    KeyboardInterrupt is printed as "Exception ignored" and dropped, and the export waited out the child.
+    """
+    pressed: list[bool] = []
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield pressed  # not ours to change: a caller's own handler, or not the main thread
+        return
+    previous = signal.signal(signal.SIGINT, lambda *_: pressed.append(True))
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def prefetch_bytes() -> int:

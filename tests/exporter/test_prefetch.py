@@ -157,12 +157,12 @@ def test_a_failed_or_dead_child_fails_that_hop_only(
 
 
 def _main_thread_waits_for_the_child() -> bool:
-    """The main thread is in ``Prefetcher._wait``: its loop, where Ctrl-C lands as KeyboardInterrupt."""
+    """The main thread is in ``Prefetcher._poll``: its loop, where Ctrl-C lands as KeyboardInterrupt."""
     from fwx.exporter.prefetch import Prefetcher
 
     frame = sys._current_frames().get(threading.main_thread().ident or -1)
     while frame is not None:
-        if frame.f_code is Prefetcher._wait.__code__:
+        if frame.f_code is Prefetcher._poll.__code__:
             return True
         frame = frame.f_back
     return False
