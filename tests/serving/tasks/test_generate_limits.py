@@ -144,12 +144,16 @@ def test_a_client_that_goes_away_is_cancelled_and_no_longer_in_flight(gated: Any
     gate.allow(2)  # the first iteration (prefill, one decode step) reaches the client, then the engine waits
     with httpx.Client(timeout=WAIT_S) as client, client.stream("POST", f"{srv.url}/v1/completions", json=body) as r:
         assert r.status_code == 200
-        for line in r.iter_lines():
+        # Held until the client leaves: an abandoned iter_lines() generator, once collected, closes httpcore's
+        # stream and with it the connection, and the server would see the client go before the checks below.
+        lines = r.iter_lines()
+        for line in lines:
             if line.startswith("data: "):
                 break
         assert "error" not in line
         (seq,) = engine.sequences
         assert dp.inflight == 1, line
+        del lines
     wait_for(lambda: seq.cancelled, "the disconnect to cancel the request")
     wait_for(lambda: dp.inflight == 0, "the request to leave the in-flight count")
     gate.allow(10_000)
