@@ -63,3 +63,31 @@ def spread(values: list[float], digits: int = 3) -> dict[str, float]:
         "max": round(max(values), digits),
         "runs": len(values),
     }
+
+
+def shown(s: dict[str, float], digits: int = 3) -> str:
+    """One ``spread`` as a table cell: ``median (min-max)``."""
+    return f"{s['median']:.{digits}f} ({s['min']:.{digits}f}-{s['max']:.{digits}f})"
+
+
+def timed_run(cmd: list[str]) -> float:
+    """Seconds one command takes from start to exit, run from the project root; a failure ends the benchmark."""
+    import time
+
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)  # noqa: S603 - our own commands
+    took = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-400:]}")
+    return took
+
+
+def publish(result: dict[str, Any], table: str, out: Path) -> None:
+    """Add the provenance block, print the table and write the results JSON."""
+    import json
+
+    result["provenance"] = provenance()
+    print(table)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")

@@ -22,14 +22,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._provenance import provenance, spread  # noqa: E402
+from benchmarks._provenance import publish, shown, spread, timed_run  # noqa: E402
 
 #: Runs in a fresh process: times each wall as the loader takes it, prints them as JSON (from PID 1).
 WALLS = """
@@ -69,15 +68,6 @@ def tiny_onnx(path: Path) -> Path:
     return path
 
 
-def wall(cmd: list[str]) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
-    took = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-400:]}")
-    return took
-
-
 def bench(repeats: int, work: Path) -> dict[str, Any]:
     model = tiny_onnx(work / "tiny.onnx")
     steps: dict[str, list[float]] = {}
@@ -93,8 +83,8 @@ def bench(repeats: int, work: Path) -> dict[str, Any]:
     fwx = [sys.executable, "-m", "fwx", "inspect", str(model)]
     walled, bare = [], []
     for _ in range(repeats):  # interleaved: a shared machine's load drifts between runs, not within a pair
-        walled.append(wall(fwx))
-        bare.append(wall([*fwx, "--no-sandbox"]))
+        walled.append(timed_run(fwx))
+        bare.append(timed_run([*fwx, "--no-sandbox"]))
     return {
         "runs": repeats,
         "namespaces_up": isolated,
@@ -102,7 +92,7 @@ def bench(repeats: int, work: Path) -> dict[str, Any]:
         "walls_total_s": spread(
             [sum(v[i] for k, v in steps.items() if k != "import fwx.safety") for i in range(repeats)], 4
         ),
-        "python_start_s": spread([wall([sys.executable, "-c", "pass"]) for _ in range(repeats)]),
+        "python_start_s": spread([timed_run([sys.executable, "-c", "pass"]) for _ in range(repeats)]),
         "inspect_default_s": spread(walled),
         "inspect_no_sandbox_s": spread(bare),
         "loader_added_s": round(statistics.median(walled) - statistics.median(bare), 3),
@@ -110,16 +100,13 @@ def bench(repeats: int, work: Path) -> dict[str, Any]:
 
 
 def table(res: dict[str, Any]) -> str:
-    def f(s: dict[str, float], d: int = 3) -> str:
-        return f"{s['median']:.{d}f} ({s['min']:.{d}f}-{s['max']:.{d}f})"
-
     lines = [f"{'step':<34} {'seconds, median (min-max)':>28}"]
     for key, s in res["walls_s"].items():
-        lines.append(f"{('wall: ' if key != 'import fwx.safety' else '') + key:<34} {f(s, 4):>28}")
-    lines.append(f"{'walls, all together (no import)':<34} {f(res['walls_total_s'], 4):>28}")
-    lines.append(f"{'python start (for scale)':<34} {f(res['python_start_s']):>28}")
-    lines.append(f"{'fwx inspect tiny.onnx (loader)':<34} {f(res['inspect_default_s']):>28}")
-    lines.append(f"{'fwx inspect --no-sandbox':<34} {f(res['inspect_no_sandbox_s']):>28}")
+        lines.append(f"{('wall: ' if key != 'import fwx.safety' else '') + key:<34} {shown(s, 4):>28}")
+    lines.append(f"{'walls, all together (no import)':<34} {shown(res['walls_total_s'], 4):>28}")
+    lines.append(f"{'python start (for scale)':<34} {shown(res['python_start_s']):>28}")
+    lines.append(f"{'fwx inspect tiny.onnx (loader)':<34} {shown(res['inspect_default_s']):>28}")
+    lines.append(f"{'fwx inspect --no-sandbox':<34} {shown(res['inspect_no_sandbox_s']):>28}")
     lines.append(f"{'the loader process adds':<34} {res['loader_added_s']:>+28.3f}")
     return "\n".join(lines)
 
@@ -131,12 +118,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         res = bench(max(5, args.repeats), Path(tmp))
-    res["provenance"] = provenance()
-    print(table(res))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2) + "\n")
-    print(f"wrote {out}")
+    publish(res, table(res), Path(args.out))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ Prints a table and writes benchmarks/results/sandbox.json (date, commit, machine
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._provenance import provenance, spread  # noqa: E402
+from benchmarks._provenance import publish, shown, spread, timed_run  # noqa: E402
 
 RESTRICT = """
 import time
@@ -60,15 +59,6 @@ def onnx_model(path: Path, mb: int) -> Path:
     return path
 
 
-def wall(cmd: list[str]) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
-    took = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-400:]}")
-    return took
-
-
 def bench(sizes: list[int], repeats: int, work: Path) -> dict[str, Any]:
     from fwx.formats import Format
     from fwx.safety import check_model, snapshot
@@ -80,7 +70,7 @@ def bench(sizes: list[int], repeats: int, work: Path) -> dict[str, Any]:
         for _ in range(repeats - 1)
     ]
     out["restrict_s"] = spread(restrict, 5)
-    out["python_start_s"] = spread([wall([sys.executable, "-c", "pass"]) for _ in range(repeats)])
+    out["python_start_s"] = spread([timed_run([sys.executable, "-c", "pass"]) for _ in range(repeats)])
     fwx = [sys.executable, "-m", "fwx", "validate"]
     for mb in sizes:
         model = onnx_model(work / f"m{mb}.onnx", mb)
@@ -93,8 +83,10 @@ def bench(sizes: list[int], repeats: int, work: Path) -> dict[str, Any]:
             check_model(Format.ONNX, snap.path, trust=False)
             scans.append(time.perf_counter() - t0)
             snap.discard()
-        guarded = [wall([*fwx, str(model), str(model), "--samples", "1"]) for _ in range(repeats)]
-        trusted = [wall([*fwx, str(model), str(model), "--samples", "1", "--trust-model-code"]) for _ in range(repeats)]
+        guarded = [timed_run([*fwx, str(model), str(model), "--samples", "1"]) for _ in range(repeats)]
+        trusted = [
+            timed_run([*fwx, str(model), str(model), "--samples", "1", "--trust-model-code"]) for _ in range(repeats)
+        ]
         out["rows"].append(
             {
                 "size_mb": mb,
@@ -109,18 +101,15 @@ def bench(sizes: list[int], repeats: int, work: Path) -> dict[str, Any]:
 
 
 def table(res: dict[str, Any]) -> str:
-    def f(s: dict[str, float]) -> str:
-        return f"{s['median']:.3f} ({s['min']:.3f}-{s['max']:.3f})"
-
     lines = [
-        f"landlock restrict in a fresh process: {f(res['restrict_s'])} s; python start: {f(res['python_start_s'])} s",
+        f"landlock restrict in a fresh process: {shown(res['restrict_s'])} s; python start: {shown(res['python_start_s'])} s",
         f"{'size MiB':>8}  {'snapshot s':>20}  {'scan s':>20}  {'validate default s':>20}  "
         f"{'validate trusted s':>20}  added s",
     ]
     for r in res["rows"]:
         lines.append(
-            f"{r['size_mb']:>8}  {f(r['snapshot_s']):>20}  {f(r['scan_s']):>20}  {f(r['validate_default_s']):>20}  "
-            f"{f(r['validate_trusted_s']):>20}  {r['added_s']:+.3f}"
+            f"{r['size_mb']:>8}  {shown(r['snapshot_s']):>20}  {shown(r['scan_s']):>20}  {shown(r['validate_default_s']):>20}  "
+            f"{shown(r['validate_trusted_s']):>20}  {r['added_s']:+.3f}"
         )
     return "\n".join(lines)
 
@@ -133,12 +122,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         res = bench([int(s) for s in args.sizes_mb.split(",")], args.repeats, Path(tmp))
-    res["provenance"] = provenance()
-    print(table(res))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2) + "\n")
-    print(f"wrote {out}")
+    publish(res, table(res), Path(args.out))
 
 
 if __name__ == "__main__":
