@@ -353,7 +353,7 @@ def _post_quantize(ctx: RunContext, target: Format, float_result: ConvertResult)
     t0 = time.perf_counter()
     with quiet():
         assert ctx.options.quant is not None
-        info = quantize_onnx(float_result.path, out, ctx.signature, ctx.options.quant)
+        info = quantize_onnx(float_result.path, out, ctx.signature, ctx.options.quant, graph=float_result.tool)
     result = ConvertResult(
         out,
         float_result.signature,

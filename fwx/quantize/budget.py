@@ -241,15 +241,24 @@ def budget_verdict(quantization: object) -> str | None:
     is measured on the eval data it names, which is more and better data than
     the few validation samples; judging the same artifact again there could
     only contradict it (a VGG that met ``--max-drop 0`` on 450 held-out digits
-    failed a 17-sample gate on one flipped prediction).
+    failed a 17-sample gate on one flipped prediction). The verdict quotes the
+    cost on the samples the search never saw, where the receipt has them.
     """
     if not isinstance(quantization, dict) or not isinstance(b := quantization.get("budget"), dict) or not b.get("met"):
         return None
-    final = b.get("final")
-    if not isinstance(final, dict):
-        final = {}
-    measured = Measure(final.get("drop_points"), final.get("cosine_mean"), final.get("agreement")).describe()
+    split, held = b.get("split"), b.get("holdout")
+    if isinstance(split, dict) and isinstance(held, dict) and isinstance(held.get("final"), dict):
+        on = f"{split.get('search_samples')} samples searched"
+        return (
+            f"budget {b.get('budget')} met on {on}; {split.get('holdout_samples')} held out: {_measured(held['final'])}"
+        )
     ev = quantization.get("eval")
     n = ev.get("samples") if isinstance(ev, dict) else None
     on = f"{n} samples" if isinstance(n, int) else str(b.get("data") or "the eval data")
+    final = b.get("final")
+    measured = _measured(final if isinstance(final, dict) else {})
     return f"budget {b.get('budget')} met on {on}" + (f": {measured}" if measured else "")
+
+
+def _measured(m: dict[str, Any]) -> str:
+    return Measure(m.get("drop_points"), m.get("cosine_mean"), m.get("agreement")).describe()

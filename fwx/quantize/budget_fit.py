@@ -26,6 +26,7 @@ from fwx.quantize.data import Source, open_source
 from fwx.quantize.evaluate import evaluate, runtime_runner
 from fwx.quantize.info import BudgetResult
 from fwx.quantize.options import QuantOptions
+from fwx.quantize.split import Split, parts
 from fwx.quantize.stream import BatchStream, batch_size_for
 from fwx.signature import Signature
 
@@ -94,6 +95,7 @@ def fit(
     *,
     ranked_by: str,
     data: str,
+    report: Measurer | None = None,
 ) -> BudgetResult:
     """Measure the plain INT8 at ``out``; when it misses, rank the layers and search.
 
@@ -101,14 +103,21 @@ def fit(
     its first ``PROBE_LIMIT`` layers are each tried alone in float and ordered
     by what that did to the budget's measure, so a layer whose noise the SQNR
     hides (a concatenation of boxes and scores: the boxes dominate its power)
-    is still found.
+    is still found. ``report`` measures plain INT8 and the published model on
+    samples ``measure`` never saw (``fwx.quantize.split``).
     """
     plain = measure(out)
+    held = report(out) if report is not None else None
     if budget.holds(plain):
-        return search(quantize, measure, [], budget, out, plain=plain, ranked_by="not needed", data=data)
-    ranking = probe(quantize, measure, rank()[:PROBE_LIMIT], budget, plain, out.suffix)
-    how = f"measured: each of the first {PROBE_LIMIT} by {ranked_by} alone in float"
-    return search(quantize, measure, ranking, budget, out, plain=plain, ranked_by=how, data=data)
+        result = search(quantize, measure, [], budget, out, plain=plain, ranked_by="not needed", data=data)
+    else:
+        ranking = probe(quantize, measure, rank()[:PROBE_LIMIT], budget, plain, out.suffix)
+        how = f"measured: each of the first {PROBE_LIMIT} by {ranked_by} alone in float"
+        result = search(quantize, measure, ranking, budget, out, plain=plain, ranked_by=how, data=data)
+    if report is not None and held is not None:
+        final = held if not result.float_layers else report(out)
+        result.holdout = {"plain": held.to_json(), "final": final.to_json()}
+    return result
 
 
 def probe(
@@ -154,22 +163,62 @@ def _signature_name(tflite_name: str, signature: Signature, index: int) -> str:
     return bare if bare in signature.input_names else signature.input_names[index]
 
 
-def _sources(q: QuantOptions, signature: Signature) -> tuple[Source, Source]:
-    """(calibration samples for the ranking, samples the budget is measured on)."""
+def _sources(q: QuantOptions, signature: Signature) -> tuple[Source, Split, Source, Source, str]:
+    """(calibration samples for the ranking, the split, the part searched on, the part held out, what they are)."""
     calib = None if q.is_random else open_source(q.calibration_data or "", signature, q.preprocess)
     src = budget_source(q.eval_data, calib, signature, q.budget, q.preprocess)
-    return (calib or src), src
+    s, searched, held = parts(src)
+    return (calib or src), s, searched, held, f"{src.describe()}: {s.describe()}"
+
+
+def eval_part(q: QuantOptions, source: Source) -> Source:
+    """The eval samples a quantised model's cost is reported on: with a budget, only those its search never saw."""
+    return parts(source)[2] if q.static and q.budget.active else source
+
+
+def _fit(
+    q: QuantOptions,
+    fmt: Format,
+    float_path: Path,
+    signature: Signature,
+    graph: str,
+    run: Callable[[Source, Measurer, Measurer, str], BudgetResult],
+) -> BudgetResult:
+    """Open the float runners of both parts, run the format's search, and record the split and the graph."""
+    calib, s, searched, held, data = _sources(q, signature)
+    measure, close = measurer(fmt, float_path, searched, signature)
+    report, close_report = measurer(fmt, float_path, held, signature)
+    try:
+        result = run(calib, measure, report, data)
+    finally:
+        close()
+        close_report()
+    result.graph, result.split = graph, s.to_json()
+    return result
+
+
+def holdout_warning(budget: Budget, result: BudgetResult) -> str | None:
+    """A warning when the published model is outside the budget on the held-out part by more than one sample."""
+    final = result.holdout.get("final")
+    if not isinstance(final, dict):
+        return None
+    m = Measure(final.get("drop_points"), final.get("cosine_mean"), final.get("agreement"), final.get("samples"))
+    if budget.miss(m) <= budget.resolution(m) + 1e-9:
+        return None
+    return (
+        f"the budget ({budget.describe()}) held on the {result.split.get('search_samples')} samples searched on, "
+        f"but not on the {result.split.get('holdout_samples')} held out: {m.describe()}; "
+        "more --eval-data makes both parts more alike"
+    )
 
 
 def fit_onnx(
-    q: QuantOptions, fp32: Path, model_in: Path, out: Path, signature: Signature, quantize: Quantizer
+    q: QuantOptions, fp32: Path, model_in: Path, out: Path, signature: Signature, quantize: Quantizer, graph: str
 ) -> BudgetResult:
     """The budget for an ONNX QDQ model at ``out``: ``nodes_to_exclude`` grows until it holds."""
     from fwx.quantize.sensitivity import ONNX_RANKING, onnx_ranking
 
-    calib, src = _sources(q, signature)
-    measure, close = measurer(Format.ONNX, fp32, src, signature)
-    try:
+    def run(calib: Source, measure: Measurer, report: Measurer, data: str) -> BudgetResult:
         return fit(
             q.budget,
             out,
@@ -177,26 +226,33 @@ def fit_onnx(
             measure,
             lambda: onnx_ranking(model_in, out, rank_batches(calib, signature, RANK_SAMPLES)),
             ranked_by=ONNX_RANKING,
-            data=src.describe(),
+            data=data,
+            report=report,
         )
-    finally:
-        close()
+
+    return _fit(q, Format.ONNX, fp32, signature, graph, run)
 
 
 def fit_tflite(
-    q: QuantOptions, float_path: Path, requantizer: TFLiteRequantizer, out: Path, signature: Signature
+    q: QuantOptions, float_path: Path, requantizer: TFLiteRequantizer, out: Path, signature: Signature, graph: str
 ) -> BudgetResult:
     """The budget for a TFLite int8 model at ``out``: ``denylisted_nodes`` grows until it holds."""
     from fwx.quantize.sensitivity import TFLITE_RANKING, tflite_input_order, tflite_ranking
 
-    calib, src = _sources(q, signature)
-    measure, close = measurer(Format.TFLITE, float_path, src, signature)
+    def run(calib: Source, measure: Measurer, report: Measurer, data: str) -> BudgetResult:
+        def rank() -> list[Layer]:
+            order = tflite_input_order(requantizer.quantize(verify=True))
+            return tflite_ranking(requantizer, tflite_dataset(calib, signature, order, RANK_SAMPLES))
 
-    def rank() -> list[Layer]:
-        order = tflite_input_order(requantizer.quantize(verify=True))
-        return tflite_ranking(requantizer, tflite_dataset(calib, signature, order, RANK_SAMPLES))
+        return fit(
+            q.budget,
+            out,
+            requantizer.write,
+            measure,
+            rank,
+            ranked_by=TFLITE_RANKING,
+            data=data,
+            report=report,
+        )
 
-    try:
-        return fit(q.budget, out, requantizer.write, measure, rank, ranked_by=TFLITE_RANKING, data=src.describe())
-    finally:
-        close()
+    return _fit(q, Format.TFLITE, float_path, signature, graph, run)

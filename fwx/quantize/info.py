@@ -42,8 +42,11 @@ class BudgetResult:
     """What the accuracy budget did: the layers it kept in float, each step it tried, the size it cost.
 
     ``plain``/``final`` are measures (``drop_points``, ``cosine_mean``,
-    ``agreement``) of plain INT8 and of the published model; ``steps`` lists
-    every layer tried, in ranking order, and whether keeping it in float helped.
+    ``agreement``) of plain INT8 and of the published model on the samples the
+    search chose on; ``holdout`` holds the same two measured on samples it never
+    saw (``split``: their sizes and seed). ``steps`` lists every layer tried, in
+    ranking order, and whether keeping it in float helped. ``graph`` names the
+    float graph that was quantised (the exporter that wrote it).
     """
 
     budget: str  # e.g. "top-1 drop <= 0.5 pt"
@@ -56,6 +59,9 @@ class BudgetResult:
     steps: list[dict[str, Any]] = field(default_factory=list)
     size_int8: int = 0  # plain INT8
     size_final: int = 0
+    graph: str = ""  # the float graph quantised: the exporter (hop tool) that wrote it
+    split: dict[str, Any] = field(default_factory=dict)  # {seed, search_samples, holdout_samples}
+    holdout: dict[str, Any] = field(default_factory=dict)  # {plain, final}: measures on the held-out part
 
     @property
     def size_cost_pct(self) -> float:

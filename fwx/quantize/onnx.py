@@ -61,8 +61,15 @@ def _model_facts(onnx: Any, path: Path, signature: Signature) -> int:
     return int(opset)
 
 
-def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, s: QuantOptions) -> QuantInfo:
-    """Write the quantised ``out_path`` from ``fp32_path``; measure it on --eval-data if given."""
+def quantize_onnx(
+    fp32_path: Path, out_path: Path, signature: Signature, s: QuantOptions, graph: str | None = None
+) -> QuantInfo:
+    """Write the quantised ``out_path`` from ``fp32_path``; measure it on --eval-data if given.
+
+    ``graph`` names what wrote the float model (the exporter hop's tool); without it, the
+    ONNX file's own producer. A budget records it: two exporters' graphs of one model
+    quantise differently, and a budget met on one says nothing of the other.
+    """
     onnx, ort = require("onnx", "quantising ONNX models"), require("onnxruntime", "quantising ONNX models")
     fp32_path, out_path = Path(fp32_path), Path(out_path)
     opset = _model_facts(onnx, fp32_path, signature)
@@ -81,7 +88,7 @@ def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, s: Quan
 
         info.weight_bits, info.cpu = s.onnx_weight_bits, features().to_json()
     if s.kind == "int8":
-        _static_budgeted(s, fp32_path, out_path, signature, info)
+        _static_budgeted(s, fp32_path, out_path, signature, info, graph or _producer(fp32_path))
     elif s.kind == "int8-dynamic":
         _dynamic(fp32_path, out_path, info, reduce_range=s.onnx_weight_bits == REDUCED_WEIGHT_BITS)
     else:
@@ -100,11 +107,20 @@ def quantize_onnx(fp32_path: Path, out_path: Path, signature: Signature, s: Quan
 
 
 def _eval_source(s: QuantOptions, signature: Signature) -> Source | None:
+    """The eval data; with a budget, only the part its search never saw (``budget_fit.eval_part``)."""
     if not s.eval_data:
         return None
+    from fwx.quantize.budget_fit import eval_part
+
     src = open_source(s.eval_data, signature, s.preprocess, purpose="eval")
     src.check(signature, src.count)
-    return src
+    return eval_part(s, src)
+
+
+def _producer(path: Path) -> str:
+    """The ONNX file's producer (e.g. ``pytorch 2.13.0``, ``tf2onnx 1.16.1``)."""
+    model = load_onnx(path)
+    return f"{model.producer_name} {model.producer_version}".strip() or "unknown producer"
 
 
 def _granularity(s: QuantOptions, opset: int, info: QuantInfo) -> bool:
@@ -120,13 +136,13 @@ def _granularity(s: QuantOptions, opset: int, info: QuantInfo) -> bool:
     return per_channel
 
 
-def _static_budgeted(s: QuantOptions, fp32: Path, out: Path, signature: Signature, info: QuantInfo) -> None:
+def _static_budgeted(s: QuantOptions, fp32: Path, out: Path, signature: Signature, info: QuantInfo, graph: str) -> None:
     """Static int8; with a budget (--max-drop ...), layers stay in float until it holds (``budget_fit``)."""
     with tempfile.TemporaryDirectory(prefix="fwx-quant-") as tmp:
         model_in = _pre_process(fp32, Path(tmp) / "pre.onnx", info)
         _static(s, model_in, out, signature, info)
         if s.budget.active:
-            from fwx.quantize.budget_fit import fit_onnx
+            from fwx.quantize.budget_fit import fit_onnx, holdout_warning
 
             info.budget = fit_onnx(
                 s,
@@ -135,7 +151,10 @@ def _static_budgeted(s: QuantOptions, fp32: Path, out: Path, signature: Signatur
                 out,
                 signature,
                 lambda names, dest: _static(s, model_in, dest, signature, info, names),
+                graph,
             )
+            if (w := holdout_warning(s.budget, info.budget)) is not None:
+                info.warn(w)
 
 
 def _static(

@@ -75,6 +75,13 @@ def _budget_rows(info: QuantInfo) -> list[tuple[str, str]]:
         return []
     verdict = "met" if b.met else "MISSED"
     out = [("budget", f"{b.budget}: {verdict} ({_measure(b.plain)} plain int8 -> {_measure(b.final)})")]
+    if b.split:
+        out.append(("budget data", b.data))
+    if b.holdout:
+        plain, final = b.holdout.get("plain", {}), b.holdout.get("final", {})
+        out.append(("held-out cost", f"{_measure(plain)} plain int8 -> {_measure(final)}"))
+    if b.graph:
+        out.append(("budget graph", b.graph))
     if b.float_layers:
         names = ", ".join(f"{layer['name']} ({layer['op']})" for layer in b.float_layers)
         out.append(("kept in float", f"{names}; size {b.size_cost_pct:+.1f}% vs plain int8"))
@@ -87,6 +94,8 @@ def _measure(m: Mapping[str, Any]) -> str:
     parts = []
     if m.get("drop_points") is not None:
         parts.append(f"drop {m['drop_points']:.2f} pt")
+    if m.get("agreement") is not None:
+        parts.append(f"agreement {m['agreement'] * 100:.2f}%")
     if m.get("cosine_mean") is not None:
         parts.append(f"cosine {m['cosine_mean']:.6f}")
     return ", ".join(parts) or "-"
@@ -122,5 +131,8 @@ def summary(data: Mapping[str, Any] | QuantInfo) -> str:
         parts.append(f"budget {b.budget}: kept in float {names} ({b.size_cost_pct:+.1f}% size)")
     elif info.budget is not None:
         parts.append(f"budget {info.budget.budget}: {'met by plain int8' if info.budget.met else 'MISSED'}")
+    if info.budget is not None and isinstance(held := info.budget.holdout.get("final"), dict):
+        n = info.budget.split.get("holdout_samples")
+        parts.append(f"on {n} held-out samples: {_measure(held)} (graph: {info.budget.graph or '?'})")
     parts += [f"WARNING: {w}" for w in info.warnings]
     return "; ".join(parts)

@@ -51,9 +51,7 @@ def convert_quantized(
     require("ai_edge_litert", "quantising TFLite models")  # reads the written model back
     tf = require("tensorflow", "quantising TFLite models")
     calib = _calibration_source(s, signature)
-    evaluation = (
-        _checked(open_source(s.eval_data, signature, s.preprocess, purpose="eval"), signature) if s.eval_data else None
-    )
+    evaluation = _eval_source(s, signature)
     info = QuantInfo(
         kind=s.kind, format=Format.TFLITE.value, tool="tf.lite.TFLiteConverter", tool_version=tf.__version__
     )
@@ -99,7 +97,7 @@ def _budget(
     out: Path,
 ) -> None:
     """--max-drop and co.: calibrate once (calibrate-only), then quantise again with ops denylisted (budget_fit)."""
-    from fwx.quantize.budget_fit import fit_tflite
+    from fwx.quantize.budget_fit import fit_tflite, holdout_warning
     from fwx.quantize.sensitivity import TFLiteRequantizer
 
     conv = _converter(tf, saved_model_dir, key)
@@ -107,7 +105,19 @@ def _budget(
     conv._experimental_calibrate_only = True
     calibrated = _convert(conv, "int8 calibration")
     requantizer = TFLiteRequantizer(calibrated, per_channel=s.per_channel is not False, io_dtype=s.tflite_io_dtype)
-    info.budget = fit_tflite(s, float_path, requantizer, out, signature)
+    graph = f"tf.lite.TFLiteConverter {tf.__version__} (SavedModel signature {key})"
+    info.budget = fit_tflite(s, float_path, requantizer, out, signature, graph)
+    if (w := holdout_warning(s.budget, info.budget)) is not None:
+        info.warn(w)
+
+
+def _eval_source(s: QuantOptions, signature: Signature) -> Source | None:
+    """The eval data; with a budget, only the part its search never saw (``budget_fit.eval_part``)."""
+    if not s.eval_data:
+        return None
+    from fwx.quantize.budget_fit import eval_part
+
+    return eval_part(s, _checked(open_source(s.eval_data, signature, s.preprocess, purpose="eval"), signature))
 
 
 def _checked(src: Source, signature: Signature, n: int | None = None) -> Source:

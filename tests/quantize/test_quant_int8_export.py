@@ -67,7 +67,9 @@ def test_resnet_int8_per_tensor_reaches_onnx_and_tflite(
     rows = [line for line in res.out.splitlines() if line.startswith(("onnx ", "tflite ")) and "model." in line]
     assert len(rows) == 2
     # the check column says what judged the artifact: the budget, on the held-out split, not the 34 validation rows
-    assert all("PASS (budget agreement >= 0.97 met on 450 samples" in r and "max abs" not in r for r in rows), rows
+    # (searched on one half of the 450 eval digits, its cost quoted on the other half, which the search never saw)
+    verdict = "PASS (budget agreement >= 0.97 met on 225 samples searched; 225 held out: agreement"
+    assert all(verdict in r and "max abs" not in r for r in rows), rows
     scales = _weight_scale_sizes(version / "model.onnx")
     assert scales
     assert set(scales) == {1}, scales  # one scale per weight tensor: per-tensor, as asked
