@@ -2,7 +2,8 @@
 
 Thin like the rest of the transport: authorize, read the body under the size
 limit, parse it into one ``GenerateCall`` (``fwx.serving.tasks.protocols``),
-start it on the task plane, and write the answer as JSON or as server-sent
+start it on the task plane (``TaskPlane.start``: lookup, access, chat
+template, defaults; the gRPC route calls the same), and write the answer as JSON or as server-sent
 events. A client that goes away mid-stream cancels its request: the stream's
 generator is closed, which takes the request's row out of the next step.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
@@ -55,35 +55,21 @@ class GenerateRoutes:
             self.dp.metrics.count_failure("invalid")
             raise
 
-    async def _start(self, request: Request, call: GenerateCall) -> tuple[Any, Generation]:
-        from fwx.serving.tasks.chat import render, template_of
-
-        tasks = self.dp.tasks
-        model, assets = await tasks.model(call.model, call.version, request.headers.get("authorization"))
-        prompt: str | list[int] | None = call.prompt
-        if call.messages is not None:
-            template = template_of(assets, call.chat_template)
-            prompt = await asyncio.to_thread(render, template, call.messages, assets)
-        assert prompt is not None
-        params = call.params
-        if call.messages is not None and params.max_tokens == protocols.MAX_TOKENS_LIMIT:
-            ids = assets.tokenizer.encode(prompt, add_special_tokens=False).ids if isinstance(prompt, str) else prompt
-            params = dataclasses.replace(params, max_tokens=max(1, assets.context - len(ids)))
-        gen = await tasks.generate(model, assets, prompt, params, special=call.messages is None)
-        return model, gen
+    async def _start(self, request: Request, call: GenerateCall) -> Generation:
+        return await self.dp.tasks.start(call, request.headers.get("authorization"))
 
     async def _run(self, request: Request, call: GenerateCall, body: Callable[[Generation, str, str], Any]) -> Response:
         t0 = time.perf_counter_ns()
-        model, gen = await self._start(request, call)
+        gen = await self._start(request, call)
         try:
             text, finish = await gen.text()
         except BaseException as exc:
-            self.dp.tasks.record(model, t0, failure_reason(exc))
+            self.dp.tasks.record(gen, t0, failure_reason(exc))
             raise
-        self.dp.tasks.record(model, t0, None)
+        self.dp.tasks.record(gen, t0, None)
         return Response(orjson.dumps(body(gen, text, finish)), media_type=JSON)
 
-    def _stream(self, request: Request, model: Any, gen: Generation, events: AsyncGenerator[bytes, None]) -> Response:
+    def _stream(self, request: Request, gen: Generation, events: AsyncGenerator[bytes, None]) -> Response:
         t0 = time.perf_counter_ns()
 
         async def watch() -> None:
@@ -108,7 +94,7 @@ class GenerateRoutes:
                 watcher.cancel()
                 await events.aclose()
                 reason = "cancelled" if isinstance(error, ClientGoneError) else failure_reason(error) if error else None
-                self.dp.tasks.record(model, t0, reason)
+                self.dp.tasks.record(gen, t0, reason)
 
         return StreamingResponse(guarded(), media_type="text/event-stream", headers=SSE_HEADERS)
 
@@ -128,22 +114,19 @@ class GenerateRoutes:
                 request,
                 call,
                 lambda g, text, finish: protocols.triton_body(
-                    name, self._version(name, version), text, finish, Usage(g.prompt_tokens, g.completion_tokens)
+                    name, str(g.model.version), text, finish, Usage(g.prompt_tokens, g.completion_tokens)
                 ),
             )
-        model, gen = await self._start(request, call)
+        gen = await self._start(request, call)
 
         async def events() -> AsyncGenerator[bytes, None]:
             async with contextlib.aclosing(gen.deltas()) as deltas:  # closing the stream closes the request
                 async for delta in deltas:
                     usage = Usage(gen.prompt_tokens, gen.completion_tokens) if delta.finish_reason else None
-                    body = protocols.triton_body(name, str(model.version), delta.text, delta.finish_reason, usage)
+                    body = protocols.triton_body(name, str(gen.model.version), delta.text, delta.finish_reason, usage)
                     yield _event(body)
 
-        return self._stream(request, model, gen, events())
-
-    def _version(self, name: str, version: str | None) -> str:
-        return str(self.dp.manager.get(name, version).version)
+        return self._stream(request, gen, events())
 
     # ------------------------------------------------------------------ OpenAI
     async def completions(self, request: Request) -> Response:
@@ -161,7 +144,7 @@ class GenerateRoutes:
                 call,
                 lambda g, text, finish: enc.body(text, finish, Usage(g.prompt_tokens, g.completion_tokens)),
             )
-        model, gen = await self._start(request, call)
+        gen = await self._start(request, call)
 
         async def events() -> AsyncGenerator[bytes, None]:
             if is_chat:  # the assistant's role comes first, with no content yet
@@ -173,4 +156,4 @@ class GenerateRoutes:
                 yield _event(enc.usage_chunk(Usage(gen.prompt_tokens, gen.completion_tokens)))
             yield b"data: [DONE]\n\n"
 
-        return self._stream(request, model, gen, events())
+        return self._stream(request, gen, events())

@@ -12,10 +12,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwx.errors import FwxError
 from fwx.serving.tasks.scheduler import Engine, Sequence
+
+if TYPE_CHECKING:
+    from fwx.serving.models import LoadedModel
 
 
 class ClientGoneError(FwxError):
@@ -82,8 +85,11 @@ class StopScanner:
 class Generation:
     """A submitted request: iterate ``deltas()`` once; usage counts are read after it ends."""
 
-    def __init__(self, engine: Engine, seq: Sequence, tokenizer: Any, release: contextlib.ExitStack) -> None:
+    def __init__(
+        self, engine: Engine, seq: Sequence, tokenizer: Any, release: contextlib.ExitStack, model: LoadedModel
+    ) -> None:
         self.engine = engine
+        self.model = model  # the version that answers (its name and number go into each protocol's answer)
         self.seq = seq
         self.prompt_tokens = len(seq.prompt)
         self._detok = Detokenizer(tokenizer)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import weakref
 from typing import TYPE_CHECKING, Protocol
@@ -19,6 +20,7 @@ from fwx.errors import InputError, UnavailableError
 from fwx.serving.tasks.assets import GENERATE, TextAssets, assets_of
 from fwx.serving.tasks.generate import Generation
 from fwx.serving.tasks.metrics import GenerationCollector, GenerationStats
+from fwx.serving.tasks.protocols import MAX_TOKENS_LIMIT, GenerateCall
 from fwx.serving.tasks.sampling import SamplingParams
 from fwx.serving.tasks.scheduler import CacheLayout, Engine, EngineOptions
 
@@ -74,6 +76,28 @@ class TaskPlane:
             self._engines[model] = found
         return found
 
+    async def start(self, call: GenerateCall, auth: str | None) -> Generation:
+        """One parsed request, whichever transport and protocol it came in, started on its version's engine.
+
+        The access and shutdown checks, the chat template (rendered in a worker
+        thread, sandboxed), and chat's default ``max_tokens`` (what the context
+        leaves after the prompt) happen here, so every transport behaves alike.
+        """
+        from fwx.serving.tasks.chat import render, template_of
+
+        model, assets = await self.model(call.model, call.version, auth)
+        prompt: str | list[int] | None = call.prompt
+        if call.messages is not None:
+            template = template_of(assets, call.chat_template)
+            prompt = await asyncio.to_thread(render, template, call.messages, assets)
+        if prompt is None:
+            raise InputError("the request has neither a prompt nor messages")
+        params = call.params
+        if call.messages is not None and params.max_tokens == MAX_TOKENS_LIMIT:
+            ids = assets.tokenizer.encode(prompt, add_special_tokens=False).ids if isinstance(prompt, str) else prompt
+            params = dataclasses.replace(params, max_tokens=max(1, assets.context - len(ids)))
+        return await self.generate(model, assets, prompt, params, special=call.messages is None)
+
     async def generate(
         self,
         model: LoadedModel,
@@ -110,11 +134,11 @@ class TaskPlane:
         except BaseException:
             release.close()
             raise
-        return Generation(self.engine(model), seq, assets.tokenizer, release)
+        return Generation(self.engine(model), seq, assets.tokenizer, release, model)
 
-    def record(self, model: LoadedModel, t0: int, failure: str | None) -> None:
+    def record(self, gen: Generation, t0: int, failure: str | None) -> None:
         """One finished generation request in the version's request statistics (``failure``: its reason)."""
-        slot = model.slot
+        slot = gen.model.slot
         if slot is not None:
             slot.stats.record_request(failure is None, time.perf_counter_ns() - t0, failure or "")
 
