@@ -93,8 +93,12 @@ def build(root: Path, name: str) -> tuple[Path, str]:
     return folder, task
 
 
-def export(root: Path, names: list[str]) -> tuple[Path, dict[str, Path]]:
-    """The repository (root/repo) with each model exported to ONNX, and the source folders by name."""
+def export(root: Path, names: list[str], formats: tuple[str, ...] = ("onnx",)) -> tuple[Path, dict[str, Path]]:
+    """The repository (root/repo) with each model exported to ONNX, and the source folders by name.
+
+    With other ``formats``, each is its own model named ``NAME-FORMAT`` (one format per version, so the
+    server has no other format to prefer); the source folders are keyed by the model's plain name.
+    """
     from fwx.exporter import ExportOptions
     from fwx.exporter.parts import export_all
 
@@ -102,8 +106,10 @@ def export(root: Path, names: list[str]) -> tuple[Path, dict[str, Path]]:
     folders = {}
     for name in names:
         folder, task = build(root, name)
-        results = export_all(str(folder), ["onnx"], ExportOptions(out=repo, task=task, name=name))
-        assert all(r.ok for r in results), [r.failures for r in results]
+        for fmt in formats:
+            served = name if formats == ("onnx",) else f"{name}-{fmt}"
+            results = export_all(str(folder), [fmt], ExportOptions(out=repo, task=task, name=served))
+            assert all(r.ok for r in results), [r.failures for r in results]
         folders[name] = folder
     return repo, folders
 
