@@ -32,6 +32,7 @@ from fwx.validators.judge import validate_runtimes
 from fwx.validators.layout import shape_to
 from fwx.validators.policy import Policy
 from fwx.validators.report import ValidationReport
+from fwx.validators.state_dict import attach, set_aside, state_dict_ref
 
 
 @dataclass
@@ -272,11 +273,15 @@ def validate(paths: Sequence[str | Path], options: ValidateOptions | None = None
     opts = options or ValidateOptions()
     device, notes = resolve_device(opts.device)
     col = collect(paths)
+    rebuild = state_dict_ref(opts.model_class, opts.model_kwargs, opts.trust_model_code)
+    loose = set_aside(col, rebuild)  # loose state dicts load last, taking the others' signature
     ref_rt: Runtime | None = None
     try:
         pinned = load_all(
             col, device=device, pinned=col.manifest.sig() if col.manifest else None, trust=opts.trust_model_code
         )
+        if rebuild is not None and loose:
+            attach(col, loose, rebuild, pinned, device)
         src_layout = source_layout(col.manifest, pinned)
         ref_rt, ref_key, ref_art = choose_reference(col, opts, pinned, device, notes)
         ref_layout = ref_art.layout if ref_art is not None else src_layout
