@@ -17,6 +17,7 @@ from fwx.commands.sampling import parse_samples, sample_options
 from fwx.converters.base import TORCHSCRIPT_MODES, ConvertOptions
 from fwx.formats import LAYOUTS
 from fwx.quantize.options import IO_DTYPES, KINDS, METHODS, quant_options
+from fwx.sources.boundary import Admitted, admitted
 
 #: ``fwx export --help`` in sections: 45 options in one list hide the few a first export needs.
 SECTIONS = (
@@ -192,7 +193,7 @@ SECTIONS = (
 )
 @click.option("--budget-steps", type=click.IntRange(min=1), help="Layers tried in float at most (default 8).")
 @ui.common_options
-def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None:
+def export(source: str | Admitted, targets: tuple[str, ...], plan: bool, **kw: Any) -> None:
     """Export SOURCE (a model file/folder, or pkg.mod:build_fn) to deployment formats.
 
     \b
@@ -204,9 +205,12 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
     from fwx.exporter import ExportOptions, plan_only
     from fwx.exporter.parts import export_all
 
+    # the loader admitted it (fwx.commands.sandboxing): its private copy is all this command reads
+    held = source if isinstance(source, Admitted) else None
+    path = str(held.path) if held is not None else str(source)
     opts = _options(kw)
     if plan:
-        plans = plan_only(source, targets, opts)
+        plans = plan_only(path, targets, opts)
         ui.emit({"plans": plans}, lambda: _plan_text(plans))
         return
     ranges, values = parse_samples(kw["input_ranges"], kw["input_values"])
@@ -234,14 +238,17 @@ def export(source: str, targets: tuple[str, ...], plan: bool, **kw: Any) -> None
         allow_signature_change=kw["allow_signature_change"],
         prefetch=kw["prefetch"],
     )
-    results = export_all(source, targets, eo)  # one per model a task writes (text2text: encoder, decoder)
+    results = export_all(path, targets, eo)  # one per model a task writes (text2text: encoder, decoder)
+    held = held or admitted(path)  # --no-sandbox: the library call admitted it
+    left_out = held.left_out if held is not None else ()
     _finished()
     from fwx.safety import walls
 
     shown = walls.report()  # which walls stood around the loading (none listed for an in-process call)
     for result in results:
         doc = result.to_json() | ({"walls": shown.as_json()} if shown.walls else {})
-        ui.emit(doc, functools.partial(_summary, result))
+        doc |= {"left_out": list(left_out)} if left_out else {}
+        ui.emit(doc, functools.partial(_summary, result, left_out))
         if result.manifest is not None:
             from fwx.exporter.collision import published_line
 
@@ -319,7 +326,7 @@ def _plan_text(plans: dict[str, list[str]]) -> str:
     return ui.table(["target", "try", "path"], rows)
 
 
-def _summary(result: Any) -> str:
+def _summary(result: Any, left_out: tuple[str, ...] = ()) -> str:
     rows = [
         (
             r.format.value,
@@ -345,6 +352,8 @@ def _summary(result: Any) -> str:
     read = result.manifest.source.files if result.manifest is not None else {}
     if read:  # a loose file's neighbours fwx read: the user sees exactly which
         text += "\n\nread with the source: " + ", ".join(sorted(read))
+    if left_out:  # a Hugging Face folder's other files: never copied, so nothing the loader could read
+        text += "\n\nleft out of the copy (not the model's files): " + ", ".join(left_out)
     from fwx.safety import walls
 
     shown = walls.report()

@@ -10,6 +10,7 @@ import click
 from fwx import ui
 from fwx.commands.options import trust_option
 from fwx.signature import shape_text
+from fwx.sources.boundary import Admitted
 
 
 @click.command("inspect")
@@ -19,10 +20,13 @@ from fwx.signature import shape_text
     "--signature", "signature_name", default="serving_default", show_default=True, help="SavedModel signature to show."
 )
 @ui.common_options
-def inspect(path: str, trust_model_code: bool, signature_name: str) -> None:
+def inspect(path: str | Admitted, trust_model_code: bool, signature_name: str) -> None:
     """Show the signature and metadata of PATH (a model, an artifact or a version folder) without running it."""
     from fwx.safety import walls
     from fwx.sources.inspection import inspect_path
+
+    if isinstance(path, Admitted):  # the loader admitted it: its private copy is all this command reads
+        path = str(path.path)
 
     info = inspect_path(path, trust=trust_model_code, signature_name=signature_name)
     shown = walls.report()  # which walls stood around the reading (none listed for an in-process call)

@@ -30,33 +30,23 @@ from fwx.errors import UsageError
 from fwx.safety import limits, sandbox, snapshot, walls
 
 
-def _export_folder(params: dict[str, Any]) -> list[Path]:
-    """An export writes one model's folder of the repository, never its neighbours'."""
-    from fwx.repository import model_name_for
-    from fwx.sources.torch_source import FACTORY_RE
-
-    out, source = params.get("out"), params.get("source")
-    if not out or source is None:
-        return []
-    factory = not os.path.exists(source) and bool(FACTORY_RE.match(str(source)))
-    return [Path(out) / (params.get("name") or model_name_for(source, factory=factory))]
-
-
 @dataclass(frozen=True)
 class Spec:
-    """Which parameters of a command name models (snapshotted) and outputs (never granted for reading).
+    """Which parameters of a command name models (admitted at the boundary) and outputs.
 
-    The outputs are writable: the folders ``folders`` derives from the parameters when it is given
-    (created), else each output parameter's file (created empty: the sandbox grants paths that exist).
+    Outputs are never granted, for reading or writing: the command's process stages them
+    (``fwx.repository.Outbox``) and the loader may write only those stages. ``repository``: the
+    outputs are repository roots (staged as folders, every model a task writes published at once);
+    else they are files.
     """
 
     models: tuple[str, ...]
     outputs: tuple[str, ...] = ()
-    folders: Callable[[dict[str, Any]], list[Path]] | None = None
+    repository: bool = False
 
 
 SPECS: dict[str, Spec] = {
-    "export": Spec(models=("source",), outputs=("out",), folders=_export_folder),
+    "export": Spec(models=("source",), outputs=("out",), repository=True),
     "validate": Spec(models=("paths", "source_model"), outputs=("reports",)),
     "inspect": Spec(models=("path",)),
 }
@@ -227,7 +217,7 @@ def start(spec: Spec, params: dict[str, Any], *, require: bool, what: str, shm: 
     reads += [d for d in (_module_dir(params.get("model_class")), _module_dir(params.get("source"))) if d]
     policy = sandbox.Policy(
         read=tuple(reads),
-        write=tuple(_outputs(params, spec)) if not params.get("plan") else (),  # a plan writes nothing
+        write=tuple(_outputs()),  # a plan, started unstaged, writes nothing
         gpu=str(params.get("device", "cpu")).startswith(("cuda", "auto")),
         shm=shm,
     )
@@ -245,7 +235,7 @@ def _staged_reads(params: dict[str, Any], spec: Spec) -> list[Path]:
         return []
     shown = ui.state.display
     ui.state.display = lambda text: box.display(shown(text))
-    for key in spec.outputs if spec.folders is None else ():
+    for key in spec.outputs if not spec.repository else ():
         value = params.get(key)
         if isinstance(value, tuple):
             params[key] = tuple(type(v)(box.staged(Path(v))) for v in value)
@@ -265,31 +255,30 @@ def _model_id(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _snap(value: Any, roots: list[Path], external_data: Path | None = None) -> Any:
+    """The ``Admitted`` value of a model path (the command receives it); any other value as it is."""
     if not isinstance(value, str | Path) or not os.path.exists(value):
         return value  # a factory reference, or a path the command reports as missing itself
     if not _loadable(Path(value)):
         roots.append(Path(value).resolve())  # a repository or model folder: listed, never loaded
         return value
-    snap = snapshot.register(value, external_data=external_data)
     from fwx.sources import boundary
 
-    boundary.admit(value, external_data=external_data)  # its format and hash, once, for every later reader
-    roots.append(snap.root)  # fwx.json's source path is data, never followed (validate --source-model names it)
-    return type(value)(snap.path) if isinstance(value, Path) else str(snap.path)
+    found = boundary.admit(value, external_data=external_data)  # the private copy, its format and hash, once
+    roots.append(found.root)  # fwx.json's source path is data, never followed (validate --source-model names it)
+    return found
 
 
 def _loadable(path: Path) -> bool:
-    """A model file or folder, or a version folder (fwx.json): what a framework would load."""
-    from fwx.errors import FwxError
-    from fwx.formats import detect_format
+    """A model file or folder, or a version folder (fwx.json): what a framework would load.
+
+    Decided from names alone (the model is opened only by the boundary, on its copy): a file, a version
+    folder, a SavedModel or a Hugging Face folder.
+    """
+    from fwx.formats import is_hf_folder
 
     if (path / "fwx.json").is_file() or path.is_file():
         return True
-    try:
-        detect_format(path)
-    except FwxError:
-        return False
-    return True
+    return (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file() or is_hf_folder(path)
 
 
 def _own_process() -> bool:
@@ -324,31 +313,16 @@ def _staged(spec: Spec, params: dict[str, Any], run: Callable[[], int]) -> int:
     if params.get("plan"):
         return run()
     named = [Path(v) for key in spec.outputs for v in _values(params.get(key)) if isinstance(v, str | Path) and str(v)]
-    folders = named if spec.folders is not None else []
+    folders = named if spec.repository else []
     return run_staged(folders, [p for p in named if p not in folders], run)
 
 
-def _outputs(params: dict[str, Any], spec: Spec) -> list[Path]:
-    """The writable outputs, made to exist now: ``spec.folders``' folders, else the output files."""
+def _outputs() -> list[Path]:
+    """What the loader may write: the stages its command's process planned, nothing else (none: it writes nothing)."""
     from fwx.repository import Outbox
 
     box = Outbox.from_env()
-    if box is not None:  # the loader writes only its stages; the command's process publishes
-        return box.stages()
-    if spec.folders is not None:
-        folders = spec.folders(params)
-        for folder in folders:
-            folder.mkdir(parents=True, exist_ok=True)
-        return [f.resolve() for f in folders]
-    out: list[Path] = []
-    for key in spec.outputs:
-        for v in _values(params.get(key)):
-            if isinstance(v, str | Path) and str(v):
-                p = Path(v)
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.touch()
-                out.append(p.resolve())
-    return out
+    return box.stages() if box is not None else []
 
 
 def _module_dir(ref: Any) -> Path | None:

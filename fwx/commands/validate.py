@@ -17,6 +17,7 @@ from fwx import ui
 from fwx.commands.options import device_option, trust_option
 from fwx.commands.sampling import parse_samples, sample_options
 from fwx.errors import UsageError
+from fwx.sources.boundary import Admitted
 
 
 def _int_range(text: str | None) -> tuple[int, int] | None:
@@ -87,7 +88,7 @@ def _int_range(text: str | None) -> tuple[int, int] | None:
 @trust_option("Also lets a factory named in fwx.json rebuild the source. The loader still runs behind every wall.")
 @ui.common_options
 def validate(
-    paths: tuple[Path, ...],
+    paths: tuple[Path | Admitted, ...],
     reference: str,
     device: str,
     data: Path | None,
@@ -104,7 +105,7 @@ def validate(
     reports: tuple[Path, ...],
     model_class: str | None,
     model_kwargs: str | None,
-    source_model: Path | None,
+    source_model: Path | Admitted | None,
     trust_model_code: bool,
 ) -> None:
     """Run every format of a model on the same inputs and diff the outputs.
@@ -121,6 +122,10 @@ def validate(
     from fwx.validators.pipeline import ValidateOptions
     from fwx.validators.pipeline import validate as run_validate
     from fwx.validators.policy import Policy, parse_tolerance_override
+
+    # the loader admitted every model named here: each is its private copy (a repository folder stays a path)
+    copies = [p.path if isinstance(p, Admitted) else p for p in paths]
+    source = source_model.path if isinstance(source_model, Admitted) else source_model
 
     for r in reports:
         if r.suffix.lower() not in (".json", ".html", ".htm"):
@@ -148,10 +153,10 @@ def validate(
         model_class=model_class,
         model_kwargs=kwargs,
         trust_model_code=trust_model_code,
-        source=source_model,
+        source=source,
     )
-    with ui.step(f"validating {', '.join(str(p) for p in paths)}"):
-        report = run_validate(list(paths), opts)
+    with ui.step(f"validating {', '.join(str(p) for p in copies)}"):
+        report = run_validate(copies, opts)
     for r in reports:
         report.write(r)
         ui.info(f"wrote {r}")

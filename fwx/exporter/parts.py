@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from fwx.exporter.options import ExportOptions
-from fwx.exporter.pipeline import ExportResult, default_name, export
+from fwx.exporter.pipeline import ExportResult, admitted_source, default_name, export
 from fwx.formats import Format, is_hf_folder
 
 
@@ -38,6 +38,7 @@ def export_all(
     if repo is not None:
         source = str(hf_hub.resolve(repo))
         eo = replace(eo, name=eo.name or hf_hub.name_of(repo))
+    source = admitted_source(source, eo)  # one private copy for every part; the user's folder is never read again
     parts = parts_of(source, eo.task)
     if not parts:
         return [export(source, targets, eo)]

@@ -109,7 +109,7 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
         if isinstance(eo.example_inputs, Mapping)
         else (load_example_inputs(eo.example_inputs) if eo.example_inputs else None)
     )
-    source = _admitted(source, eo)
+    source = admitted_source(source, eo)
     start, wanted, copies = start_format(source), parse_targets(targets), copied_formats(source)
     if eo.convert.quantize:  # name the formats that can hold it, before the planner only says "no path"
         for fmt in wanted:
@@ -152,10 +152,10 @@ def export(source: str | Path, targets: Sequence[str | Format], options: ExportO
     return _run(repo, model_name, src, sig, sel, opts, examples, eo)
 
 
-def _admitted(source: str | Path, eo: ExportOptions) -> str | Path:
+def admitted_source(source: str | Path, eo: ExportOptions) -> str | Path:
     """The private copy of a model path, admitted once at the boundary (format and hash with it): every later
-    step reads the copy; a factory reference, a missing path (load says so) or a trusted path stays as given."""
-    if eo.convert.trust_model_code or not os.path.exists(source):
+    step reads the copy, trusted or not; a factory reference or a missing path (load says so) stays as given."""
+    if not os.path.exists(source):
         return source
     if isinstance(source, str) and is_factory_ref(source):
         return source

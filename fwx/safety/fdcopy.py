@@ -107,6 +107,10 @@ class Folder:
     def copy_tree(self, dest: Path) -> None:
         """Copy every entry beneath this folder into ``dest``; a hard link to a file outside is refused."""
         self._copy_dir(self.fd, (), dest)
+        self.check_links()
+
+    def check_links(self) -> None:
+        """Refuse a copied file with a hard link this copy did not take (it can be any file on the file system)."""
         for (_, ino), (inside, nlink) in self.seen.items():
             if nlink > inside:
                 raise _hard_link(self.label, ino, nlink)

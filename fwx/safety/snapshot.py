@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from fwx.errors import InputError
 from fwx.formats import Format
-from fwx.safety import fdcopy
+from fwx.safety import fdcopy, hf_fileset
 from fwx.safety.beneath import open_beneath
 
 MAX_ENTRIES = fdcopy.MAX_ENTRIES
@@ -36,6 +36,7 @@ class Snapshot:
     root: Path  # the private folder holding it; remove it with ``discard``
     companions: tuple[str, ...] = ()  # a loose file's external data files, by the names it gives them
     format: Format | None = None  # detected once, on the copy; None when undetectable (the loader says why)
+    left_out: tuple[str, ...] = ()  # a Hugging Face folder's entries not in its own file set (folders as name/)
 
     def discard(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -67,11 +68,12 @@ def take(path: str | Path, parent: Path | None = None, *, external_data: Path | 
     root = private_dir(parent)
     dest = root / (original.name or "model")
     companions: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
     try:
         if original.is_dir():
             folder = fdcopy.Folder.open(original)
             try:
-                folder.copy_tree(dest)
+                left_out = _copy_folder(folder, dest)
             finally:
                 folder.close()
             fmt = _detect(dest)
@@ -80,7 +82,16 @@ def take(path: str | Path, parent: Path | None = None, *, external_data: Path | 
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    return Snapshot(dest, Path(path), root, companions, fmt)
+    return Snapshot(dest, Path(path), root, companions, fmt, left_out)
+
+
+def _copy_folder(folder: fdcopy.Folder, dest: Path) -> tuple[str, ...]:
+    """A Hugging Face folder: its own file set (``hf_fileset``), the rest left out; any other folder: whole."""
+    names = hf_fileset.entries(folder.fd)
+    if hf_fileset.is_hf(names):
+        return hf_fileset.copy(folder, names, dest)
+    folder.copy_tree(dest)
+    return ()
 
 
 def _detect(copy: Path) -> Format | None:
@@ -200,10 +211,15 @@ def _external_data(copy: Path) -> dict[str, list[tuple[int, int | None, int | No
 _TAKEN: dict[Path, Snapshot] = {}
 
 
-def register(path: str | Path, parent: Path | None = None, *, external_data: Path | None = None) -> Snapshot:
-    """The snapshot of ``path`` (taken now, or the one taken earlier in this process)."""
+def register(
+    path: str | Path, parent: Path | None = None, *, external_data: Path | None = None, fresh: bool = False
+) -> Snapshot:
+    """The snapshot of ``path`` (taken now, or the one taken earlier in this process unless ``fresh``)."""
     key = Path(path).resolve()
     snap = _TAKEN.get(key)
+    if snap is not None and fresh:  # the model may have changed since: a new copy; the old one stays tracked
+        _TAKEN[snap.path] = _TAKEN.pop(key)
+        snap = None
     if snap is None or not snap.path.exists():
         snap = _TAKEN[key] = take(path, parent, external_data=external_data)
         if len(_TAKEN) == 1:
@@ -211,14 +227,6 @@ def register(path: str | Path, parent: Path | None = None, *, external_data: Pat
 
             atexit.register(discard_all)
     return snap
-
-
-def loadable(path: str | Path, *, trust: bool) -> Path:
-    """What to hand the framework for ``path``: its private snapshot, or the path itself when trusted."""
-    path = Path(path)
-    if trust or is_snapshot(path):
-        return path
-    return register(path).path
 
 
 def taken(path: str | Path) -> Snapshot | None:

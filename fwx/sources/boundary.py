@@ -1,12 +1,16 @@
-"""The one way untrusted model bytes enter fwx: ``admit(path) -> Admitted``.
+"""The one way model bytes enter fwx: ``admit(path) -> Admitted``.
 
 A model path the user names is copied once into a private snapshot
-(descriptor-relative, ``fwx.safety.snapshot``), its format is detected once,
-on the copy, and the copy is hashed once. Everything after that (the loaders,
-the planner, inspect, the validators) asks this module for the model's format
-and hash instead of opening the user's path again: ``format_of`` and
-``sha256_of`` answer from the admitted value, and only a path nothing admitted
-(a trusted load, an artifact fwx wrote itself) is read directly.
+(descriptor-relative, ``fwx.safety.snapshot``; a Hugging Face folder only
+its own file set, ``fwx.safety.hf_fileset``), its format is detected once, on
+the copy, and the copy is hashed once. The loader admits every model its
+command line names and hands the command the ``Admitted`` value itself
+(``fwx.commands.sandboxing``); a library call admits its source the same
+way (``loadable``), trusted or not. Everything after that (the loaders, the
+planner, inspect, the validators) reads the copy and asks this module for the
+model's format and hash: ``format_of`` and ``sha256_of`` answer from the
+admitted value; only an artifact fwx wrote itself is read directly. Nothing
+else calls the snapshot functions: a test walks the code and enforces it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ class Admitted:
     files: tuple[str, ...]  # every file copied, relative to the copy's folder (the format's own file set)
     companions: tuple[str, ...]  # a loose file's external data files, by the names it gives them
     sha256: str  # of ``path``, as fwx.json records the source
+    root: Path  # the private folder holding the copy (what the loader's sandbox grants for reading)
+    left_out: tuple[str, ...] = ()  # a Hugging Face folder's entries not in its own file set (folders as name/)
 
 
 #: Admitted models of this process, by the private copy's path.
@@ -36,12 +42,12 @@ _ADMITTED: dict[Path, Admitted] = {}
 
 
 def admit(path: str | Path, *, external_data: Path | None = None, parent: Path | None = None) -> Admitted:
-    """Snapshot ``path`` (once per process), detect its format and hash it; the one typed value commands use."""
-    found = admitted(path)
-    if found is not None:
-        return found
-    # a private copy handed on (the loader passes the copy to the command) is admitted as it is, never copied again
-    snap = snapshot.taken(path) or snapshot.register(path, parent, external_data=external_data)
+    """Snapshot ``path``, detect its format and hash it: the one typed value every command receives.
+
+    A private copy handed on (the loader hands the command its copy) is admitted as it is, never copied again;
+    a path the user named is copied afresh at each call (the model may have changed since an earlier one).
+    """
+    snap = snapshot.taken(path) or snapshot.register(path, parent, external_data=external_data, fresh=True)
     known = _ADMITTED.get(snap.path)
     if known is not None:
         return known
@@ -54,9 +60,23 @@ def admit(path: str | Path, *, external_data: Path | None = None, parent: Path |
         files=files,
         companions=snap.companions,
         sha256=sha256_path(snap.path) if snap.format is not None else "",  # a version folder: its fwx.json has them
+        root=snap.root,
+        left_out=snap.left_out,
     )
     _ADMITTED[snap.path] = value
     return value
+
+
+def loadable(path: str | Path) -> Path:
+    """What a framework may read for ``path``: its admitted private copy (a path inside one is itself).
+
+    Trusted or not, a model is read from one copy: the bytes hashed into fwx.json are the bytes loaded, and a
+    Hugging Face folder brings the same file set either way (the cost is the copy the CLI takes anyway).
+    """
+    p = Path(path)
+    if snapshot.is_snapshot(p):
+        return p
+    return admit(p).path
 
 
 def admitted(path: str | Path) -> Admitted | None:
@@ -65,7 +85,7 @@ def admitted(path: str | Path) -> Admitted | None:
     found = _ADMITTED.get(p)
     if found is None and _ADMITTED:
         named = p.absolute()
-        found = next((a for a in _ADMITTED.values() if a.original.absolute() == named), None)
+        found = next((a for a in reversed(_ADMITTED.values()) if a.original.absolute() == named), None)  # newest
     if found is not None and not found.path.exists():  # its snapshot was discarded: admit it again
         _ADMITTED.pop(found.path, None)
         return None

@@ -25,7 +25,7 @@ from fwx.safety import check_model
 from fwx.signature import Signature
 from fwx.sources import readers
 from fwx.sources import torch_source as ts
-from fwx.sources.boundary import format_of
+from fwx.sources.boundary import format_of, loadable
 from fwx.sources.pt2 import pt2_inputs
 
 
@@ -36,9 +36,10 @@ def inspect_path(path: str | Path, *, trust: bool = False, signature_name: str =
         return _version_folder(p)
     if p.is_dir() and not (p / "saved_model.pb").is_file() and Repository(p.parent).versions(p.name):
         return {"path": str(p), "format": "model folder", "versions": Repository(p.parent).versions(p.name)}
+    shown, p = str(p), loadable(p)  # its admitted private copy: the only bytes read from here on
     fmt = format_of(p)
     info: dict[str, Any] = {
-        "path": str(p),
+        "path": shown,
         "format": fmt.value,
         "size_bytes": size_of(p),
         "signature": None,

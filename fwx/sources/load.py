@@ -18,10 +18,9 @@ from fwx.errors import InputError, UsageError
 from fwx.formats import Format, is_hf_folder
 from fwx.frameworks import require, version_of
 from fwx.safety import check_model
-from fwx.safety.snapshot import loadable
 from fwx.signature import TensorSpec
 from fwx.sources import torch_source as ts
-from fwx.sources.boundary import format_of, sha256_of
+from fwx.sources.boundary import format_of, loadable, sha256_of
 from fwx.sources.extras import SourceExtras
 from fwx.sources.onnx_external import external_files
 from fwx.sources.pt2 import pt2_inputs, pt2_sizes
@@ -84,8 +83,8 @@ def load_source(
     if isinstance(source, str) and is_factory_ref(source):
         return _factory(source, kwargs, weights, trust)
     _check_flags(Path(source), task, weights)
-    # the private copy is the only one read from here on: what is checked is what loads (fwx.safety.snapshot)
-    path = loadable(source, trust=trust)
+    # the admitted private copy is the only one read from here on, trusted or not: what is hashed is what loads
+    path = loadable(source)
     fmt = format_of(path)  # detected once, at the boundary (fwx.sources.boundary)
     if is_hf_folder(path):
         from fwx.sources.hf import load_hf  # imports torch and transformers
@@ -140,7 +139,7 @@ def _factory(source: str, kwargs: dict[str, Any], weights: str | Path | None, tr
     module = ts.build_module(source, kwargs).eval()
     if weights is None:
         return _torch(Format.PYTORCH, None, f"factory {source}", module)
-    path = loadable(weights, trust=trust)
+    path = loadable(weights)
     ts.apply_state_dict(module, load_weights(path, trust=trust), Path(weights), source)
     return _torch(Format.PYTORCH, None, f"factory {source} + {Path(weights).name}", module)
 

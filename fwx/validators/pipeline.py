@@ -20,8 +20,8 @@ from fwx.errors import FwxError, InputError, UsageError, first_line
 from fwx.formats import NCHW, NHWC, Format, parse_format
 from fwx.manifest import Manifest, sha256_path
 from fwx.runtimes.base import Runtime
-from fwx.safety.snapshot import loadable
 from fwx.signature import Signature, TensorSpec, is_dynamic
+from fwx.sources.boundary import loadable
 from fwx.sources.input_roles import onnx_id_ranges
 from fwx.sources.load import load_source
 from fwx.sources.reference import file_source, source_runtime
@@ -143,7 +143,7 @@ def load_source_runtime(col: Collection, opts: ValidateOptions, sig: Signature, 
             f"the source {src.path} lies outside the version folder",
             hint="name it with --source-model to rebuild it as the reference",
         )
-    path = loadable(path, trust=opts.trust_model_code)  # its private copy: what is hashed is what loads
+    path = loadable(path)  # its admitted private copy, trusted or not: what is hashed is what loads
     if src.sha256 and sha256_path(path) != src.sha256:
         raise InputError(f"the source {path} changed since the export (sha256 differs)")
     fmt = Format(src.format)
