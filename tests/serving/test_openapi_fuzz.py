@@ -92,6 +92,7 @@ def _problem(response: Any) -> str | None:
     if response.status_code >= 400 and response.content:
         try:
             error = json.loads(response.content)["error"]
+            error = error["message"] if isinstance(error, dict) else error  # OpenAI's shape on /v1
         except (ValueError, KeyError, TypeError):
             return f"{response.status_code} without a JSON error: {response.text[:200]}"
         if "\n" in error:

@@ -69,7 +69,9 @@ class GenerateRoutes:
         self.dp.tasks.record(gen, t0, None)
         return Response(orjson.dumps(body(gen, text, finish)), media_type=JSON)
 
-    def _stream(self, request: Request, gen: Generation, events: AsyncGenerator[bytes, None]) -> Response:
+    def _stream(
+        self, request: Request, gen: Generation, events: AsyncGenerator[bytes, None], *, openai: bool = False
+    ) -> Response:
         t0 = time.perf_counter_ns()
 
         async def watch() -> None:
@@ -86,7 +88,7 @@ class GenerateRoutes:
                     yield chunk
             except FwxError as exc:  # the status line is sent: the error becomes the last event
                 error = exc
-                yield _event({"error": str(exc)})
+                yield _event(protocols.openai_error(exc) if openai else {"error": str(exc)})
             except BaseException as exc:
                 error = exc
                 raise
@@ -136,6 +138,13 @@ class GenerateRoutes:
         return await self._openai(request, protocols.chat, is_chat=True)
 
     async def _openai(self, request: Request, parse: Callable[[Any], GenerateCall], *, is_chat: bool) -> Response:
+        try:
+            return await self._openai_call(request, parse, is_chat=is_chat)
+        except FwxError as exc:  # OpenAI's error shape, so its clients show the message
+            headers = {"Retry-After": str(getattr(exc, "retry_after_s", 1))} if exc.http_status == 503 else None
+            return Response(orjson.dumps(protocols.openai_error(exc)), exc.http_status, headers, media_type=JSON)
+
+    async def _openai_call(self, request: Request, parse: Callable[[Any], GenerateCall], *, is_chat: bool) -> Response:
         call = await self._call(request, parse)
         enc = OpenAIEncoder(call.model, is_chat)
         if not call.stream:
@@ -156,4 +165,4 @@ class GenerateRoutes:
                 yield _event(enc.usage_chunk(Usage(gen.prompt_tokens, gen.completion_tokens)))
             yield b"data: [DONE]\n\n"
 
-        return self._stream(request, gen, events())
+        return self._stream(request, gen, events(), openai=True)

@@ -19,6 +19,11 @@ from fwx.serving.dataplane import ACCESS, Access
 from fwx.serving.rest import schema
 
 _ERROR = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}
+_OPENAI_ERROR = {  # OpenAI's own shape on its routes, which its clients read
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "object", "required": ["message", "type"]}},
+}
 _OBJECT: dict[str, Any] = {"type": "object"}
 _ARRAY: dict[str, Any] = {"type": "array", "items": {"type": "object"}}
 _TEXT = "text"
@@ -86,6 +91,10 @@ def _response(answer: Any) -> dict[str, Any]:
     return {"description": "OK", "content": {"application/json": {"schema": answer}}}
 
 
+def _error_schema(name: str) -> dict[str, Any]:
+    return _OPENAI_ERROR if name in ("completions", "chat") else _ERROR
+
+
 def _operation(path: str, method: str, name: str) -> dict[str, Any]:
     summary, body, answer = OPERATIONS[name]
     params = [
@@ -98,7 +107,7 @@ def _operation(path: str, method: str, name: str) -> dict[str, Any]:
         "responses": {
             "200": _response(answer),
             **{
-                code: {"description": text, "content": {"application/json": {"schema": _ERROR}}}
+                code: {"description": text, "content": {"application/json": {"schema": _error_schema(name)}}}
                 for code, text in _ERRORS.items()
             },
         },

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fwx.errors import InputError
+from fwx.errors import FwxError, InputError
 from fwx.serving.tasks.sampling import SamplingParams
 
 MAX_TOKENS_LIMIT = 1 << 20
@@ -205,3 +205,21 @@ def triton_body(model: str, version: str, text: str, finish: str | None, usage: 
     if usage is not None:
         doc["usage"] = usage.to_json()
     return doc
+
+
+#: OpenAI's error ``type`` by HTTP status (what its client libraries show beside the message).
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "service_unavailable_error",
+}
+
+
+def openai_error(exc: FwxError) -> dict[str, Any]:
+    """OpenAI's error body: its clients read ``error.message`` (a plain string there shows only the status)."""
+    kind = _OPENAI_TYPES.get(exc.http_status, "server_error" if exc.http_status >= 500 else "invalid_request_error")
+    return {"error": {"message": str(exc), "type": kind, "param": None, "code": None}}
