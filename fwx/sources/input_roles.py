@@ -29,7 +29,7 @@ from fwx.sources.torch_roles import Uses
 
 #: ONNX ops whose output holds the input's values unchanged, and ops a mask feeds.
 _ONNX_KEEPS = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand", "Slice"})
-_ONNX_MASK_USES = frozenset({"Where", "Mul", "Sub", "Not", "And", "Or", "Equal", "Less", "Greater"})
+_ONNX_MASK_USES = frozenset({"Where", "Mul", "Sub", "Not", "And", "Or", "Equal", "Less", "Greater", "Einsum", "MatMul"})
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,11 @@ def onnx_uses(path: Any, names: list[str]) -> Uses:
     tables = {t.name: [int(d) for d in t.dims] for t in graph.initializer if len(t.dims) >= 1}
     taint = {n: frozenset([n]) for n in names}
     uses = Uses()
+    scalars = _onnx_scalars(graph)
     for node in graph.node:
+        if node.op_type == "OneHot" and len(node.input) >= 2 and (depth := scalars.get(node.input[1])):
+            for name in taint.get(node.input[0], frozenset()):
+                uses.table(name, depth, f"OneHot {node.name or node.output[0]!r} to {depth} classes")
         if node.op_type in ("Gather", "GatherElements") and len(node.input) >= 2 and node.input[0] in tables:
             dims = tables[node.input[0]]
             axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
@@ -146,6 +150,23 @@ def onnx_uses(path: Any, names: list[str]) -> Uses:
         if node.op_type in _ONNX_KEEPS:
             taint[node.output[0]] = came
     return uses
+
+
+def _onnx_scalars(graph: Any) -> dict[str, int]:
+    """Positive integer constants of one value (a ``OneHot``'s depth), by tensor name."""
+    from onnx import numpy_helper
+
+    found = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            found[node.output[0]] = node.attribute[0].t
+    out = {}
+    for name, tensor in found.items():
+        one = all(int(d) == 1 for d in tensor.dims) and tensor.data_type in (6, 7)  # INT32, INT64
+        arr = numpy_helper.to_array(tensor) if one else None
+        if arr is not None and arr.size == 1 and int(arr.reshape(-1)[0]) > 0:
+            out[name] = int(arr.reshape(-1)[0])
+    return out
 
 
 def _torch_vocabs(module: Any) -> list[int]:

@@ -3,10 +3,12 @@
 A forward pass runs under a dispatch mode that follows every input's values
 through the ops that move them without changing them (views, slices, casts)
 and records where they end: the rows of the table an ``aten.embedding``,
-``index_select``, ``gather`` or ``index`` reads with them (``input_ids`` ->
-30522, ``token_type_ids`` -> 2), or an op that only a mask feeds (a cast to
-bool, ``where``, ``masked_fill``, ``1 - mask``, a product, a comparison,
-an attention mask). Values that went through arithmetic are not followed:
+``embedding_bag``, ``index_select``, ``gather``, ``take`` or ``index`` reads
+with them (``input_ids`` -> 30522, ``token_type_ids`` -> 2), the classes of a
+``one_hot`` (``one_hot(x, 50) @ W`` indexes W's 50 rows as surely as an
+embedding does), or an op that only a mask feeds (a cast to bool, ``where``,
+``masked_fill``, ``1 - mask``, a product, in place or as an ``einsum``, a
+comparison, an attention mask). Values that went through arithmetic are not followed:
 RoBERTa's position ids are ``cumsum(input_ids != pad) + pad``, and the
 position table must not bound ``input_ids``.
 
@@ -72,6 +74,10 @@ MASK_USES = frozenset(
         "ge",
         "scaled_dot_product_attention",
         "bool",
+        "einsum",
+        "bmm",
+        "matmul",
+        "mm",
     }
 )
 
@@ -91,10 +97,19 @@ class Uses:
         self.mask_ops.setdefault(name, set()).add(op)
 
 
+def base_op(op: str) -> str:
+    """``mul_`` -> ``mul``: an in-place op uses its inputs as the op does (``_to_copy`` keeps its name)."""
+    return op[:-1] if op.endswith("_") and not op.endswith("__") and len(op) > 1 else op
+
+
 def _indexed(op: str, args: Sequence[Any]) -> list[tuple[Any, Any, int]]:
     """(index argument, table, axis) pairs an indexing op reads; empty for other ops."""
     if op in ("embedding", "_embedding_bag", "embedding_bag", "_embedding_bag_forward_only") and len(args) > 1:
         return [(args[1], args[0], 0)]
+    if op == "take" and len(args) > 1:
+        return [(args[1], args[0].reshape(-1), 0)]
+    if op in ("scatter", "scatter_add", "scatter_reduce") and len(args) > 2 and isinstance(args[1], int):
+        return [(args[2], args[0], args[1])]  # eager one_hot(x, n) is zeros(..., n).scatter_(-1, x, 1): n classes
     if op in ("index_select", "gather") and len(args) > 2 and isinstance(args[1], int):
         return [(args[2], args[0], args[1])]
     if op == "index" and len(args) > 1 and isinstance(args[1], (list, tuple)):
@@ -119,11 +134,13 @@ def trace_eager(module: Any, names: Sequence[str], feeds: Mapping[str, np.ndarra
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
-            op = func.overloadpacket.__name__
+            op = base_op(func.overloadpacket.__name__)
             for index, table, axis in _indexed(op, args):
                 for ix in tree_flatten(index)[0]:
                     for name in of(ix):
-                        uses.table(name, table.shape[axis], f"{op} of a {list(table.shape)} table")
+                        n = table.shape[axis]
+                        where = f"one_hot / {op} of {n} classes" if op.startswith("scatter") else None
+                        uses.table(name, n, where or f"{op} of a {list(table.shape)} table")
             flat = tree_flatten((args, kwargs))[0]
             came = frozenset().union(*(of(a) for a in flat))
             if not came:
@@ -164,15 +181,18 @@ def _walk_block(block: Any, module: Any, taint: dict[int, frozenset[str]], uses:
         op = kind.split("::")[-1]
         ins = list(node.inputs())
         came = frozenset().union(*(taint.get(v.unique(), frozenset()) for v in ins))
-        if op in ("embedding", "embedding_bag", "_embedding_bag", "index_select", "gather") and len(ins) > 1:
-            at = 1 if op.startswith(("embedding", "_embedding")) else 2
-            rows = _script_rows(ins[0], module, ins[1] if op != "embedding" and op != "embedding_bag" else None)
+        for at, rows in _script_tables(op, ins, module):
             for name in taint.get(ins[at].unique(), frozenset()):
-                if rows is not None:
-                    uses.table(name, rows, f"{op} of a {rows}-row table")
+                uses.table(
+                    name, rows, f"{op} of a {rows}-row table" if op != "one_hot" else f"one_hot to {rows} classes"
+                )
+        if kind == "prim::If":  # a value chosen by a branch holds what either branch returns
+            for out_i, out in enumerate(node.outputs()):
+                got = [taint.get(list(b.returnNode().inputs())[out_i].unique(), frozenset()) for b in node.blocks()]
+                taint[out.unique()] = frozenset().union(*got)
         if not came:
             continue
-        if op in MASK_USES:
+        if base_op(op) in MASK_USES:
             for name in came:
                 uses.feeds(name, op)
         if op in KEEPS or kind in ("prim::ListConstruct", "prim::TupleConstruct"):
@@ -180,10 +200,27 @@ def _walk_block(block: Any, module: Any, taint: dict[int, frozenset[str]], uses:
                 taint[out.unique()] = came
 
 
-def _script_rows(weight: Any, module: Any, dim: Any) -> int | None:
-    """Rows of the table a ScriptModule op reads: its weight found by the ``prim::GetAttr`` chain from ``self``."""
+def _script_tables(op: str, ins: Sequence[Any], module: Any) -> list[tuple[int, int]]:
+    """(position of the index input, rows it may reach) for a ScriptModule op that indexes; empty for others."""
+    if op in ("embedding", "embedding_bag", "_embedding_bag") and len(ins) > 1:
+        at, rows = 1, _script_rows(ins[0], module, None)
+    elif op in ("index_select", "gather") and len(ins) > 2:
+        at, rows = 2, _script_rows(ins[0], module, ins[1])
+    elif op == "take" and len(ins) > 1:
+        at, rows = 1, _script_rows(ins[0], module, None, numel=True)
+    elif op == "one_hot" and len(ins) > 1:
+        n = ins[1].toIValue()
+        at, rows = 0, n if isinstance(n, int) and n > 0 else None
+    else:
+        return []
+    return [] if rows is None else [(at, rows)]
+
+
+def _script_rows(weight: Any, module: Any, dim: Any, *, numel: bool = False) -> int | None:
+    """Rows of the table a ScriptModule op reads: its weight found by the ``prim::GetAttr`` chain from ``self``
+    (through the branch of a ``prim::If`` that returns an attribute: ``F.embedding_bag`` picks its weight in one)."""
     path: list[str] = []
-    value = weight
+    value = _attr_branch(weight)
     while value.node().kind() == "prim::GetAttr":
         path.insert(0, value.node().s("name"))
         value = value.node().input()
@@ -192,6 +229,17 @@ def _script_rows(weight: Any, module: Any, dim: Any) -> int | None:
         for part in path:
             obj = getattr(obj, part)
         axis = 0 if dim is None else int(dim.toIValue())
-        return int(obj.shape[axis]) if path else None
+        return (int(obj.numel()) if numel else int(obj.shape[axis])) if path else None
     except (AttributeError, RuntimeError, TypeError, IndexError):
         return None
+
+
+def _attr_branch(value: Any) -> Any:
+    """``value``, or where it is a ``prim::If``'s output, the first branch's value read from ``self``."""
+    if value.node().kind() != "prim::If":
+        return value
+    for block in value.node().blocks():
+        picked = list(block.returnNode().inputs())[value.offset()]
+        if picked.node().kind() == "prim::GetAttr":
+            return picked
+    return value
