@@ -14,6 +14,7 @@ import click
 
 from fwx import ui
 from fwx.commands.options import SECONDS, CountOrAuto, Duration, device_option, renamed, resolve_device, trust_option
+from fwx.commands.sandboxing import MEMORY_OPTION, NO_SANDBOX_OPTION
 from fwx.errors import UsageError
 
 if TYPE_CHECKING:
@@ -156,7 +157,10 @@ def _removed_grpc_server(value: str | None) -> None:
     default=None,
     help="Read the --admin-token from this file.",
 )
-@trust_option("Here it also skips the checksum checks, the private snapshot and the workers' sandbox.")
+@trust_option(
+    "Here it also skips the checksum checks and the private snapshot; model code still runs inside the workers' "
+    "walls (only --no-sandbox takes them down)."
+)
 @click.option(
     "--drain-seconds", default=30.0, show_default=True, type=SECONDS, help="How long SIGTERM waits for in-flight work."
 )
@@ -176,7 +180,7 @@ def _removed_grpc_server(value: str | None) -> None:
 @click.option(
     "--require-sandbox",
     is_flag=True,
-    help="Refuse to start where the workers cannot run inside the Landlock sandbox (also FWX_REQUIRE_SANDBOX=1).",
+    help="Refuse to start, naming them, where a worker cannot take every wall (also FWX_REQUIRE_SANDBOX=1).",
 )
 @click.option("--no-warmup", is_flag=True, help="Skip the warm-up inference (readiness then means loaded).")
 @click.option("--no-load-probe", is_flag=True, help="Skip the crash-safe trial load of each new artifact.")
@@ -222,6 +226,14 @@ def serve(repository: Path, workers: str, **options: Any) -> None:
     sys.exit(code)
 
 
+# The same --no-sandbox and --memory-limit as export, validate and inspect: one spelling, one meaning.
+serve.params += [NO_SANDBOX_OPTION, MEMORY_OPTION]
+NO_SANDBOX_WARNING = (
+    "--no-sandbox: the workers load and run models with every wall down: code they run can read and write "
+    "your files, reach the network, signal your processes and use all memory (the scanners still apply)"
+)
+
+
 def _tokens(options: dict[str, Any]) -> dict[str, Any]:
     """Tokens from a file, the environment or the command line; then erased from what other processes can read.
 
@@ -265,10 +277,16 @@ def _check_layout(config: ServerConfig) -> None:
 
 
 def _check_sandbox(config: ServerConfig) -> None:
-    """Say once, here, what every worker would find: the kernel has no Landlock (or fail with --require-sandbox)."""
+    """Say once, here, what every worker would find: --no-sandbox, or a kernel without Landlock (or fail with
+    --require-sandbox). The workers report the other walls themselves (``GET /v2``)."""
     from fwx.safety import landlock, sandbox
 
-    if config.trust_model_code or landlock.abi_version() >= 1:
+    if config.no_sandbox:
+        if sandbox.required(config.require_sandbox):
+            raise UsageError("--no-sandbox and --require-sandbox contradict each other", hint="drop one")
+        ui.warn(NO_SANDBOX_WARNING)
+        return
+    if landlock.abi_version() >= 1:
         return
     if sandbox.required(config.require_sandbox):
         raise sandbox.SandboxRequiredError(

@@ -9,8 +9,14 @@
   so no other process's ``environ`` or ``cmdline`` can be read.
 
 A new PID namespace applies to the children of the process that creates it,
-so ``isolate`` forks: the child (PID 1 in its namespace) returns and goes on to
-load; the parent stays behind, waits, and ends exactly as the child did.
+so ``isolate`` forks twice: the first child is the namespace's PID 1, a
+minimal init that only reaps orphans; the second (PID 2) returns and goes on
+to load or serve. The loader is not PID 1 on purpose: the kernel drops every
+signal a namespace's init has no handler for (a ``kill -SEGV`` it sends
+itself, a SIGTERM before a server installs its handler), which would change
+how the process ends. The parent stays behind, passes SIGTERM and SIGHUP on,
+waits, and ends exactly as PID 2 did; then the init goes, and with it the
+namespace.
 Where the kernel or a container refuses (Docker's default seccomp profile
 blocks ``unshare``), nothing is isolated and ``Isolation`` says why; the other
 walls (Landlock, the seccomp filter, the limits) do not depend on this one.
@@ -29,6 +35,8 @@ CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000,
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 1 << 18
 _PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
 _CAP_VERSION_3 = 0x20080522
+#: The one capability a server binding a port below 1024 keeps.
+CAP_NET_BIND_SERVICE = 10
 
 
 @dataclass(frozen=True)
@@ -45,11 +53,14 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _unshare(libc: ctypes.CDLL, network: bool) -> str:
-    """Enter new user, (network,) mount and PID namespaces; '' on success, else why not."""
+def _unshare(libc: ctypes.CDLL, network: bool, user: bool) -> str:
+    """Enter new user, (network,) mount and PID namespaces; '' on success, else why not.
+
+    ``user=False``: no user namespace (a server binding a port below 1024 needs its capability in the host's
+    user namespace, which owns the host's network); only root can then create the others."""
     uid, gid = os.getuid(), os.getgid()
     flags = (CLONE_NEWNET if network else 0) | CLONE_NEWNS | CLONE_NEWPID
-    if libc.unshare(CLONE_NEWUSER | flags) == 0:
+    if user and libc.unshare(CLONE_NEWUSER | flags) == 0:
         try:  # map ourselves to ourselves: files keep their owners, and nobody gains a privilege
             _write("/proc/self/setgroups", "deny")
             _write("/proc/self/uid_map", f"{uid} {uid} 1")
@@ -57,7 +68,7 @@ def _unshare(libc: ctypes.CDLL, network: bool) -> str:
         except OSError as exc:
             return f"mapping the user namespace: {exc.strerror}"
         return ""
-    first = os.strerror(ctypes.get_errno())
+    first = os.strerror(ctypes.get_errno()) if user else "no user namespace for a port below 1024"
     if libc.unshare(flags) == 0:  # root without user namespaces (a privileged container)
         return ""
     return f"unshare: {first}"
@@ -72,14 +83,14 @@ def _mount(libc: ctypes.CDLL, source: bytes, target: bytes, fstype: bytes, flags
     return int(libc.mount(source, target, fstype, flags, data)) == 0
 
 
-def isolate(shm_bytes: int, *, network: bool = True) -> Isolation:
+def isolate(shm_bytes: int, *, network: bool = True, user: bool = True) -> Isolation:
     """Move this (single-threaded) process into fresh namespaces; only the forked child returns.
 
     ``network=False`` keeps the host's network (a server's worker that binds its own ports)."""
     if sys.platform != "linux":
         return Isolation(reason="not Linux")
     libc = _libc()
-    why = _unshare(libc, network)
+    why = _unshare(libc, network, user)
     if why:
         return Isolation(reason=why)
     # private first: the mounts below must not propagate back to the host's mount table
@@ -88,12 +99,15 @@ def isolate(shm_bytes: int, *, network: bool = True) -> Isolation:
     )
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+    init = os.fork()
+    if not init:
+        _be_init(libc)
     pid = os.fork()
     if not pid:
         die_with_parent(libc)
     if pid:
         try:
-            _wait_and_mirror(pid)
+            _wait_and_mirror(pid, init)
         finally:  # whatever happens here, this process never goes on to load anything itself
             os._exit(1)
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
@@ -103,9 +117,9 @@ def isolate(shm_bytes: int, *, network: bool = True) -> Isolation:
     return Isolation(network=network, shm=shm, proc=proc, reason=reason)
 
 
-def drop_capabilities() -> bool:
-    """Give up every capability for good (root's too): no reading other processes' memory or ``environ``
-    past their owner's wish (``CAP_SYS_PTRACE``), no new mounts. True when done."""
+def drop_capabilities(keep: tuple[int, ...] = ()) -> bool:
+    """Give up every capability for good (root's too), but those in ``keep``: no reading other processes'
+    memory or ``environ`` past their owner's wish (``CAP_SYS_PTRACE``), no new mounts. True when done."""
     if sys.platform != "linux":
         return False
     libc = _libc()
@@ -114,20 +128,50 @@ def drop_capabilities() -> bool:
     except (OSError, ValueError):
         last = 40
     for cap in range(last + 1):
-        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # fails harmlessly once CAP_SETPCAP is gone
+        if cap not in keep:
+            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # fails harmlessly once CAP_SETPCAP is gone
     libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable, twice (64 bits): all empty
+    bits = [0, 0]
+    for cap in keep:
+        bits[cap // 32] |= 1 << (cap % 32)
+    # effective, permitted, inheritable for capabilities 0-31, then for 32-63: only ``keep`` (kept if held)
+    data = (ctypes.c_uint32 * 6)(bits[0], bits[0], 0, bits[1], bits[1], 0)
     return int(libc.capset(header, data)) == 0
 
 
-def die_with_parent(libc: ctypes.CDLL | None = None) -> None:
-    """End (SIGKILL) when the process that started this one ends: no loader outlives its command."""
+def die_with_parent(libc: ctypes.CDLL | None = None, signum: int = signal.SIGKILL) -> None:
+    """End (``signum``) when the process that started this one ends: no loader outlives its command."""
     if sys.platform == "linux":
-        (libc or _libc()).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        (libc or _libc()).prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
 
 
-def _wait_and_mirror(pid: int) -> None:
+def _be_init(libc: ctypes.CDLL) -> None:
+    """PID 1 of the namespace: hold nothing, reap orphans, never return (killed when the loader ends)."""
+    try:
+        die_with_parent(libc)
+        drop_capabilities()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)  # nobody waits for EOF on a pipe this process holds
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: _reap_all())
+        while True:
+            signal.pause()
+    finally:
+        os._exit(0)
+
+
+def _reap_all() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def _wait_and_mirror(pid: int, init: int) -> None:
     """Stay behind while the loader runs, pass on a termination, then end as it ended."""
     import resource
 
@@ -141,6 +185,8 @@ def _wait_and_mirror(pid: int) -> None:
             break
         except InterruptedError:
             continue
+    os.kill(init, signal.SIGKILL)  # the namespace ends: whatever the loader left running there goes too
+    os.waitpid(init, 0)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be handled, nor reset

@@ -10,6 +10,13 @@ which can create sockets without that call, is refused too. Syscalls of a
 foreign ABI (32-bit entry, x32) are refused as a whole: a filter that checks
 numbers must check them in the numbering it was written for.
 
+A server's worker (``tcp_only``) must create its listening sockets: it may
+create TCP sockets over IPv4 and IPv6 (protocol 0 or ``IPPROTO_TCP``, so not
+SCTP or MPTCP, which Landlock's TCP rules do not cover) and nothing else: no
+UDP, no raw or packet socket, no netlink, no unix socket (``socketpair``, which
+asyncio uses for its wake-up, makes an unnamed pair and stays allowed).
+Landlock then decides which ports it binds and that it connects nowhere.
+
 The filter is a few BPF instructions built here, without libseccomp: it is
 inherited by every child and cannot be removed.
 """
@@ -33,8 +40,11 @@ SYSCALLS = {
 _X32_BIT = 0x40000000
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
-_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K, _AND_K = 0x20, 0x15, 0x35, 0x06, 0x54
 _NR, _ARCH_OFFSET = 0, 4
+#: Offsets of socket(2)'s arguments (the low 32 bits, little-endian) in ``struct seccomp_data``.
+_ARG0, _ARG1, _ARG2 = 16, 24, 32
+_AF_INET, _AF_INET6, _SOCK_STREAM, _SOCK_TYPE_MASK, _IPPROTO_TCP = 2, 10, 1, 0xF, 6
 
 
 class SeccompError(OSError):
@@ -53,9 +63,11 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("HBBI", code, jt, jf, k)
 
 
-def program(refused: Mapping[str, int]) -> bytes:
-    """The filter as BPF: refuse a foreign ABI, and each named call with its errno; allow everything else."""
-    numbers = SYSCALLS[platform.machine()]
+def program(refused: Mapping[str, int], *, tcp_sockets: bool = False) -> bytes:
+    """The filter as BPF: refuse a foreign ABI, and each named call with its errno; allow everything else.
+
+    ``tcp_sockets``: ``socket(2)`` is allowed for TCP over IPv4 and IPv6 only, refused with EACCES otherwise."""
+    numbers = SYSCALLS[platform.machine()]  # little-endian ABIs only (the AUDIT_ARCH values above)
     unsupported = _RET_ERRNO | errno.ENOSYS
     code = [
         _insn(_LD_W_ABS, 0, 0, _ARCH_OFFSET),
@@ -67,8 +79,29 @@ def program(refused: Mapping[str, int]) -> bytes:
     ]
     for name, err in refused.items():
         code += [_insn(_JEQ_K, 0, 1, numbers[name]), _insn(_RET_K, 0, 0, _RET_ERRNO | err)]
+    if tcp_sockets:
+        code += _tcp_only(numbers["socket"])
     code.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
     return b"".join(code)
+
+
+def _tcp_only(nr_socket: int) -> list[bytes]:
+    """socket(AF_INET or AF_INET6, SOCK_STREAM [| flags], 0 or IPPROTO_TCP) falls through to allow; any other
+    socket(2) returns EACCES; any other call skips the block (the accumulator still holds its number)."""
+    refuse = _RET_ERRNO | errno.EACCES
+    return [
+        _insn(_JEQ_K, 0, 10, nr_socket),  # not socket(2): past this block (10 instructions)
+        _insn(_LD_W_ABS, 0, 0, _ARG0),
+        _insn(_JEQ_K, 1, 0, _AF_INET),
+        _insn(_JEQ_K, 0, 6, _AF_INET6),  # neither family: to the refusal
+        _insn(_LD_W_ABS, 0, 0, _ARG1),
+        _insn(_AND_K, 0, 0, _SOCK_TYPE_MASK),  # SOCK_NONBLOCK and SOCK_CLOEXEC ride in the same word
+        _insn(_JEQ_K, 0, 3, _SOCK_STREAM),
+        _insn(_LD_W_ABS, 0, 0, _ARG2),
+        _insn(_JEQ_K, 2, 0, 0),  # protocol 0: allowed
+        _insn(_JEQ_K, 1, 0, _IPPROTO_TCP),
+        _insn(_RET_K, 0, 0, refuse),
+    ]
 
 
 #: What a loader is refused: every socket, and io_uring (which makes sockets without socket(2)).
@@ -81,12 +114,21 @@ def refuse_sockets() -> None:
     install(LOADER)
 
 
-def install(refused: Mapping[str, int]) -> None:
+#: What a server's worker is refused: io_uring; sockets other than TCP (``program(tcp_sockets=True)``).
+SERVER = {k: v for k, v in LOADER.items() if k != "socket"}
+
+
+def tcp_only() -> None:
+    """Install a server worker's filter on this process for good: TCP sockets only, no io_uring."""
+    install(SERVER, tcp_sockets=True)
+
+
+def install(refused: Mapping[str, int], *, tcp_sockets: bool = False) -> None:
     """Install a filter refusing ``refused`` (call name -> errno) on this process for good."""
     if not supported():
         raise SeccompError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
     libc = ctypes.CDLL(None, use_errno=True)
-    code = program(refused)
+    code = program(refused, tcp_sockets=tcp_sockets)
     buf = ctypes.create_string_buffer(code, len(code))
     prog = _Prog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

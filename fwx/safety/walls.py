@@ -13,6 +13,13 @@ The loader takes them, in this order, before it imports numpy or a framework:
 4. memory and CPU-time limits (``fwx.safety.limits``);
 5. Landlock (``fwx.safety.sandbox``): files, TCP, signals, abstract sockets.
 
+``fwx serve``'s workers take the same walls in the same order
+(``fwx.serving.worker_walls``) with ``Walls(network=False)``: they serve on the
+host's network, so no network namespace, and the seccomp filter lets them
+create TCP sockets only (Landlock then lets them bind their own ports and
+connect nowhere); they have no CPU-time limit (a server runs for ever), the
+supervisor kills a load that outlasts the probe timeout instead.
+
 ``report()`` says which walls are up in this process, for the export summary,
 ``fwx inspect`` and ``GET /v2``.
 """
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -36,6 +44,9 @@ _KEEP = {
     "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONWARNINGS",
     "PYTHONFAULTHANDLER", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
     "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME",  # where `fwx export org/name` finds the hub cache
+    "USER", "LOGNAME",  # getpass.getuser() (torch's compile caches) without reading /etc/passwd
+    "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONMALLOC", "PYTHONDEVMODE", "PYTHONASYNCIODEBUG",
+    "POD_NAME", "HOSTNAME",  # a server's replica name in fwx_server_info (FWX_REPLICA is kept as FWX_*)
 }  # fmt: skip
 _KEEP_PREFIXES: tuple[str, ...] = (
     "LC_",
@@ -49,14 +60,20 @@ _KEEP_PREFIXES: tuple[str, ...] = (
     "ORT_",
     "XLA_",
 )
-_KEEP_PREFIXES += ("CUDA_", "CUDNN_", "CUBLAS_", "NVIDIA_", "FWX_")
+_KEEP_PREFIXES += ("CUDA_", "CUDNN_", "CUBLAS_", "NVIDIA_", "FWX_", "KERAS_", "GRPC_")
+_KEEP_PREFIXES += ("COVERAGE_",)  # a measured test run follows its processes
 #: Names that carry secrets by convention, dropped even where a prefix above would keep them.
 _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|^TF_VAR_", re.IGNORECASE)
 
 
 def clean_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """The variables a loader is started with: an allow-list, less anything named like a secret."""
-    return {k: v for k, v in env.items() if (k in _KEEP or k.startswith(_KEEP_PREFIXES)) and not _SECRET.search(k)}
+    """The variables a loader or a server's worker is started with: an allow-list, less anything named like
+    a secret. ``PYTHONPATH`` keeps absolute entries only: an empty or relative one would put the caller's
+    working directory on ``sys.path``, and the sandbox grants reading every ``sys.path`` entry."""
+    kept = {k: v for k, v in env.items() if (k in _KEEP or k.startswith(_KEEP_PREFIXES)) and not _SECRET.search(k)}
+    if "PYTHONPATH" in kept:
+        kept["PYTHONPATH"] = os.pathsep.join(p for p in kept["PYTHONPATH"].split(os.pathsep) if os.path.isabs(p))
+    return kept
 
 
 @dataclass(frozen=True)
@@ -67,9 +84,14 @@ class Walls:
     require: bool = False
     #: False only with --no-sandbox: the model loads in the command's own process, with no wall.
     enabled: bool = True
-    #: False for a process that serves on its own ports (``fwx serve``'s workers): no network namespace and
-    #: no socket filter; the report lists the network walls as missing, saying why.
+    #: False for a process that serves on its own ports (``fwx serve``'s workers): no network namespace, and
+    #: a socket filter that lets it create TCP sockets only (Landlock: bind its own ports, connect nowhere).
     network: bool = True
+    #: A server binding a port below 1024: no user namespace (capabilities held there do not reach the host's
+    #: network), and ``CAP_NET_BIND_SERVICE`` is the one capability kept.
+    privileged_port: bool = False
+    #: With no CPU-time limit (a server): the longest one load may take before the supervisor kills it.
+    load_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -125,14 +147,17 @@ def enter(walls: Walls) -> namespaces.Isolation:
     """
     lim = walls.limits
     shm = max(64 << 20, (lim.memory_bytes or 4 << 30) // 4)  # a tmpfs fills memory the limits do not count
-    namespaces.die_with_parent()
-    iso = namespaces.isolate(shm, network=walls.network)
-    namespaces.drop_capabilities()  # after the mounts; as root, CAP_SYS_PTRACE would open the parent's environ
+    # a server's worker drains on SIGTERM when its supervisor goes (the namespace's parent passes it on)
+    namespaces.die_with_parent(signum=signal.SIGKILL if walls.network else signal.SIGTERM)
+    iso = namespaces.isolate(shm, network=walls.network, user=not walls.privileged_port)
+    # after the mounts; as root, CAP_SYS_PTRACE would open the parent's environ
+    namespaces.drop_capabilities(keep=(namespaces.CAP_NET_BIND_SERVICE,) if walls.privileged_port else ())
     global _seccomp_error
     try:
-        if not walls.network:
-            raise OSError("it serves on its own ports")
-        seccomp.refuse_sockets()
+        if walls.network:
+            seccomp.refuse_sockets()
+        else:
+            seccomp.tcp_only()
     except OSError as exc:
         _seccomp_error = exc.strerror or str(exc)
     limits.apply(lim)
@@ -142,27 +167,26 @@ def enter(walls: Walls) -> namespaces.Isolation:
 _seccomp_error: str | None = None
 
 
-def finish(iso: namespaces.Isolation, walls: Walls, landlock_abi: int, landlock_reason: str) -> WallsReport:
+def finish(
+    iso: namespaces.Isolation, walls: Walls, landlock_abi: int, landlock_reason: str, what: str = "the loader"
+) -> WallsReport:
     """Record the walls now up (Landlock included) and, with ``require``, refuse to go on without one."""
     global _current
     no_sockets = _seccomp_error is None
     why_ns = iso.reason or "no namespaces"
-    net_detail = " + ".join(d for d, up in (("namespace", iso.network), ("seccomp", no_sockets)) if up)
-    unix = no_sockets or landlock_abi >= 9
-    net_missing = "it serves on its own ports" if not walls.network else f"{why_ns}; seccomp: {_seccomp_error}"
     leaked = sorted(k for k in os.environ if _SECRET.search(k))  # measured, not assumed: who started us?
     lim = walls.limits
     shm_detail = "private tmpfs" if iso.shm else "host's, refused by Landlock" if landlock_abi else why_ns
     _current = WallsReport(
         (
             Wall("landlock", landlock_abi > 0, f"ABI {landlock_abi}" if landlock_abi else landlock_reason),
-            Wall("network", bool(net_detail), net_detail or net_missing),
-            Wall("unix-sockets", unix, "seccomp" if no_sockets else f"seccomp: {_seccomp_error}"),
+            _network(iso, walls, landlock_abi),
+            Wall("unix-sockets", no_sockets or landlock_abi >= 9, _unix_detail(landlock_abi)),
             Wall("proc", iso.proc, "private" if iso.proc else f"{why_ns}: other processes' cmdline and environ"),
             Wall("shm", iso.shm or landlock_abi > 0, shm_detail),
             Wall("environment", not leaked, f"holds {', '.join(leaked)}" if leaked else "scrubbed"),
             Wall("memory", lim.memory_bytes is not None, limits.size_text(lim.memory_bytes)),
-            Wall("cpu-time", lim.cpu_seconds is not None, limits.duration_text(lim.cpu_seconds)),
+            _cpu_time(walls),
         )
     )
     if walls.require and _current.missing:
@@ -170,10 +194,34 @@ def finish(iso: namespaces.Isolation, walls: Walls, landlock_abi: int, landlock_
 
         lines = "; ".join(f"{w.name} ({w.detail})" for w in _current.walls if not w.up)
         raise SandboxRequiredError(
-            f"--require-sandbox: the loader is missing walls: {lines}",
+            f"--require-sandbox: {what} is missing walls: {lines}",
             hint="run where user namespaces and Landlock are allowed, or drop --require-sandbox",
         )
     return _current
+
+
+def _network(iso: namespaces.Isolation, walls: Walls, landlock_abi: int) -> Wall:
+    no_sockets = _seccomp_error is None
+    if not walls.network:  # a server: TCP sockets only (seccomp), its own ports bound, no connection out
+        if no_sockets and landlock_abi >= 4:
+            return Wall("network", True, f"serves its own TCP ports only (seccomp + Landlock ABI {landlock_abi})")
+        why = f"seccomp: {_seccomp_error}" if not no_sockets else f"Landlock ABI {landlock_abi} (TCP rules need 4)"
+        return Wall("network", False, f"it serves on the host's network and {why}")
+    detail = " + ".join(d for d, up in (("namespace", iso.network), ("seccomp", no_sockets)) if up)
+    return Wall("network", bool(detail), detail or f"{iso.reason or 'no namespaces'}; seccomp: {_seccomp_error}")
+
+
+def _unix_detail(landlock_abi: int) -> str:
+    if _seccomp_error is None:
+        return "seccomp"
+    return f"Landlock ABI {landlock_abi}" if landlock_abi >= 9 else f"seccomp: {_seccomp_error}"
+
+
+def _cpu_time(walls: Walls) -> Wall:
+    cpu = walls.limits.cpu_seconds
+    if cpu is None and walls.load_timeout_s is not None:  # a server runs for ever: its loads are timed instead
+        return Wall("cpu-time", True, f"each load {walls.load_timeout_s:g}s (a server has no lifetime CPU limit)")
+    return Wall("cpu-time", cpu is not None, limits.duration_text(cpu))
 
 
 def down(why: str) -> WallsReport:
@@ -195,7 +243,6 @@ def run_loader(walls: Walls) -> int:
     The loader writes to this process's terminal itself (progress, tables, ``--json``); this process
     only waits and returns its exit code, or raises the limit that ended it.
     """
-    import signal
     import subprocess
     import sys
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from fwx.errors import UsageError
 from fwx.formats import Format, parse_format
+from fwx.safety.limits import default_memory
 from fwx.serving.control import check_tokens
 
 #: Format chosen when a version holds several: the first one that loads wins.
@@ -92,7 +93,9 @@ class ServerConfig:
     admin_token: str | None = None
     api_token: str | None = None
     trust_model_code: bool = False
-    require_sandbox: bool = False  # refuse to serve where the Landlock sandbox cannot be applied
+    require_sandbox: bool = False  # refuse to serve where a worker's wall cannot be taken
+    no_sandbox: bool = False  # workers take no wall at all (fwx.serving.worker_walls); warned loudly
+    memory_limit: int | None = field(default_factory=default_memory)  # each worker's RLIMIT_DATA (None: none)
     drain_seconds: float = 30.0
     model_name: str | None = None  # serve a repository that is one model's folder under this name (KServe)
     shutdown_delay_s: float = 0.0  # after SIGTERM: not ready but still serving, so load balancers catch up

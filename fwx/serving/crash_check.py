@@ -73,14 +73,18 @@ def start(
     trust_model_code: bool,
     require_sandbox: bool,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    sandbox: bool = True,
 ) -> CrashCheck:
-    """Start the trial of the artifact ``key`` names (``what`` describes it in the reason)."""
+    """Start the trial of the artifact ``key`` names (``what`` describes it in the reason).
+
+    A trusted model is tried too, inside the sandbox like any other: ``sandbox=False`` only with
+    ``--no-sandbox``, where the workers themselves run with no wall."""
     fmt, path = artifact_of(key)
     cmd = [sys.executable, "-P", "-m", "fwx.serving.loader_probe", fmt.value, str(path), "--manifest"]
     cmd += ["--cpu-s", str(DEFAULT_CPU_S), "--memory-mb", str(DEFAULT_MEMORY_MB)]
     if trust_model_code:
-        cmd.append("--trust-model-code")  # the worker itself ran without the sandbox: so does its check
-    else:
+        cmd.append("--trust-model-code")
+    if sandbox:
         cmd += ["--sandbox-read", str(Path(repository).resolve())]
         if require_sandbox:
             cmd.append("--require-sandbox")

@@ -213,9 +213,12 @@ class DataPlane:
     # ---------------------------------------------------------------- metadata
     def server_metadata(self) -> dict[str, Any]:
         from fwx.safety.sandbox import status
+        from fwx.safety.walls import report
 
-        # "sandbox" is fwx's own field beside the v2 protocol's three: whether loads run inside Landlock
-        return {"name": "fwx", "version": __version__, "extensions": list(EXTENSIONS), "sandbox": status.to_json()}
+        # "sandbox" and "walls" are fwx's own fields beside the v2 protocol's three: whether loads run inside
+        # Landlock, and every wall around this worker (up or missing, and why)
+        meta = {"name": "fwx", "version": __version__, "extensions": list(EXTENSIONS), "sandbox": status.to_json()}
+        return meta | {"walls": report().as_json()}
 
     def signature(self, name: str, version: str | None) -> Signature:
         """The served signature (decoders read it after ``authorize``; no access check here)."""

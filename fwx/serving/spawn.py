@@ -42,31 +42,6 @@ def parse_workers(text: str | int) -> int:
     return n
 
 
-#: The environment a worker keeps (everything else, tokens and cloud keys included, stays with the caller):
-#: names the interpreter, the C library, the runtimes and fwx itself read.
-_ENV_KEEP = frozenset(
-    {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "NO_COLOR"}
-    | {"POD_NAME", "HOSTNAME"}  # the replica's name in fwx_server_info (FWX_REPLICA is kept as FWX_*)
-)
-_ENV_KEEP_PREFIXES = (
-    "LC_",
-    "PYTHON",  # PYTHONPATH, PYTHONUNBUFFERED, ... (the interpreter's own switches)
-    "FWX_",
-    "OMP_",
-    "KMP_",
-    "MKL_",
-    "OPENBLAS_",
-    "TF_",
-    "TORCH_",
-    "CUDA_",
-    "NVIDIA_",
-    "ORT_",
-    "PYTORCH_",
-    "KERAS_",
-    "GRPC_",
-    "COVERAGE_",  # a measured test run follows its processes
-    "LD_LIBRARY_PATH",
-)
 #: fwx's own secrets: never in a worker's or a probe child's environment (they get the token over a pipe).
 SECRET_ENV = ("FWX_API_TOKEN", "FWX_ADMIN_TOKEN")
 
@@ -78,14 +53,12 @@ def worker_env(n: int, environ: dict[str, str] | None = None) -> dict[str, str]:
     would run N x cores threads on the cores. ``FWX_THREADS`` sizes onnxruntime's
     pool; torch reads ``OMP_NUM_THREADS``, TensorFlow ``TF_NUM_INTRAOP_THREADS``.
     A worker runs untrusted models: what it does not need from the caller's
-    environment (tokens, cloud credentials) it never sees.
+    environment (tokens, cloud credentials) it never sees
+    (``fwx.safety.walls.clean_environment``, the loader's allow-list).
     """
-    source = os.environ if environ is None else environ
-    env = {
-        k: v for k, v in source.items() if (k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)) and k not in SECRET_ENV
-    }
-    if "PYTHONPATH" in env:  # an empty or relative entry would put the working directory on sys.path
-        env["PYTHONPATH"] = os.pathsep.join(p for p in env["PYTHONPATH"].split(os.pathsep) if os.path.isabs(p))
+    from fwx.safety.walls import clean_environment  # the loader's allow-list: one list for both
+
+    env = clean_environment(os.environ if environ is None else environ)
     if n > 1:
         threads = str(max(1, parse_workers("auto") // n))
         for name in ("FWX_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):

@@ -162,6 +162,7 @@ class Supervisor:
             trust_model_code=bool(cfg.trust_model_code),
             require_sandbox=bool(cfg.require_sandbox),
             timeout_s=float(getattr(cfg, "probe_timeout_s", DEFAULT_TIMEOUT_S)),
+            sandbox=not cfg.no_sandbox,
         )
 
     def _judge(self, w: _Worker, now: float) -> bool:
@@ -344,8 +345,11 @@ def supervise(config: ServerConfig, spawner: Spawner | None = None) -> int:
     try:
         # an absolute repository: workers never resolve a path against a working directory they cannot read
         repository = Path(config.repository).resolve()
+        # the address the reservation resolved: a worker resolves no name (it may create TCP sockets only,
+        # so no DNS over UDP, and its sandbox does not grant /etc/hosts)
+        host = str(held[0].getsockname()[0]) if held else config.host
         worker_config = replace(
-            config, repository=repository, reuse_port=True, http_port=http_port, grpc_port=grpc_port
+            config, repository=repository, reuse_port=True, http_port=http_port, grpc_port=grpc_port, host=host
         )
         sup = Supervisor(worker_config, root, spawner)
         try:

@@ -25,6 +25,9 @@ with SO_REUSEPORT on both ports, plus four hooks:
   the kernel never hands it a connection it would answer 503. At the first
   start no worker is ready yet, and each listens at once so liveness answers
   while the models load.
+* walls: before it imports anything heavy, the worker takes every wall the
+  loader of ``fwx export`` takes, with or without ``--trust-model-code``
+  (``fwx.serving.worker_walls``); only ``--no-sandbox`` skips them.
 * hot reloads after ready still probe in a child (a crash there would cut off
   serving); each worker probes for itself: a verdict one worker wrote would
   let a compromised worker wave a hostile version past its peers' probes.
@@ -46,6 +49,7 @@ from typing import Any
 
 from fwx.errors import InputError
 from fwx.formats import Format
+from fwx.serving import worker_walls  # imported while the worker waits for its job: nothing heavy, no thread
 from fwx.serving.logs import setup_logging
 from fwx.serving.runstate import RunState, artifact_key
 from fwx.serving.spawn import read_job
@@ -99,7 +103,7 @@ class Publisher:
                     os.write(self.wake_fd, b"r")
 
 
-def install(server: Any, state: RunState, slot: int, supervisor_pid: int, wake_fd: int | None = None) -> None:
+def install(server: Any, state: RunState, slot: int, supervisor_pid: int | None, wake_fd: int | None = None) -> None:
     """Hook one ``fwx.serving.server.Server`` into the supervisor's run (called before it starts)."""
     dp = server.dataplane
     manager = dp.manager
@@ -155,15 +159,16 @@ async def _tick(
     render: Callable[[], bytes],
     publish: Callable[[bool], None],
     slot: int,
-    supervisor_pid: int,
+    supervisor_pid: int | None,
     state: RunState,
 ) -> None:
-    """Publish readiness and metrics; stop (SIGTERM to self) if the supervisor is gone."""
+    """Publish readiness and metrics; stop (SIGTERM to self) if the supervisor is gone (``None``: the
+    supervisor is outside this worker's PID namespace, and its parent-death signal does that)."""
     loop = asyncio.get_running_loop()
     next_metrics = 0.0
     while True:
         publish(bool(local_ready()))
-        if os.getppid() != supervisor_pid:
+        if supervisor_pid is not None and os.getppid() != supervisor_pid:
             log.error("worker %d: supervisor %d is gone; stopping", slot, supervisor_pid)
             os.kill(os.getpid(), signal.SIGTERM)
             return
@@ -176,37 +181,17 @@ async def _tick(
         await asyncio.sleep(TICK_S)
 
 
-def sandbox_policy(config: Any, run_root: Path, slot: int) -> Any:
-    """What a worker may touch: read its repository and the run folder, write its own slot's folder only
-    (not its peers', not the supervisor's records), bind its own ports."""
-    from fwx.safety.sandbox import Policy
-
-    ports = tuple(p for p in (config.http_port, config.grpc_port) if p > 0)
-    root = Path(run_root).resolve()
-    return Policy(
-        read=(Path(config.repository).resolve(), root),
-        write=(RunState.slot_dir_of(root, slot),),
-        bind_ports=ports,
-        gpu=str(config.device).startswith("cuda"),
-    )
-
-
 def main() -> int:
     job = read_job()
     if job is None:
         return 0  # the supervisor gave up before handing out this worker
     config, slot = job.config, job.slot
-    if not config.trust_model_code:
-        # Before numpy or any framework is imported (their threads would stay outside the sandbox); the
-        # probe children this worker starts inherit it.
-        from fwx.safety.sandbox import enter
-
-        # (a kernel without Landlock was reported once by the supervisor: fwx.commands.serve)
-        enter(sandbox_policy(config, job.root, slot), require=config.require_sandbox, what=f"worker {slot}", warn=False)
-    if all(p <= 0 or p >= 1024 for p in (config.http_port, config.grpc_port)):  # else it needs CAP_NET_BIND_SERVICE
-        from fwx.safety.namespaces import drop_capabilities
-
-        drop_capabilities()  # as root, CAP_SYS_PTRACE would open the supervisor's /proc environ all the same
+    # Every wall, trusted model code or not, before numpy or any framework is imported (their threads would
+    # stay outside Landlock); the probe children this worker starts inherit them. In a PID namespace of its
+    # own this is the namespace's first process: its parent (which the supervisor started) passes on SIGTERM
+    # and ends as it ends, and its parent-death signal stops it when the supervisor goes.
+    worker_walls.enter(config, job.root, slot)  # GET /v2 lists them (fwx.safety.walls.report)
+    watch = job.supervisor_pid if os.getppid() == job.supervisor_pid else None
     from fwx.serving import loader
     from fwx.serving.server import run_server
 
@@ -218,7 +203,7 @@ def main() -> int:
             run_server(
                 config,
                 announce=False,
-                setup=lambda server: install(server, state, slot, job.supervisor_pid, job.wake_fd),
+                setup=lambda server: install(server, state, slot, watch, job.wake_fd),
             )
         )
     finally:

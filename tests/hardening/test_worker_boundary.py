@@ -16,6 +16,7 @@ quarantined, worker 0 comes back and the pod is ready again.
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import os
@@ -38,6 +39,7 @@ from fwx.safety import landlock
 from fwx.signature import Signature, TensorSpec
 
 from . import worker_payload
+from .conftest import _good_onnx
 
 pytestmark = [
     pytest.mark.slow,
@@ -54,30 +56,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _onnx(path: Path) -> None:
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    nodes = [helper.make_node("Mul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])]
-    graph = helper.make_graph(
-        nodes,
-        "lin",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
-        [
-            numpy_helper.from_array(np.array([2.0], np.float32), "w"),
-            numpy_helper.from_array(np.array([1.0], np.float32), "b"),
-        ],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-
-
 def _publish(repo: Path, name: str) -> None:
     with Repository(repo).staging(name, None) as st:
-        _onnx(st.path / "model.onnx")
+        _good_onnx(st.path / "model.onnx")
         entry = ArtifactEntry(
             format="onnx",
             path="model.onnx",
@@ -137,7 +118,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         "PYTHONUNBUFFERED": "1",
         "FWX_API_TOKEN": token,
         "FWX_TEST_PAYLOAD_SLOT": "0",
-        "FWX_TEST_TOKEN_REVERSED": token[::-1],
+        "FWX_TEST_REVERSED_WORD": token[::-1],
         "TMPDIR": str(base),
     }
     cmd = [sys.executable, "-m", "fwx", "serve", str(repo), "--http-port", str(port), "--grpc-port", "-1"]
@@ -191,11 +172,16 @@ def test_hostile_code_in_one_worker_stays_in_that_worker(server: dict[str, Any])
     outcomes = _outcomes(log)
     assert outcomes.get("end") == "ok", text[-3000:]
     denied = "read-start-dir forge-peer-loading forge-quarantine forge-board forge-probe-mark forge-dead-metrics"
-    for attempt in [*denied.split(), "kill-peer", "kill-supervisor"]:
+    for attempt in denied.split():
         assert outcomes.get(attempt) == "denied", (attempt, outcomes, text[-3000:])
-    for attempt in ("supervisor-cmdline-token", "own-environ-token", "os-environ-token"):
+    # Landlock's signal scope refuses (EPERM) or, in the worker's own PID namespace, there is no such process
+    for attempt in ("kill-peer", "kill-supervisor"):
+        assert outcomes.get(attempt) in ("denied", f"error-{errno.ESRCH}"), (attempt, outcomes, text[-3000:])
+    for attempt in ("own-environ-token", "os-environ-token"):
         assert outcomes[attempt] == "absent", (attempt, outcomes)
-    assert outcomes["supervisor-environ"] == "denied", outcomes  # non-dumpable; the worker holds no capability
+    assert outcomes["supervisor-cmdline-token"] in ("absent", "unreachable"), outcomes
+    # non-dumpable, and the worker holds no capability; in its PID namespace the supervisor has no /proc entry
+    assert outcomes["supervisor-environ"] in ("denied", f"error-{errno.ENOENT}"), outcomes
     assert outcomes["own-malformed-loading"] == "done:written"
     assert "malformed loading mark" in text, text[-3000:]  # read, logged, ignored
     # What worker 0 holds when it kills itself dies with it, as in any crash: the request it is answering and
@@ -203,7 +189,8 @@ def test_hostile_code_in_one_worker_stays_in_that_worker(server: dict[str, Any])
     # its peer only with net.ipv4.tcp_migrate_req). The client is sequential: at most those two.
     lost = [a for a in [*answers, *ready] if isinstance(a, str)]
     assert len(lost) <= 2, (lost, text[-3000:])
-    assert all(any(w in a for w in ("ConnectionReset", "RemoteDisconnected", "BrokenPipe")) for a in lost), lost
+    cut = ("ConnectionReset", "RemoteDisconnected", "BrokenPipe", "IncompleteRead")  # mid-answer, too
+    assert all(any(w in a for w in cut) for a in lost), lost
     bad = [a for a in answers if isinstance(a, int) and a != 200]
     assert bad == [], (f"{len(bad)} of {len(answers)} requests failed, e.g. {bad[:3]}", text[-3000:])
     assert [r for r in ready if isinstance(r, int) and r not in (200, 503)] == [], ready  # 503 while it restarts

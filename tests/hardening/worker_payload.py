@@ -52,15 +52,26 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
-def run(root: Path, repository: Path, slot: int, token: str, start_dir: str) -> None:
+def _peers(sup: int) -> list[int]:
+    """The supervisor's other children; in a PID namespace of its own the worker sees none of them, so it
+    aims at the pids after the supervisor's (host pids it cannot name: each kill finds no such process)."""
+    try:
+        return [p for p in _children(sup) if p != os.getpid()]
+    except OSError:
+        return list(range(sup + 1, sup + 64))
+
+
+def run(root: Path, repository: Path, slot: int, token: str, start_dir: str, sup: int) -> None:
     own, peer = root / f"w{slot}", root / f"w{1 - slot}"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and (root / "board").read_bytes()[:1] != b"\1":
         time.sleep(0.05)  # the attacker waits for the server to be up; the test waits on conditions
-    sup = os.getppid()
     _try("read-start-dir", lambda: _read(Path(start_dir) / ".ssh" / "id_rsa"))
-    cmdline = (Path(f"/proc/{sup}") / "cmdline").read_bytes()
-    report("supervisor-cmdline-token", "found" if token.encode() in cmdline else "absent")
+    try:
+        cmdline = (Path(f"/proc/{sup}") / "cmdline").read_bytes()
+        report("supervisor-cmdline-token", "found" if token.encode() in cmdline else "absent")
+    except OSError:
+        report("supervisor-cmdline-token", "unreachable")  # not in this worker's PID namespace
     _try("supervisor-environ", lambda: "found" if token in _read(Path(f"/proc/{sup}/environ")) else "absent")
     report("own-environ-token", "found" if token.encode() in Path("/proc/self/environ").read_bytes() else "absent")
     report("os-environ-token", "found" if token in "".join(os.environ.values()) else "absent")
@@ -69,8 +80,8 @@ def run(root: Path, repository: Path, slot: int, token: str, start_dir: str) -> 
     _try("forge-board", lambda: _write(root / "board", b"\1"))
     _try("forge-probe-mark", lambda: (root / "probed").mkdir())
     _try("forge-dead-metrics", lambda: _write(root / "dead" / "1.prom", b"fwx_request_success_total 1e9\n"))
-    peers = [p for p in _children(sup) if p != os.getpid()]
-    _try("kill-peer", lambda: [os.kill(p, signal.SIGKILL) for p in peers])
+    peers = _peers(sup)
+    _try("kill-peer", lambda: _kill_any(peers))
     _try("kill-supervisor", lambda: os.kill(sup, signal.SIGTERM))
     # its own slot: malformed records, which the supervisor and the peers must shrug off
     _try("own-malformed-loading", lambda: _write(own / "loading", b'{"key": "k", "since": "not-a-number"}'))
@@ -81,6 +92,21 @@ def run(root: Path, repository: Path, slot: int, token: str, start_dir: str) -> 
     report("end", "ok")
     if not any((root / "dead").iterdir()):  # once per run: the restarted worker runs this payload again
         _die_blaming(own, repository)
+
+
+def _kill_any(pids: list[int]) -> str:
+    """SIGKILL each; the first refusal is the outcome (EPERM: denied; ESRCH: no such process here)."""
+    first: OSError | None = None
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError as exc:
+            first = first or exc
+        else:
+            return f"killed {pid}"
+    if first is not None:
+        raise first
+    return "nobody"
 
 
 def _die_blaming(own: Path, repository: Path) -> None:
@@ -103,10 +129,17 @@ def install() -> None:
         return
     import fwx.safety.sandbox as sandbox
     import fwx.serving.logs as logs
+    import fwx.serving.spawn as spawn
 
-    enter_real, setup_real = sandbox.enter, logs.setup_logging
+    enter_real, setup_real, read_job_real = sandbox.enter, logs.setup_logging, spawn.read_job
     start_dir = os.getcwd()
-    seen: dict[str, Path] = {}
+    seen: dict[str, Any] = {}
+
+    def read_job() -> Any:
+        job = read_job_real()
+        if job is not None:
+            seen["supervisor"] = job.supervisor_pid  # the job names it: getppid() is 0 in a PID namespace
+        return job
 
     def enter(policy: Any, **kw: Any) -> Any:
         if kw.get("what") == f"worker {armed}":
@@ -116,10 +149,12 @@ def install() -> None:
     def setup_logging(level: str, tag: str = "", **kw: Any) -> Any:
         done = setup_real(level, tag, **kw)
         if tag == f"w{armed}" and seen:
-            token = os.environ.get("FWX_TEST_TOKEN_REVERSED", "")[::-1]  # never the token's own bytes
-            args = (seen["root"], seen["repository"], int(armed), token, start_dir)
+            # never the token's own bytes (a name holding TOKEN would be scrubbed from the worker's environment)
+            token = os.environ["FWX_TEST_REVERSED_WORD"][::-1]
+            args = (seen["root"], seen["repository"], int(armed), token, start_dir, seen["supervisor"])
             threading.Thread(target=run, args=args, daemon=True).start()
         return done
 
     sandbox.enter = enter
     logs.setup_logging = setup_logging
+    spawn.read_job = read_job
