@@ -96,6 +96,8 @@ class Manifest:
     samples: dict[str, Any] = field(default_factory=dict)
     # files a client needs beside the artifacts (a Hugging Face folder's tokenizer and config) -> sha256
     assets: dict[str, str] = field(default_factory=dict)
+    # a Hugging Face folder's task as exported (``text-generation-with-past``, ``NAME:part``); the server reads it
+    task: str = ""
 
     def sig(self) -> Signature:
         return Signature.from_json(self.signature)
@@ -114,7 +116,7 @@ class Manifest:
             for key in ("files", "names"):  # so fwx versions that predate them still read the file
                 if not entry[key]:
                     del entry[key]
-        for key in ("skipped", "failed", "samples", "assets"):
+        for key in ("skipped", "failed", "samples", "assets", "task"):
             if not data[key]:
                 del data[key]
         return data
@@ -142,6 +144,7 @@ class Manifest:
             failed=dict(data.get("failed") or {}),
             samples=dict(data.get("samples") or {}),
             assets=dict(data.get("assets") or {}),
+            task=str(data.get("task") or ""),
         )
 
     def write(self, folder: Path) -> Path:

@@ -110,6 +110,7 @@ def build_manifest(
         skipped=dict(skipped or {}),
         samples=hints_to_json(ctx.input_config) if ctx.input_config else {},
         assets=_copy_assets(src, ctx.staging),
+        task=src.extras.task or "",  # serving reads it rather than inferring the task again
     )
 
 

@@ -53,10 +53,11 @@ _CACHE: weakref.WeakKeyDictionary[Any, TextAssets] = weakref.WeakKeyDictionary()
 
 
 def task_of(model: LoadedModel) -> str | None:
-    """The version's task: fwx.json's own field when it has one, else read from its signature and config."""
-    recorded = getattr(model.manifest, "task", None)
-    if isinstance(recorded, str) and recorded:
-        return recorded.split(":", 1)[0]
+    """The version's task: fwx.json's own field when it has one, else (fwx.json written before it had one)
+    read from its signature and config."""
+    recorded = model.manifest.task
+    if recorded:  # as exported; one part of a multi-model task (``TASK:part``) is served as tensors
+        return recorded if recorded in (*TEXT_TASKS, GENERATE) else None
     names = set(model.signature.input_names)
     if "input_ids" not in names:
         return None
