@@ -15,9 +15,11 @@ else calls the snapshot functions: a test walks the code and enforces it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fwx.errors import InputError
 from fwx.formats import Format, detect_format
 from fwx.manifest import sha256_path
 from fwx.safety import snapshot
@@ -76,6 +78,8 @@ def loadable(path: str | Path) -> Path:
     p = Path(path)
     if snapshot.is_snapshot(p):
         return p
+    if not os.path.lexists(p):
+        raise InputError(f"{p} does not exist", hint="check the path")
     return admit(p).path
 
 

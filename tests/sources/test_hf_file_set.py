@@ -146,3 +146,27 @@ def test_the_file_set_holds_every_file_the_hugging_face_path_reads_by_name() -> 
     assert set(hf_files.ASSET_NAMES) <= hf_fileset.KNOWN  # copied beside the artifacts, so copied in first
     assert set(hf_files._CODE_MAPS) == set(hf_fileset.CODE_MAPS)
     assert tuple(single for single, _ in hf_fileset.WEIGHTS) == (hf_files.SAFETENSORS, hf_files.BIN)
+
+
+@pytest.mark.slow
+def test_an_export_of_a_working_folder_names_what_it_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real save_pretrained folder with a ``.env`` and a ``.git/`` beside its files: exported, and the summary
+    says in one line what was not copied."""
+    pytest.importorskip("transformers")
+    from fwx import ui
+    from fwx.cli import main
+    from tests.exporter import hf_folders
+
+    folder, _ = hf_folders.bert(tmp_path / "bert")
+    (folder / ".env").write_text("AWS_SECRET_ACCESS_KEY=hunter2\n")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "config").write_text("[core]\n")
+    ui.state.json = ui.state.debug = False
+    capsys.readouterr()
+    main(["export", str(folder), "--to", "onnx", "--out", str(tmp_path / "repo")])  # returns when it succeeded
+    shown = capsys.readouterr()
+    lines = [line for line in (shown.out + shown.err).splitlines() if line.startswith("left out of the copy")]
+    assert lines == ["left out of the copy (not the model's files): .env, .git/"]
+    assert (tmp_path / "repo" / "bert" / "1" / "fwx.json").is_file()
