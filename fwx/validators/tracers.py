@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from fwx.validators.locate_match import Probe, torch_scope
+from fwx.validators.tf_origin import tf2onnx_origins
 
 Trace = list[tuple[Probe, np.ndarray]]
 
@@ -61,6 +62,7 @@ class OnnxTracer:
         self.outputs = [o.name for o in model.graph.output]  # the model's own outputs, in order
         carried, hidden = qdq_view(model.graph)
         back = {dq: t for t, dq in carried.items()}  # a consumer reads the DequantizeLinear output: its tensor
+        layers = tf2onnx_origins(model.graph)  # tf2onnx's own nodes (Conv__43) named after their Keras layer
         self.probes: list[Probe] = []
         self._read: list[str] = []  # per probe: the tensor whose value it stands for
         for node in model.graph.node:
@@ -73,8 +75,9 @@ class OnnxTracer:
                     known.add(read)
                 name = node.name or out
                 scope = torch_scope(name)
+                origin = f"module {scope}" if scope else layers.get(name, "")
                 inputs = tuple(back.get(i, i) for i in node.input)
-                self.probes.append(Probe(out, name, node.op_type, f"module {scope}" if scope else "", inputs))
+                self.probes.append(Probe(out, name, node.op_type, origin, inputs))
                 self._read.append(read)
         so = ort.SessionOptions()
         so.log_severity_level = 3
