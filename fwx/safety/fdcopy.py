@@ -15,15 +15,18 @@ only when its text lands on a plain file of that same ``models--*`` folder's
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from fwx.errors import InputError, UnsafeModelError
 from fwx.safety.beneath import DIR_FLAGS, FILE_FLAGS, is_link_refusal, open_beneath
 
 _CHUNK = 1 << 20
+_KERNEL_CHUNK = 1 << 30
 #: A model folder with more entries than this is not a model (a home directory passed by mistake).
 MAX_ENTRIES = 100_000
 
@@ -99,8 +102,7 @@ class Folder:
                 raise _hard_link(label, st.st_ino, st.st_nlink)
             with open(dest, "xb") as out:
                 os.fchmod(out.fileno(), 0o600)
-                while block := fh.read(_CHUNK):
-                    out.write(block)
+                _copy_bytes(fh, out)
         self.seen.setdefault((st.st_dev, st.st_ino), [0, st.st_nlink])[0] += 1
         return st
 
@@ -138,6 +140,21 @@ class Folder:
                 self._copy_dir(sub, (*rel, name), dest / name)
             finally:
                 os.close(sub)
+
+
+def _copy_bytes(src: BinaryIO, dst: BinaryIO) -> None:
+    """Every byte of ``src`` into ``dst``: in the kernel (``copy_file_range``, a reflink where the file system
+    shares extents) where it can, else through this process, 1 MiB at a time."""
+    try:
+        while os.copy_file_range(src.fileno(), dst.fileno(), _KERNEL_CHUNK):
+            pass
+        return
+    except OSError as exc:  # another file system, an old kernel, a seccomp profile: copy it here
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM):
+            raise
+    # both descriptors' offsets stand after what the kernel copied (nothing is buffered yet): go on from there
+    while block := src.read(_CHUNK):
+        dst.write(block)
 
 
 def hub_parts(folder: Path) -> tuple[Path, tuple[str, ...]] | None:
