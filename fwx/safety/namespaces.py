@@ -175,6 +175,7 @@ def _wait_and_mirror(pid: int, init: int) -> None:
     """Stay behind while the loader runs, pass on a termination, then end as it ended."""
     import resource
 
+    drop_capabilities()  # waiting and passing on signals to its own children needs none
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C reaches the loader itself
     for passed in (signal.SIGTERM, signal.SIGHUP):
