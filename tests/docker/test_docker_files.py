@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fwx.docker import plan_image, render_dockerfile, write_docker_files
+from fwx.docker import DEPS_WHEEL, build_wheel, plan_image, render_dockerfile, write_deps_wheel, write_docker_files
 from fwx.errors import InputError
 from fwx.manifest import ArtifactEntry, Manifest, SourceInfo
 from fwx.repository import Repository
@@ -41,6 +41,81 @@ def test_dockerfiles_are_safe_by_default(name: str) -> None:
     final_stage = text.rsplit("FROM ", 1)[1]
     assert "pip install" not in final_stage
     assert "gcc" not in final_stage
+
+
+def _build_stage(text: str) -> list[str]:
+    """The build stage's instructions, one string each (continuation lines joined, comments dropped)."""
+    joined = text.replace("\\\n", " ")
+    lines = [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    stages = [i for i, line in enumerate(lines) if line.startswith("FROM ")]
+    return lines[stages[0] : stages[1]]
+
+
+def _split_at_dependencies(stage: list[str]) -> tuple[list[str], list[str]]:
+    """The instructions up to and including the one that installs the dependencies, and the rest."""
+    deps = next(i for i, line in enumerate(stage) if line.startswith("RUN") and "pip install" in line)
+    return stage[: deps + 1], stage[deps + 1 :]
+
+
+@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.gpu"])
+def test_dependencies_are_a_layer_that_fwx_source_changes_do_not_touch(name: str) -> None:
+    """Everything up to the dependency install is keyed by pyproject.toml, constraints and build args alone."""
+    before, after = _split_at_dependencies(_build_stage((ROOT / "docker" / name).read_text()))
+    copies = [line for line in before if line.startswith("COPY")]
+    assert copies == ["COPY pyproject.toml README.md constraints.txt ./"]
+    assert "--no-deps" not in before[-1]
+    assert after[0] == "COPY fwx ./fwx"  # the source comes after the dependency layer ...
+    assert "pip install --no-deps" in after[1]  # ... and installs fwx alone
+    assert _base_is_a_pinned_arg(name)
+
+
+def _base_is_a_pinned_arg(name: str) -> bool:
+    """The base image is an ARG (a registry-less machine builds on its own base); its default is pinned."""
+    text = (ROOT / "docker" / name).read_text()
+    arg = "CUDA_IMAGE" if name.endswith(".gpu") else "PYTHON_IMAGE"
+    default = next(line for line in text.splitlines() if line.startswith(f"ARG {arg}=")).split("=", 1)[1]
+    return ":" in default and text.count(f"FROM ${{{arg}}}") == 2
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_dockerize_installs_dependencies_before_anything_a_model_or_fwx_changes(tmp_path: Path, gpu: bool) -> None:
+    root = _repo_with(tmp_path, {"cnn": ["onnx"]})
+    plan = plan_image(root, gpu=gpu)
+    plan.wheel = "fwx_toolkit-0.1.0-py3-none-any.whl"
+    before, after = _split_at_dependencies(_build_stage(render_dockerfile(plan)))
+    assert [line for line in before if line.startswith("COPY")] == ["COPY .fwx-wheels/deps/ /tmp/fwx-deps/"]
+    assert f"/tmp/fwx-deps/{DEPS_WHEEL}[serve,onnx{',gpu' if gpu else ''}]" in before[-1]
+    assert all(plan.wheel not in line for line in before)
+    assert after[0] == f"COPY .fwx-wheels/{plan.wheel} /tmp/fwx-wheel/"
+    assert "pip install --no-deps" in after[1]
+    assert after.index("COPY . /models") > 1
+
+
+def test_the_dependency_wheel_depends_on_the_dependency_list_alone(tmp_path: Path) -> None:
+    """Two wheels of this checkout (built apart, so their bytes differ) give byte-identical placeholders."""
+    wheels = [build_wheel(tmp_path / f"w{i}") for i in range(2)]
+    deps = [write_deps_wheel(w, tmp_path / f"deps{i}").read_bytes() for i, w in enumerate(wheels)]
+    assert deps[0] == deps[1]
+
+    def requires(whl: Path) -> list[str]:
+        with zipfile.ZipFile(whl) as zf:
+            meta = zf.read(next(n for n in zf.namelist() if n.endswith("METADATA"))).decode()
+        return [line for line in meta.splitlines() if line.startswith(("Requires-Dist:", "Provides-Extra:"))]
+
+    placeholder = tmp_path / "deps0" / DEPS_WHEEL
+    assert requires(placeholder) == requires(wheels[0])
+    assert any("onnxruntime" in r for r in requires(placeholder))
+    # pip itself reads it as fwx-toolkit 0 with fwx's requirements (offline: --no-deps, --no-index)
+    report = tmp_path / "report.json"
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index", "--ignore-installed",
+         "--quiet", "--report", str(report), f"{placeholder}[serve,onnx]"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    meta = json.loads(report.read_text())["install"][0]["metadata"]
+    assert (meta["name"], meta["version"]) == ("fwx-toolkit", "0")
+    assert any(r.startswith("onnxruntime") for r in meta["requires_dist"])
 
 
 def test_hadolint_really_lints(tmp_path: Path) -> None:
@@ -89,7 +164,8 @@ def test_dockerize_picks_only_needed_extras(tmp_path: Path) -> None:
     wheel = written[2]
     assert wheel.parent == root / ".fwx-wheels"
     assert wheel.name.startswith("fwx_toolkit-")
-    assert f'/models/.fwx-wheels/{wheel.name}[serve,onnx,tf]"' in text
+    assert '/tmp/fwx-deps/fwx_toolkit-0-py3-none-any.whl[serve,onnx,tf]"' in text
+    assert f'pip install --no-deps --force-reinstall "/tmp/fwx-wheel/{wheel.name}"' in text
     assert "fwx[" not in text
     assert "pip install fwx" not in text
     with zipfile.ZipFile(wheel) as zf:
