@@ -364,6 +364,19 @@ def _take_job(args: argparse.Namespace) -> bool:
     return True
 
 
+def _walls(repository: Path, *, require: bool) -> None:
+    """The walls of a loader (a trusted artifact's code runs here too): namespaces, no socket, Landlock
+    reading ``repository``. Its memory and CPU limits are set by ``_set_limits``, as for any probe: a
+    limit ends it with a signal, which is the verdict."""
+    from fwx.safety import limits, walls
+    from fwx.safety.sandbox import Policy, enter, status
+
+    want = walls.Walls(limits=limits.Limits(None, None))
+    iso = walls.enter(want)
+    enter(Policy(read=(repository,), shm=iso.shm), require=require, what="the trial load", warn=False)
+    walls.finish(iso, want, status.abi, status.reason, what="the trial load")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: exit 0 = loadable, 3 = refused with a message, a signal = crashed."""
     ap = argparse.ArgumentParser(prog="python -m fwx.serving.loader_probe")
@@ -379,10 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--require-sandbox", action="store_true")
     ap.add_argument("--manifest", action="store_true", help="signature and warm-up sizes from PATH's fwx.json")
     args = ap.parse_args(argv)
-    if args.sandbox_read:  # started by the supervisor, outside any worker's sandbox: take one of its own
-        from fwx.safety.sandbox import Policy, enter
-
-        enter(Policy(read=(Path(args.sandbox_read),)), require=args.require_sandbox, what="the trial load", warn=False)
+    if args.sandbox_read:  # started by the supervisor, outside any worker's walls: take its own
+        _walls(Path(args.sandbox_read), require=args.require_sandbox)
     _set_limits(0 if args.spare else args.cpu_s, args.memory_mb)
     if args.spare and not _take_job(args):
         return 0
