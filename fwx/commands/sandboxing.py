@@ -258,27 +258,15 @@ def _snap(value: Any, roots: list[Path], external_data: Path | None = None) -> A
     """The ``Admitted`` value of a model path (the command receives it); any other value as it is."""
     if not isinstance(value, str | Path) or not os.path.exists(value):
         return value  # a factory reference, or a path the command reports as missing itself
-    if not _loadable(Path(value)):
+    from fwx.sources import boundary
+
+    if not boundary.names_a_model(Path(value)):
         roots.append(Path(value).resolve())  # a repository or model folder: listed, never loaded
         return value
-    from fwx.sources import boundary
 
     found = boundary.admit(value, external_data=external_data)  # the private copy, its format and hash, once
     roots.append(found.root)  # fwx.json's source path is data, never followed (validate --source-model names it)
     return found
-
-
-def _loadable(path: Path) -> bool:
-    """A model file or folder, or a version folder (fwx.json): what a framework would load.
-
-    Decided from names alone (the model is opened only by the boundary, on its copy): a file, a version
-    folder, a SavedModel or a Hugging Face folder.
-    """
-    from fwx.formats import is_hf_folder
-
-    if (path / "fwx.json").is_file() or path.is_file():
-        return True
-    return (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file() or is_hf_folder(path)
 
 
 def _own_process() -> bool:

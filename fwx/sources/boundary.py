@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fwx.errors import InputError
-from fwx.formats import Format, detect_format
+from fwx.formats import Format, detect_format, is_hf_folder
 from fwx.manifest import sha256_path
 from fwx.safety import snapshot
 
@@ -80,7 +80,20 @@ def loadable(path: str | Path) -> Path:
         return p
     if not os.path.lexists(p):
         raise InputError(f"{p} does not exist", hint="check the path")
+    if not names_a_model(p):
+        return p  # a folder that is no model: refused by its names alone (detect_format), nothing copied
     return admit(p).path
+
+
+def names_a_model(path: Path) -> bool:
+    """A model file or folder, or a version folder (fwx.json): what a framework would load.
+
+    Decided from names alone (the model is opened only on its copy): a file, a version folder, a SavedModel or
+    a Hugging Face folder. A repository or model folder of versions is not one (it is listed, never loaded).
+    """
+    if (path / "fwx.json").is_file() or path.is_file():
+        return True
+    return (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file() or is_hf_folder(path)
 
 
 def admitted(path: str | Path) -> Admitted | None:

@@ -19,7 +19,7 @@ from fwx.formats import Format
 from fwx.manifest import MANIFEST_NAME, Manifest
 from fwx.runtimes.base import Runtime, load_runtime
 from fwx.signature import Signature
-from fwx.sources.boundary import format_of
+from fwx.sources.boundary import format_of, loadable
 from fwx.validators.policy import precision_class
 
 PRECISION_RANK = {"fp32": 0, "bf16": 1, "fp16": 2, "int8": 3}
@@ -49,7 +49,7 @@ def collect(paths: Sequence[str | Path]) -> Collection:
     """Artifacts of one version folder and/or loose files (keys are unique)."""
     col = Collection()
     for raw in paths:
-        p = Path(raw)
+        p = loadable(raw)  # its admitted private copy (the loader's already is one): never the user's path
         if p.is_dir() and (p / MANIFEST_NAME).is_file():
             if col.manifest is not None:
                 raise UsageError("pass at most one model version folder", hint="validate versions one at a time")

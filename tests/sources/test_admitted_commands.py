@@ -146,3 +146,15 @@ def test_a_library_call_trusted_or_not_loads_one_admitted_copy(tmp_path: Path) -
     assert [Path(s) for s in seen["library"]] == [got.path]
     assert res.manifest is not None
     assert res.manifest.source.sha256 == got.sha256
+
+
+def test_a_library_validate_loads_only_admitted_copies(tmp_path: Path) -> None:
+    from fwx.runtimes.base import load_runtime
+    from fwx.validators.pipeline import validate as run_validate
+
+    a, b = _linear(tmp_path / "a.onnx"), _linear(tmp_path / "b.onnx")
+    with _arguments(runtime=(load_runtime, "path")) as seen:
+        assert run_validate([a, b]).passed
+    copies = [boundary.admitted(p) for p in (a, b)]
+    assert all(c is not None for c in copies)
+    assert sorted(Path(p) for p in seen["runtime"]) == sorted(c.path for c in copies if c is not None)
