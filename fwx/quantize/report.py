@@ -132,7 +132,10 @@ def summary(data: Mapping[str, Any] | QuantInfo) -> str:
     elif info.budget is not None:
         parts.append(f"budget {info.budget.budget}: {'met by plain int8' if info.budget.met else 'MISSED'}")
     if info.budget is not None and isinstance(held := info.budget.holdout.get("final"), dict):
-        n = info.budget.split.get("holdout_samples")
-        parts.append(f"on {n} held-out samples: {_measure(held)} (graph: {info.budget.graph or '?'})")
+        split = info.budget.split
+        searched, n = split.get("search_samples"), split.get("holdout_samples")
+        parts.append(
+            f"searched on {searched}, on {n} held-out samples: {_measure(held)} (graph: {info.budget.graph or '?'})"
+        )
     parts += [f"WARNING: {w}" for w in info.warnings]
     return "; ".join(parts)
