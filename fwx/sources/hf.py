@@ -137,18 +137,19 @@ def _model(folder: Path, task: hf_tasks.Task, config_json: dict[str, Any], trust
 
 def _model_class(tf: Any, task: hf_tasks.Task, config: Any, config_json: dict[str, Any]) -> Any:
     """The concrete class behind the task's Auto class for this config (a CTC model for speech without mels)."""
-    auto_name = task.auto_class
+    names = (task.auto_class, *task.fallbacks)
     if task.name == "automatic-speech-recognition" and "num_mel_bins" not in config_json:
-        auto_name = "AutoModelForCTC"
-    auto = getattr(tf, auto_name)
-    mapping = auto._model_mapping
-    if type(config) not in mapping:
-        raise InputError(
-            f"{type(config).__name__} has no {task.name} model in transformers ({auto_name})",
-            hint=f"pick a task its architecture supports: {hf_tasks.task_names()}",
-        )
-    cls = mapping[type(config)]
-    return cls[0] if isinstance(cls, (list, tuple)) else cls
+        names = ("AutoModelForCTC",)
+    for auto_name in names:
+        auto = getattr(tf, auto_name, None)
+        mapping = auto._model_mapping if auto is not None else {}
+        if type(config) in mapping:
+            cls = mapping[type(config)]
+            return cls[0] if isinstance(cls, (list, tuple)) else cls
+    raise InputError(
+        f"{type(config).__name__} has no {task.name} model in transformers ({', '.join(names)})",
+        hint=f"pick a task its architecture supports: {hf_tasks.task_names()}",
+    )
 
 
 def _build(model: Any, task: str, part: str | None, config_json: dict[str, Any]) -> Built:
@@ -158,11 +159,14 @@ def _build(model: Any, task: str, part: str | None, config_json: dict[str, Any])
     if t.kind == "decoder-with-past":
         return _cached(model)
     if t.kind == "seq2seq":
+        if t.name.endswith("-with-past") and part in ("decoder", "decoder-with-past"):
+            return _seq2seq_split(model, part)
         return _seq2seq(model, part or "encoder")
     if t.kind == "image":
         specs = hf_tasks.image_inputs(config_json)
         sizes = dict(hf_tasks.IMAGE_SIZES) if hf_tasks.dynamic_image(config_json) else {}
-        return Built(hm.TaskModule(model, ("pixel_values",), t.outputs), specs, SourceExtras(), sizes)
+        outputs = hf_tasks.task_outputs(task, type(model).__name__)
+        return Built(hm.TaskModule(model, ("pixel_values",), outputs), specs, SourceExtras(), sizes)
     if t.kind == "audio":
         specs = hf_tasks.audio_inputs(config_json)
         if specs[0].name == "input_features":  # Whisper: the encoder alone
@@ -210,7 +214,7 @@ def _seq2seq(model: Any, part: str) -> Built:
     from fwx.sources import hf_modules as hm
 
     config_json = model.config.to_dict()
-    if part == "decoder-with-past":
+    if part == "decoder-merged":
         return _seq2seq_cached(model)
     if part == "encoder" and "num_mel_bins" in config_json:  # Whisper: mel features -> hidden states
         specs = hf_tasks.audio_inputs(config_json)
@@ -238,6 +242,33 @@ def _seq2seq_cached(model: Any) -> Built:
     )
     module = hf_seq2seq.CachedSeq2SeqDecoder(model, shape)
     return Built(module, specs, extras, dict(hf_tasks.SEQ2SEQ_CACHE_SIZES))
+
+
+def _seq2seq_split(model: Any, part: str) -> Built:
+    """Optimum's ``decoder_model`` (first step, the whole cache out) or ``decoder_with_past_model``."""
+    from fwx.sources import hf_seq2seq, hf_seq2seq_split
+
+    shape = hf_seq2seq.DecoderShape.of(model.config)
+    specs = {
+        "decoder": hf_tasks.seq2seq_first_inputs(shape.hidden, shape.frames),
+        "decoder-with-past": hf_tasks.seq2seq_past_inputs(shape.layers, shape.heads, shape.head_dim, shape.frames),
+    }
+    vocab = int(model.get_input_embeddings().num_embeddings)
+    extras = SourceExtras(
+        ranges={"input_ids": (0, vocab)},
+        check=hf_seq2seq_split.greedy_check(model, shape, vocab, part, specs),
+    )
+    if part == "decoder":
+        module: Any = hf_seq2seq_split.FirstDecoder(model, shape)
+        sizes = hf_tasks.SEQ2SEQ_FIRST_SIZES
+    else:
+        module = hf_seq2seq_split.PastDecoder(model, shape)
+        sizes = hf_tasks.SEQ2SEQ_CACHE_SIZES
+    return Built(module, specs[part], extras, {k: v for k, v in sizes.items() if _uses(specs[part], k)})
+
+
+def _uses(specs: tuple[TensorSpec, ...], dim: str) -> bool:
+    return any(dim in s.shape for s in specs)
 
 
 def _in_vocabulary(

@@ -176,9 +176,11 @@ def _cases(model: Any, shape: DecoderShape, vocab: int) -> tuple[tuple[str, dict
     mask = np.ones_like(batch)
     mask[0, 3:] = 0  # the encoder's padding goes at the end, as tokenizers pad a seq2seq input
     batch[0, 3:] = pad
+    left, left_mask = np.roll(batch, 4, axis=1), np.roll(mask, 4, axis=1)  # the same rows, padded on the left
     return (
         ("a sentence of 5 tokens", {"input_ids": one, "attention_mask": np.ones_like(one)}),
         ("a padded batch of 2 (3 and 7 tokens)", {"input_ids": batch, "attention_mask": mask}),
+        ("a left-padded batch of 2 (3 and 7 tokens)", {"input_ids": left, "attention_mask": left_mask}),
     )
 
 

@@ -34,6 +34,8 @@ class Task:
     outputs: tuple[str, ...]
     parts: tuple[str, ...] = ()  # text2text-generation: one artifact per part (encoder, decoder)
     writes: str = ""  # what the task publishes, for docs and messages
+    fallbacks: tuple[str, ...] = ()  # further Auto classes tried in order (segmentation has three)
+    optional_parts: tuple[str, ...] = ()  # parts written only when named (``TASK:PART``)
 
 
 TASKS: dict[str, Task] = {
@@ -62,6 +64,28 @@ TASKS: dict[str, Task] = {
         ),
         Task("image-classification", "AutoModelForImageClassification", "image", ("logits",), writes="class logits"),
         Task(
+            "object-detection",
+            "AutoModelForObjectDetection",
+            "image",
+            ("logits", "pred_boxes"),
+            writes="class logits and boxes (cx, cy, w, h in [0, 1]) per query",
+        ),
+        Task(
+            "image-segmentation",
+            "AutoModelForImageSegmentation",
+            "image",
+            ("logits",),
+            writes="per-pixel class logits (DETR: per-query logits, boxes and masks; MaskFormer: query classes and masks)",
+            fallbacks=("AutoModelForSemanticSegmentation", "AutoModelForUniversalSegmentation"),
+        ),
+        Task(
+            "semantic-segmentation",
+            "AutoModelForSemanticSegmentation",
+            "image",
+            ("logits",),
+            writes="per-pixel class logits",
+        ),
+        Task(
             "audio-classification",
             "AutoModelForAudioClassification",
             "audio",
@@ -80,8 +104,9 @@ TASKS: dict[str, Task] = {
             "AutoModelForSpeechSeq2Seq",
             "seq2seq",
             ("logits",),
-            parts=("encoder", "decoder-with-past"),
-            writes="Whisper: NAME-encoder and NAME-decoder-with-past (every step, its own cache)",
+            parts=("encoder", "decoder", "decoder-with-past"),
+            optional_parts=("decoder-merged",),
+            writes="Whisper: NAME-encoder, NAME-decoder (first step) and NAME-decoder-with-past (later steps)",
         ),
         Task(
             "text2text-generation",
@@ -96,8 +121,9 @@ TASKS: dict[str, Task] = {
             "AutoModelForSeq2SeqLM",
             "seq2seq",
             ("logits",),
-            parts=("encoder", "decoder-with-past"),
-            writes="two models: NAME-encoder and NAME-decoder-with-past (every step, its own cache)",
+            parts=("encoder", "decoder", "decoder-with-past"),
+            optional_parts=("decoder-merged",),
+            writes="three models: NAME-encoder, NAME-decoder (first step) and NAME-decoder-with-past (later steps)",
         ),
     )
 }
@@ -114,6 +140,11 @@ _BY_SUFFIX = (
     ("LMHeadModel", "text-generation-with-past"),
     ("ForImageClassification", "image-classification"),
     ("ForImageClassificationWithTeacher", "image-classification"),
+    ("ForObjectDetection", "object-detection"),
+    ("ForSemanticSegmentation", "image-segmentation"),
+    ("ForSegmentation", "image-segmentation"),
+    ("ForInstanceSegmentation", "image-segmentation"),
+    ("ForUniversalSegmentation", "image-segmentation"),
     ("ForAudioClassification", "audio-classification"),
     ("ForCTC", "automatic-speech-recognition"),
     ("ForSpeechSeq2Seq", "automatic-speech-recognition"),
@@ -142,8 +173,9 @@ def split_part(name: str) -> tuple[str, str | None]:
     """``text2text-generation:decoder`` -> (``text2text-generation``, ``decoder``); a plain task has no part."""
     base, _, part = name.partition(":")
     task = get_task(base)
-    if part and part not in task.parts:
-        raise UsageError(f"task {base} has no part {part!r}", hint=f"its parts are: {', '.join(task.parts) or 'none'}")
+    if part and part not in (*task.parts, *task.optional_parts):
+        known = ", ".join((*task.parts, *task.optional_parts)) or "none"
+        raise UsageError(f"task {base} has no part {part!r}", hint=f"its parts are: {known}")
     if task.parts and not part:
         raise UsageError(f"task {base} writes {len(task.parts)} models", hint="export it with `fwx export --task`")
     return base, part or None
@@ -169,6 +201,25 @@ def infer_task(config: Mapping[str, Any]) -> str:
     )
 
 
+#: Segmentation heads whose outputs are not one ``logits`` map, by architecture ending (Optimum's names).
+_SEGMENTATION_OUTPUTS = (
+    ("ForSegmentation", ("logits", "pred_boxes", "pred_masks")),  # DETR-family panoptic heads
+    ("ForInstanceSegmentation", ("class_queries_logits", "masks_queries_logits")),  # MaskFormer
+    ("ForUniversalSegmentation", ("class_queries_logits", "masks_queries_logits")),  # Mask2Former, OneFormer
+)
+
+
+def task_outputs(task: str, arch: str) -> tuple[str, ...]:
+    """The outputs ``task`` writes for the model class ``arch``: the task's own, except for segmentation
+    heads that answer per query rather than per pixel."""
+    t = get_task(task)
+    if t.name == "image-segmentation":
+        for suffix, outputs in _SEGMENTATION_OUTPUTS:
+            if arch.endswith(suffix):
+                return outputs
+    return t.outputs
+
+
 def _ids(name: str, seq: str = SEQ) -> TensorSpec:
     return TensorSpec(name, "int64", (BATCH, seq))
 
@@ -185,7 +236,7 @@ def text_inputs(config: Mapping[str, Any], forward_params: frozenset[str]) -> tu
 #: Vision ``model_type``s that are convolutions end to end: any height and width (Optimum's dynamic axes),
 #: traced without a Python branch on the size. The rest have position tables, windows or padding computed
 #: from the size in Python, which fix it at the config's ``image_size``.
-_ANY_SIZE_VISION = frozenset({"resnet", "convnext", "convnextv2", "regnet"})
+_ANY_SIZE_VISION = frozenset({"resnet", "convnext", "convnextv2", "regnet", "detr", "conditional_detr", "segformer"})
 #: The two sizes height and width are validated at: multiples of 32, which a stride-32 pyramid divides.
 IMAGE_SIZES: dict[str, tuple[int, ...]] = {"height": (32, 64), "width": (64, 96)}
 
@@ -275,6 +326,36 @@ def seq2seq_cache_inputs(
             )
     return tuple(specs)
 
+
+def _kv_specs(i: int, side: str, heads: int, length: str | int, head_dim: int) -> list[TensorSpec]:
+    return [
+        TensorSpec(f"past_key_values.{i}.{side}.{kind}", "float32", (BATCH, heads, length, head_dim))
+        for kind in ("key", "value")
+    ]
+
+
+def seq2seq_first_inputs(hidden: int, frames: int | None = None) -> tuple[TensorSpec, ...]:
+    """Optimum's ``decoder_model`` of a with-past export: as the decoder without a cache (Whisper's without a
+    mask, over its fixed frames); it returns the whole cache."""
+    if frames is None:
+        return decoder_part_inputs(hidden)
+    return (_ids("input_ids", DEC), TensorSpec("encoder_hidden_states", "float32", (BATCH, frames, hidden)))
+
+
+def seq2seq_past_inputs(layers: int, heads: int, head_dim: int, frames: int | None = None) -> tuple[TensorSpec, ...]:
+    """Optimum's ``decoder_with_past_model``: new ids, the encoder's mask, and per layer the self-attention
+    cache then the cross-attention one (``encoder_sequence_length`` long: the mask's length)."""
+    specs = [_ids("input_ids", DEC)]
+    if frames is None:
+        specs.append(_ids("encoder_attention_mask", ENC))
+    for i in range(layers):
+        specs += _kv_specs(i, "decoder", heads, PAST_DEC, head_dim)
+        specs += _kv_specs(i, "encoder", heads, frames or ENC, head_dim)
+    return tuple(specs)
+
+
+#: The first decoder's sizes: tracing, the start token alone, a few tokens (no cache in).
+SEQ2SEQ_FIRST_SIZES: dict[str, tuple[int, ...]] = {BATCH: (2, 1, 3), DEC: (3, 1, 2), ENC: (5, 6, 7)}
 
 #: As ``CACHE_SIZES``: tracing (all >= 2), the first step (an empty cache, the start token), a later step.
 SEQ2SEQ_CACHE_SIZES: dict[str, tuple[int, ...]] = {

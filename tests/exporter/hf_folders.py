@@ -32,6 +32,40 @@ def transformers() -> Any:
     return tf
 
 
+#: The tiny shapes, one per family, that the exporter tests, the serving tests and the benchmarks share
+#: (hidden size 32, 1-2 layers; the decoders with grouped-query attention, 4 heads over 2 key/value heads).
+_BERT = {
+    "vocab_size": VOCAB,
+    "hidden_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 64,
+}
+_GQA = {
+    "vocab_size": VOCAB,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+}
+SHAPES: dict[str, dict[str, Any]] = {
+    "BertConfig": _BERT,
+    "RobertaConfig": _BERT,
+    "LlamaConfig": _GQA,
+    "MistralConfig": _GQA,
+    "Qwen2Config": _GQA,
+    "Gemma2Config": _GQA,
+}
+
+
+def tiny_config(config: str, **overrides: Any) -> Any:
+    """``transformers.<config>`` in its family's tiny shape, ``overrides`` applied: the one place the shapes live."""
+    return getattr(transformers(), config)(**{**SHAPES[config], **overrides})
+
+
 def save_tokenizer(folder: Path) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -70,18 +104,9 @@ def _init(model: Any, std: float = 0.3) -> Any:
 
 
 def bert(folder: Path) -> tuple[Path, str]:
-    tf = transformers()
-    cfg = tf.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        num_labels=3,
-        architectures=["BertForSequenceClassification"],
-    )
-    return _save(_init(tf.BertForSequenceClassification(cfg)), folder, tokenizer=True), "text-classification"
+    cfg = tiny_config("BertConfig", num_labels=3, architectures=["BertForSequenceClassification"])
+    model = transformers().BertForSequenceClassification(cfg)
+    return _save(_init(model), folder, tokenizer=True), "text-classification"
 
 
 def distilbert(folder: Path) -> tuple[Path, str]:
@@ -109,20 +134,9 @@ def _gqa_decoder(
     folder: Path, config: str, model: str, with_past: bool, std: float = 0.3, **extra: Any
 ) -> tuple[Path, str]:
     """A Llama-class decoder with grouped-query attention (4 heads over 2 key/value heads)."""
-    tf = transformers()
-    cfg = getattr(tf, config)(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        architectures=[model],
-        **extra,
-    )
+    cfg = tiny_config(config, architectures=[model], **extra)
     task = "text-generation-with-past" if with_past else "text-generation"
-    return _save(_init(getattr(tf, model)(cfg), std), folder), task
+    return _save(_init(getattr(transformers(), model)(cfg), std), folder), task
 
 
 def mistral(folder: Path, with_past: bool = True) -> tuple[Path, str]:
@@ -239,12 +253,8 @@ def marian(folder: Path) -> tuple[Path, str]:
 def roberta(folder: Path) -> tuple[Path, str]:
     """A type table of one row (``type_vocab_size`` 1): no ``token_type_ids``."""
     tf = transformers()
-    cfg = tf.RobertaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
+    cfg = tiny_config(
+        "RobertaConfig",
         max_position_embeddings=72,
         type_vocab_size=1,
         pad_token_id=0,
@@ -297,6 +307,136 @@ def resnet(folder: Path) -> tuple[Path, str]:
     return _save(_init(tf.ResNetForImageClassification(cfg), 0.1), folder), "image-classification"
 
 
+def _resnet_backbone(stages: int) -> Any:
+    """A tiny transformers ResNet as a detector's backbone (no timm, nothing pretrained): ``stages`` stages,
+    every one an output (DETR's segmentation head and MaskFormer's pixel decoder read four)."""
+    names = [f"stage{i + 1}" for i in range(stages)]
+    return transformers().ResNetConfig(
+        embedding_size=8,
+        hidden_sizes=[8 * 2**i for i in range(stages)],
+        depths=[1] * stages,
+        layer_type="basic",
+        out_features=names if stages > 2 else names[-1:],
+    )
+
+
+def _detr_like(folder: Path, config: str, model: str, task: str, heads: int = 2, stages: int = 2) -> tuple[Path, str]:
+    """DETR and Conditional DETR from config alone: a transformers ResNet backbone, no timm, no download."""
+    tf = transformers()
+    cfg = getattr(tf, config)(
+        use_timm_backbone=False,
+        use_pretrained_backbone=False,
+        backbone=None,
+        backbone_config=_resnet_backbone(stages),
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        num_queries=5,
+        num_labels=3,
+        architectures=[model],
+    )
+    return _save(_init(getattr(tf, model)(cfg), 0.1), folder), task
+
+
+def detr(folder: Path) -> tuple[Path, str]:
+    return _detr_like(folder, "DetrConfig", "DetrForObjectDetection", "object-detection")
+
+
+def conditional_detr(folder: Path) -> tuple[Path, str]:
+    return _detr_like(folder, "ConditionalDetrConfig", "ConditionalDetrForObjectDetection", "object-detection")
+
+
+def detr_segmentation(folder: Path) -> tuple[Path, str]:
+    """The mask head's group norms want d_model + heads divisible by 8 (32 + 8), and four backbone stages."""
+    return _detr_like(folder, "DetrConfig", "DetrForSegmentation", "image-segmentation", heads=8, stages=4)
+
+
+def yolos(folder: Path) -> tuple[Path, str]:
+    """A ViT with detection tokens: its position table fixes the image size (32 x 32)."""
+    tf = transformers()
+    cfg = tf.YolosConfig(
+        image_size=[32, 32],
+        patch_size=8,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_detection_tokens=5,
+        num_labels=3,
+        architectures=["YolosForObjectDetection"],
+    )
+    return _save(_init(tf.YolosForObjectDetection(cfg), 0.1), folder), "object-detection"
+
+
+def segformer(folder: Path) -> tuple[Path, str]:
+    tf = transformers()
+    cfg = tf.SegformerConfig(
+        num_encoder_blocks=2,
+        depths=[1, 1],
+        sr_ratios=[2, 1],
+        hidden_sizes=[8, 16],
+        patch_sizes=[7, 3],
+        strides=[4, 2],
+        num_attention_heads=[1, 2],
+        mlp_ratios=[2, 2],
+        decoder_hidden_size=16,
+        num_labels=3,
+        architectures=["SegformerForSemanticSegmentation"],
+    )
+    return _save(_init(tf.SegformerForSemanticSegmentation(cfg), 0.1), folder), "image-segmentation"
+
+
+def maskformer(folder: Path) -> tuple[Path, str]:
+    """Group norms of 32 groups: the pixel decoder's widths are 32."""
+    tf = transformers()
+    decoder = {
+        "model_type": "detr",
+        "d_model": 16,
+        "encoder_layers": 1,
+        "decoder_layers": 1,
+        "encoder_attention_heads": 2,
+        "decoder_attention_heads": 2,
+        "encoder_ffn_dim": 32,
+        "decoder_ffn_dim": 32,
+        "num_queries": 5,
+    }
+    cfg = tf.MaskFormerConfig(
+        backbone_config=_resnet_backbone(4),
+        use_pretrained_backbone=False,
+        num_queries=5,
+        num_labels=3,
+        fpn_feature_size=32,
+        mask_feature_size=32,
+        decoder_config=decoder,
+        architectures=["MaskFormerForInstanceSegmentation"],
+    )
+    return _save(_init(tf.MaskFormerForInstanceSegmentation(cfg), 0.1), folder), "image-segmentation"
+
+
+def mask2former(folder: Path) -> tuple[Path, str]:
+    tf = transformers()
+    cfg = tf.Mask2FormerConfig(
+        backbone_config=_resnet_backbone(4),
+        use_pretrained_backbone=False,
+        num_queries=5,
+        num_labels=3,
+        feature_size=32,
+        mask_feature_size=32,
+        hidden_dim=32,
+        encoder_layers=1,
+        decoder_layers=2,
+        num_attention_heads=2,
+        dim_feedforward=32,
+        encoder_feedforward_dim=32,
+        architectures=["Mask2FormerForUniversalSegmentation"],
+    )
+    return _save(_init(tf.Mask2FormerForUniversalSegmentation(cfg), 0.1), folder), "image-segmentation"
+
+
 BUILDERS: dict[str, Callable[[Path], tuple[Path, str]]] = {
     "bert": bert,
     "distilbert": distilbert,
@@ -311,4 +451,11 @@ BUILDERS: dict[str, Callable[[Path], tuple[Path, str]]] = {
     "wav2vec2_ctc": wav2vec2_ctc,
     "wav2vec2_audio": wav2vec2_audio,
     "resnet": resnet,
+    "detr": detr,
+    "conditional_detr": conditional_detr,
+    "detr_segmentation": detr_segmentation,
+    "yolos": yolos,
+    "segformer": segformer,
+    "maskformer": maskformer,
+    "mask2former": mask2former,
 }

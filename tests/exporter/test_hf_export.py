@@ -187,17 +187,51 @@ def test_the_task_is_inferred_and_the_inputs_are_the_models_own(
 
 
 @pytest.mark.parametrize(
+    ("name", "task", "targets", "outputs"),
+    [
+        ("detr", "object-detection", ("onnx", "tflite"), ["logits", "pred_boxes"]),
+        ("conditional_detr", "object-detection", ("torchscript",), ["logits", "pred_boxes"]),
+        ("yolos", "object-detection", ("onnx", "pt2"), ["logits", "pred_boxes"]),
+        ("segformer", "image-segmentation", ("onnx", "savedmodel"), ["logits"]),
+        ("detr_segmentation", "image-segmentation", ("onnx",), ["logits", "pred_boxes", "pred_masks"]),
+        ("maskformer", "image-segmentation", ("onnx",), ["class_queries_logits", "masks_queries_logits"]),
+    ],
+)
+def test_detection_and_segmentation_heads_export_with_optimums_names(
+    tmp_path: Path, name: str, task: str, targets: tuple[str, ...], outputs: list[str]
+) -> None:
+    """DETR-style detectors and segmentation heads built from config alone (a transformers ResNet backbone, no
+    timm, nothing pretrained), the task inferred, judged against transformers on the same images. DETR and
+    SegFormer are convolutions before attention over the flattened map: any height and width; YOLOS has a
+    position table of the config's size, and MaskFormer keeps the size it was traced at."""
+    folder, _ = hf.BUILDERS[name](tmp_path / name)
+    assert infer_task(json.loads((folder / "config.json").read_text())) == task
+    (res,) = export_all(str(folder), list(targets), ExportOptions(out=tmp_path / "repo"))
+    assert res.ok, res.failures
+    assert set(res.manifest.artifacts) == set(targets)
+    assert all(a.validation["passed"] for a in res.manifest.artifacts.values())
+    assert res.signature.input_names == ["pixel_values"]
+    assert res.signature.output_names == outputs
+    fixed = {"yolos": 32, "maskformer": 224}  # a position table; no size in the config: 224
+    size = fixed.get(name)
+    dims = ("batch_size", 3, size, size) if size else ("batch_size", 3, "height", "width")
+    assert res.signature.inputs[0].shape == dims
+    _one_spelling(res)
+
+
+@pytest.mark.parametrize(
     ("name", "targets"),
     [("bart", ("onnx", "pt2")), ("t5", ("torchscript",)), ("marian", ("savedmodel",)), ("whisper", ("onnx",))],
 )
-def test_a_seq2seq_decoder_with_a_cache_generates_transformers_own_tokens(
+def test_a_merged_seq2seq_decoder_generates_transformers_own_tokens(
     tmp_path: Path, name: str, targets: tuple[str, ...]
 ) -> None:
-    """BART, T5, Marian and Whisper: the decoder with its own cache, every step in one artifact, greedy tokens
-    equal to transformers' for one input alone and a batch of two (text padded)."""
+    """BART, T5, Marian and Whisper: fwx's merged decoder (``:decoder-merged``), every step in one artifact
+    with its own self-attention cache, greedy tokens equal to transformers' for one input alone and batches of
+    two (text padded at the end and at the start)."""
     folder, _ = hf.BUILDERS[name](tmp_path / name)
     base = "automatic-speech-recognition" if name == "whisper" else "text2text-generation"
-    task = f"{base}-with-past:decoder-with-past"
+    task = f"{base}-with-past:decoder-merged"
     (res,) = export_all(str(folder), list(targets), ExportOptions(out=tmp_path / "repo", task=task))
     assert res.ok, res.failures
     sig = res.signature
@@ -215,6 +249,61 @@ def test_a_seq2seq_decoder_with_a_cache_generates_transformers_own_tokens(
     for key in targets:
         notes = res.reports[key].artifact(key).notes
         assert any("batch of 2" in n for n in notes), (key, notes)
+
+
+@pytest.mark.parametrize(
+    ("name", "targets"),
+    [("bart", ("onnx",)), ("t5", ("torchscript", "tflite")), ("marian", ("savedmodel",)), ("whisper", ("onnx",))],
+)
+def test_a_seq2seq_export_with_past_writes_optimums_three_models(
+    tmp_path: Path, name: str, targets: tuple[str, ...]
+) -> None:
+    """Optimum's layout: the encoder, the decoder of the first step (the whole cache out, cross-attention
+    included) and the decoder with past (both caches in, never the encoder states); each checked in its role
+    with the other in PyTorch, greedy tokens equal to transformers' alone and in padded batches of two."""
+    folder, _ = hf.BUILDERS[name](tmp_path / name)
+    base = "automatic-speech-recognition" if name == "whisper" else "text2text-generation"
+    enc, first, later = _export_folder(tmp_path, folder, targets, f"{base}-with-past")
+    assert [r.manifest.name for r in (enc, first, later)] == [
+        f"{name}-encoder",
+        f"{name}-decoder",
+        f"{name}-decoder-with-past",
+    ]
+    mask = [] if name == "whisper" else ["encoder_attention_mask"]
+    assert first.signature.input_names == ["input_ids", *mask, "encoder_hidden_states"]
+    assert first.signature.output_names[:5] == [
+        "logits",
+        "present.0.decoder.key",
+        "present.0.decoder.value",
+        "present.0.encoder.key",
+        "present.0.encoder.value",
+    ]
+    assert later.signature.input_names[: 5 + len(mask)] == [
+        "input_ids",
+        *mask,
+        "past_key_values.0.decoder.key",
+        "past_key_values.0.decoder.value",
+        "past_key_values.0.encoder.key",
+        "past_key_values.0.encoder.value",
+    ]
+    assert "encoder_hidden_states" not in later.signature.input_names
+    assert all(".encoder." not in n for n in later.signature.output_names)
+    total = "past_decoder_sequence_length + decoder_sequence_length"
+    assert later.signature.output("present.0.decoder.key").shape[2] == total
+    for res, role in ((first, "this decoder with"), (later, "this decoder_with_past with")):
+        _one_spelling(res)
+        for key in targets:
+            notes = res.manifest.artifacts[key].validation["notes"]
+            assert any(role in n and "batch of 2" in n for n in notes), (key, notes)
+
+
+def _export_folder(tmp_path: Path, folder: Path, targets: tuple[str, ...], task: str) -> list[Any]:
+    results = export_all(str(folder), list(targets), ExportOptions(out=tmp_path / "repo", task=task))
+    for res in results:
+        assert res.ok, res.failures
+        assert set(res.manifest.artifacts) == set(targets), res.manifest.skipped
+        assert all(a.validation["passed"] for a in res.manifest.artifacts.values())
+    return results
 
 
 def test_a_cache_decoder_that_generates_other_tokens_fails(tmp_path: Path) -> None:

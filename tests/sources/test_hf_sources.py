@@ -47,6 +47,12 @@ def test_a_save_pretrained_folder_is_detected_as_a_pytorch_source(tmp_path: Path
         ("WhisperForConditionalGeneration", "whisper", "automatic-speech-recognition"),
         ("T5ForConditionalGeneration", "t5", "text2text-generation"),
         ("BertForQuestionAnswering", "bert", "question-answering"),
+        ("DetrForObjectDetection", "detr", "object-detection"),
+        ("YolosForObjectDetection", "yolos", "object-detection"),
+        ("DetrForSegmentation", "detr", "image-segmentation"),
+        ("SegformerForSemanticSegmentation", "segformer", "image-segmentation"),
+        ("MaskFormerForInstanceSegmentation", "maskformer", "image-segmentation"),
+        ("Mask2FormerForUniversalSegmentation", "mask2former", "image-segmentation"),
     ],
 )
 def test_the_task_is_inferred_from_the_architecture(arch: str, model_type: str, task: str) -> None:
@@ -94,9 +100,21 @@ def test_an_unknown_task_and_a_multi_model_task_without_its_part_are_refused() -
         hf_tasks.split_part("text2text-generation")
     assert hf_tasks.split_part("text2text-generation:decoder") == ("text2text-generation", "decoder")
     with_past = "text2text-generation-with-past"
-    assert hf_tasks.get_task(with_past).parts == ("encoder", "decoder-with-past")
-    assert hf_tasks.get_task("automatic-speech-recognition-with-past").parts == ("encoder", "decoder-with-past")
+    optimum = ("encoder", "decoder", "decoder-with-past")  # Optimum's three files
+    assert hf_tasks.get_task(with_past).parts == optimum
+    assert hf_tasks.get_task("automatic-speech-recognition-with-past").parts == optimum
     assert hf_tasks.split_part(f"{with_past}:decoder-with-past") == (with_past, "decoder-with-past")
+    assert hf_tasks.split_part(f"{with_past}:decoder-merged") == (with_past, "decoder-merged")  # only when named
+
+
+def test_segmentation_outputs_follow_the_head() -> None:
+    assert hf_tasks.task_outputs("image-segmentation", "SegformerForSemanticSegmentation") == ("logits",)
+    assert hf_tasks.task_outputs("image-segmentation", "DetrForSegmentation") == ("logits", "pred_boxes", "pred_masks")
+    assert hf_tasks.task_outputs("image-segmentation", "MaskFormerForInstanceSegmentation") == (
+        "class_queries_logits",
+        "masks_queries_logits",
+    )
+    assert hf_tasks.task_outputs("object-detection", "DetrForObjectDetection") == ("logits", "pred_boxes")
 
 
 def test_token_type_ids_only_where_the_config_has_a_type_table() -> None:
