@@ -5,8 +5,9 @@ that artifact, or may be lying: code inside a worker can write any artifact's
 key and kill itself, and a quarantine on its word would take a healthy model
 out of service. So the supervisor loads that artifact once more in a trial
 child it starts itself (``python -P -m fwx.serving.loader_probe``: its own
-Landlock sandbox reading only the repository, the probe's memory, CPU and time
-limits, the version's signature and warm-up from its ``fwx.json``), and
+walls, namespaces, no socket and Landlock reading only the repository; the
+probe's memory, CPU and time limits; the version's signature and warm-up from
+its ``fwx.json``), trusted artifacts too, and
 quarantines the artifact, for every worker, only when the trial crashes or
 hangs too. A trial that loads cleanly, or refuses the file with a message,
 quarantines nothing: the restarted worker loads it or refuses it itself.
