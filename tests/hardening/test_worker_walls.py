@@ -30,15 +30,14 @@ from typing import Any
 import httpx
 import pytest
 
-from fwx.safety import landlock, limits
+from fwx.safety import landlock, limits, seccomp
+from fwx.serving.spawn import worker_env
 
 from .test_walls import SECRET, Host
 from .test_worker_boundary import _free_port, _publish
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock with TCP rules and signal scoping"),
-]
+#: The tests that start a server: they need Landlock's TCP rules (ABI 4) and signal scoping (ABI 6).
+served_tests = pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock with TCP rules and signal scoping")
 ROOT = Path(__file__).resolve().parents[2]
 HOOK = Path(__file__).parent / "walls_hook"
 PREFIX = "FWX-WALLS-WORKER "
@@ -146,6 +145,8 @@ def _held(host: Host, served: Served, got: dict[str, Any]) -> None:
     assert got["environ"].get("HOME") != str(host.home)
 
 
+@pytest.mark.slow
+@served_tests
 @pytest.mark.parametrize("trust", [False, True], ids=["untrusted", "trust-model-code"])
 def test_nothing_gets_out_of_a_serve_worker(host: Host, trust: bool) -> None:
     with _serving(host, *(["--trust-model-code"] if trust else [])) as (served, got):
@@ -158,6 +159,8 @@ def test_nothing_gets_out_of_a_serve_worker(host: Host, trust: bool) -> None:
     assert got["ppid"] == 0  # its parent is outside its PID namespace: the host's process table is out of view
 
 
+@pytest.mark.slow
+@served_tests
 def test_without_namespaces_a_worker_still_serves_and_names_the_missing_wall(host: Host) -> None:
     """As under Docker's default seccomp profile: no namespaces; the other walls hold, GET /v2 names the one
     missing, and --require-sandbox refuses to serve (one line, exit 2)."""
@@ -175,6 +178,8 @@ def test_without_namespaces_a_worker_still_serves_and_names_the_missing_wall(hos
     assert "Traceback" not in text
 
 
+@pytest.mark.slow
+@served_tests
 def test_no_sandbox_takes_the_walls_down_and_says_so(host: Host) -> None:
     served = Served(host, "--no-sandbox", cfg={**host.config(""), "allocate": False})
     try:
@@ -192,3 +197,75 @@ def test_no_sandbox_takes_the_walls_down_and_says_so(host: Host) -> None:
     contradiction = Served(host, "--no-sandbox", "--require-sandbox")
     assert contradiction.proc.wait(timeout=120) == 2
     assert "contradict" in contradiction.text()
+
+
+def test_workers_get_the_loaders_environment_plus_the_replica_name() -> None:
+    """One allow-list (``walls.clean_environment``): no token by any name, no HOME, no relative PYTHONPATH."""
+    env = worker_env(
+        1,
+        {
+            "POD_NAME": "pod-1",
+            "HOSTNAME": "host-1",
+            "FWX_REPLICA": "r-7",
+            "USER": "svc",
+            "HOME": "/root",
+            "SSH_AUTH_SOCK": "/tmp/agent",
+            "FWX_API_TOKEN": "a",
+            "FWX_SERVE_TOKEN": "b",
+            "GITHUB_TOKEN": "c",
+            "AWS_SECRET_ACCESS_KEY": "d",
+            "PYTHONPATH": ":/a:rel:/b",
+        },
+    )
+    assert env == {
+        "POD_NAME": "pod-1",
+        "HOSTNAME": "host-1",
+        "FWX_REPLICA": "r-7",
+        "USER": "svc",
+        "PYTHONPATH": "/a:/b",
+    }
+
+
+FILTER_CHECK = """
+import json, socket
+from fwx.safety import seccomp
+seccomp.tcp_only()
+out = {}
+for name, args in {
+    "tcp4": (socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC),
+    "tcp6": (socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP),
+    "udp4": (socket.AF_INET, socket.SOCK_DGRAM),
+    "udp6": (socket.AF_INET6, socket.SOCK_DGRAM),
+    "unix": (socket.AF_UNIX, socket.SOCK_STREAM),
+    "netlink": (socket.AF_NETLINK, socket.SOCK_RAW, 0),
+    "sctp": (socket.AF_INET, socket.SOCK_STREAM, 132),
+    "mptcp": (socket.AF_INET, socket.SOCK_STREAM, 262),
+}.items():
+    try:
+        socket.socket(*args).close()
+        out[name] = "made"
+    except OSError as exc:
+        out[name] = exc.errno
+a, b = socket.socketpair()
+out["socketpair"] = "made"
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not seccomp.supported(), reason="no seccomp filter for this machine")
+def test_a_workers_filter_lets_it_make_tcp_sockets_only() -> None:
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", FILTER_CHECK], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got == {
+        "tcp4": "made",
+        "tcp6": "made",
+        "udp4": 13,
+        "udp6": 13,
+        "unix": 13,
+        "netlink": 13,
+        "sctp": 13,
+        "mptcp": 13,
+        "socketpair": "made",
+    }
