@@ -1,4 +1,5 @@
-"""A seq2seq model's decoder with a cache (BART, T5, Marian, mBART): one module for every generation step.
+"""fwx's merged seq2seq decoder (``TASK:decoder-merged``; BART, T5, Marian, mBART, Whisper): one module for
+every generation step. Optimum's two-decoder layout is ``hf_seq2seq_split``, which reuses the helpers here.
 
 Inputs ``input_ids`` (the new decoder tokens), ``encoder_attention_mask``,
 ``encoder_hidden_states`` (the encoder artifact's output) and the decoder's
@@ -12,7 +13,7 @@ later one (what Optimum's merged decoder does with a ``use_cache_branch``
 switch no exporter here can keep), at the cost of one projection of the
 encoder states per step. ``greedy_check`` runs it the way it is used, against
 transformers' ``generate``: a sentence alone and a batch of two of different
-lengths (the shorter one padded).
+lengths (the shorter one padded at the end, then the same rows padded at the start).
 """
 
 from __future__ import annotations
