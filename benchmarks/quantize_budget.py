@@ -279,18 +279,23 @@ def main() -> None:
     data = digits32()
     results: dict[str, Any] = {}
     for name in args.nets.split(","):
-        runs = []
+        runs: list[dict[str, Any]] = []
         for seed in range(args.runs):
             runs.append(one_run(name, seed, data))
             print(f"{name} seed {seed}: {json.dumps(runs[-1])[:300]}", file=sys.stderr, flush=True)
-        results[name] = {"summary": summary(runs), "runs": runs}
+            results[name] = {"summary": summary(runs), "runs": runs}
+            _write(args.out, results)  # after every run: a long benchmark stopped early keeps what it measured
     print("digits 32x32; INT8 top-1 drop in points vs the float artifact on the 225 eval images the budget search")
     print("never saw (it searched the other 225 of 450); budget --max-drop 0")
     print(table(results))
-    doc = {"provenance": provenance(), "cpu_flags": _cpu_flags(), "what": __doc__.splitlines()[0], "networks": results}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    _write(args.out, results)
     print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+
+
+def _write(out: Path, results: dict[str, Any]) -> None:
+    doc = {"provenance": provenance(), "cpu_flags": _cpu_flags(), "what": __doc__.splitlines()[0], "networks": results}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 if __name__ == "__main__":
