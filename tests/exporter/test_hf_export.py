@@ -297,6 +297,31 @@ def test_a_seq2seq_export_with_past_writes_optimums_three_models(
             assert any(role in n and "batch of 2" in n for n in notes), (key, notes)
 
 
+def test_a_decoder_with_past_that_generates_other_tokens_fails(tmp_path: Path) -> None:
+    """The split check can fail: the same BART decoder_with_past artifact, with the first step taken by a model
+    of other weights (its cross-attention keys and values are other ones), diverges from that model's tokens."""
+    from fwx.formats import Format
+    from fwx.runtimes.base import load_runtime
+    from fwx.sources import hf_seq2seq, hf_seq2seq_split, hf_tasks
+
+    folder, _ = hf.bart(tmp_path / "bart")
+    (later,) = _export_folder(tmp_path, folder, ("onnx",), "text2text-generation-with-past:decoder-with-past")
+    other = hf._init(hf.transformers().BartForConditionalGeneration.from_pretrained(str(folder)), 0.5).eval()
+    shape = hf_seq2seq.DecoderShape.of(other.config)
+    specs = {
+        "decoder": hf_tasks.seq2seq_first_inputs(shape.hidden),
+        "decoder-with-past": hf_tasks.seq2seq_past_inputs(shape.layers, shape.heads, shape.head_dim),
+    }
+    check = hf_seq2seq_split.greedy_check(other, shape, hf.VOCAB, "decoder-with-past", specs)
+    rt = load_runtime(Format.ONNX, later.version_dir / "model.onnx")
+    try:
+        errors, _ = check(rt)
+    finally:
+        rt.close()
+    assert errors
+    assert "differs from transformers' at token" in errors[0]
+
+
 def _export_folder(tmp_path: Path, folder: Path, targets: tuple[str, ...], task: str) -> list[Any]:
     results = export_all(str(folder), list(targets), ExportOptions(out=tmp_path / "repo", task=task))
     for res in results:
