@@ -18,7 +18,7 @@ import contextlib
 import enum
 import hmac
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fwx import __version__
@@ -29,13 +29,12 @@ from fwx.errors import (
     ServingError,
     UnauthenticatedError,
     UnavailableError,
-    UsageError,
 )
-from fwx.serving.batching.batcher import QueueFullError
 from fwx.serving.batching.hooks import BatchingHooks, ModelSlot
 from fwx.serving.codecs import datatype_of
 from fwx.serving.control import bearer_token, check_admin, check_request_model_name
 from fwx.serving.deadlines import timeout_seconds
+from fwx.serving.failures import failure_reason
 from fwx.serving.metrics import Metrics
 from fwx.serving.tasks.plane import TaskPlane
 from fwx.serving.types import InferRequest, InferResponse, InferTensor
@@ -85,21 +84,6 @@ EXTENSIONS = [
     "generate",
     "tf_serving_rest",
 ]
-
-
-def failure_reason(exc: BaseException) -> str:
-    """A short, bounded label for metrics (never user text: label cardinality stays fixed)."""
-    if isinstance(exc, QueueFullError):
-        return "rejected"
-    if isinstance(exc, DeadlineExceededError):
-        return "timeout"
-    if isinstance(exc, UsageError):
-        return "invalid"
-    if isinstance(exc, UnavailableError):
-        return "unavailable"
-    if isinstance(exc, asyncio.CancelledError):
-        return "cancelled"
-    return "not_found" if getattr(exc, "http_status", 0) == 404 else "error"
 
 
 class DataPlane:
@@ -303,6 +287,23 @@ class DataPlane:
             self.metrics.count_failure(failure_reason(exc))
             raise
         return request, extra, await self.infer(request)
+
+    async def stream_infer(
+        self, decode: Callable[[], Awaitable[tuple[InferRequest, Any]]], *, auth: str | None = None
+    ) -> AsyncIterator[InferResponse]:
+        """One request of a stream (gRPC ``ModelStreamInfer``): a generation in the generate form answers once
+        per text delta, as Triton's decoupled LLM backends do; any other request answers once, as ``infer``."""
+        self.authorize("infer", auth)
+        try:
+            request, _ = await decode()
+        except FwxError as exc:
+            self.metrics.count_failure(failure_reason(exc))
+            raise
+        if self.tasks.generates(request):
+            async for response in self.tasks.stream_infer(request, auth):
+                yield response
+            return
+        yield await self.infer(request)
 
     async def infer(self, request: InferRequest) -> InferResponse:
         """Check against the pinned signature, batch, run, and return the requested outputs (no access check)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 from fwx.serving.types import InferRequest, InferResponse
@@ -38,3 +38,5 @@ class DataPlane(Protocol):
     async def handle_infer(
         self, decode: Decode, *, auth: str | None = None
     ) -> tuple[InferRequest, Any, InferResponse]: ...
+
+    def stream_infer(self, decode: Decode, *, auth: str | None = None) -> AsyncIterator[InferResponse]: ...

@@ -139,30 +139,38 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[m
         async for reply in _completed(requests, lambda request: self._stream_one(request, context, auth)):
             yield reply
 
-    async def _stream_one(self, request: Any, context: Context, auth: str | None) -> Any:
-        """One request of a stream -> its reply message; never raises."""
+    async def _stream_one(self, request: Any, context: Context, auth: str | None) -> AsyncIterator[Any]:
+        """One request of a stream -> its reply messages (a generation streams one per text delta); never raises."""
         try:
-            _, _, response = await self._dp.handle_infer(_decoded(request, deadline_of(context)), auth=auth)
-            return pb.ModelStreamInferResponse(infer_response=codecs.encode_infer_response(response))
+            async for response in self._dp.stream_infer(_decoded(request, deadline_of(context)), auth=auth):
+                yield pb.ModelStreamInferResponse(infer_response=codecs.encode_infer_response(response))
         except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 (an error is a reply; the stream goes on)
             reply = pb.ModelStreamInferResponse(error_message=status_of(exc)[1])
             reply.infer_response.id = request.id
-            return reply
+            yield reply
 
 
-async def _completed(requests: AsyncIterator[Any], answer: Callable[[Any], Awaitable[Any]]) -> AsyncIterator[Any]:
-    """Start ``answer(request)`` for each request as it arrives; yield the replies in completion order."""
+async def _completed(requests: AsyncIterator[Any], answer: Callable[[Any], AsyncIterator[Any]]) -> AsyncIterator[Any]:
+    """Start ``answer(request)`` for each request as it arrives; yield every reply as it is made."""
     replies: asyncio.Queue[Any] = asyncio.Queue()
     pending: set[asyncio.Task[Any]] = set()
-    end = object()
+    end, finished = object(), object()
+
+    async def run(request: Any) -> None:
+        async for reply in answer(request):
+            replies.put_nowait(reply)
+
+    def ended(task: asyncio.Task[Any]) -> None:  # also for a task cancelled before it ran
+        pending.discard(task)
+        replies.put_nowait(finished)
 
     async def read() -> None:
         count = 0
         try:
             async for request in requests:
-                task = asyncio.ensure_future(answer(request))
+                task = asyncio.ensure_future(run(request))
                 pending.add(task)
-                task.add_done_callback(replies.put_nowait)
+                task.add_done_callback(ended)
                 count += 1
         except Exception:  # noqa: BLE001 - the client cancelled or the stream broke: stop reading
             log.debug("ModelStreamInfer: request stream ended", exc_info=True)
@@ -175,14 +183,13 @@ async def _completed(requests: AsyncIterator[Any], answer: Callable[[Any], Await
             item = await replies.get()
             if isinstance(item, tuple) and item[0] is end:
                 total = item[1]
-                continue
-            pending.discard(item)
-            done += 1
-            if not item.cancelled():
-                yield item.result()
+            elif item is finished:
+                done += 1
+            else:
+                yield item
     finally:
         reader.cancel()
-        for task in pending:
+        for task in list(pending):
             task.cancel()
 
 

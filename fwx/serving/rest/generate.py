@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from fwx.errors import FwxError
-from fwx.serving.dataplane import failure_reason
+from fwx.serving.failures import failure_reason
 from fwx.serving.rest.body import read_body
 from fwx.serving.rest.kserve import load_json
 from fwx.serving.tasks import protocols

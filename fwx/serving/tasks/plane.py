@@ -17,14 +17,17 @@ import weakref
 from typing import TYPE_CHECKING, Protocol
 
 from fwx.errors import InputError, UnavailableError
-from fwx.serving.tasks.assets import GENERATE, TextAssets, assets_of
+from fwx.serving.failures import failure_reason
+from fwx.serving.tasks import kserve_generate
+from fwx.serving.tasks.assets import GENERATE, TextAssets, assets_of, task_of
 from fwx.serving.tasks.generate import Generation
 from fwx.serving.tasks.metrics import GenerationCollector, GenerationStats
-from fwx.serving.tasks.protocols import MAX_TOKENS_LIMIT, GenerateCall
+from fwx.serving.tasks.protocols import MAX_TOKENS_LIMIT, GenerateCall, Usage
 from fwx.serving.tasks.sampling import SamplingParams
 from fwx.serving.tasks.scheduler import CacheLayout, Engine, EngineOptions
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from contextlib import AbstractContextManager
 
     from fwx.serving.batching.hooks import ModelSlot
@@ -142,12 +145,46 @@ class TaskPlane:
         if slot is not None:
             slot.stats.record_request(failure is None, time.perf_counter_ns() - t0, failure or "")
 
+    # ------------------------------------------- generation in the tensor form
+    def generates(self, request: InferRequest) -> bool:
+        """A ``text_input`` request for a version that generates (else it takes the inference path)."""
+        if not kserve_generate.is_generation(request):
+            return False
+        try:
+            model = self.dp.manager.get(request.model_name, request.model_version)
+        except Exception:  # noqa: BLE001 - inference reports the unknown model, counted as usual
+            return False
+        return self.wants_text(model, request) and task_of(model) == GENERATE
+
+    async def stream_infer(self, request: InferRequest, auth: str | None) -> AsyncIterator[InferResponse]:
+        """A generate-form request on a stream (gRPC ``ModelStreamInfer``, decoupled as Triton's LLM backends):
+        one response per text delta when it asks for ``stream``, else one with the whole text."""
+        call = kserve_generate.call_of(request)
+        t0 = time.perf_counter_ns()
+        gen = await self.start(call, auth)
+        error: BaseException | None = None
+        try:
+            if not call.stream:
+                text, finish = await gen.text()
+                yield kserve_generate.response(request, str(gen.model.version), text, finish, _usage(gen))
+                return
+            async with contextlib.aclosing(gen.deltas()) as deltas:
+                async for d in deltas:
+                    usage = _usage(gen) if d.finish_reason else None
+                    yield kserve_generate.response(request, str(gen.model.version), d.text, d.finish_reason, usage)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            self.record(gen, t0, failure_reason(error) if error else None)
+
     # ------------------------------------------------------------- text tasks
     def wants_text(self, model: LoadedModel, request: InferRequest) -> bool:
-        """A KServe v2 request with BYTES inputs for a model whose signature takes no bytes: the text path."""
-        if not request.inputs or any(t.datatype != "BYTES" for t in request.inputs):
+        """A KServe v2 request with BYTES inputs (or in the generate form) for a model whose signature takes no
+        bytes: the text path."""
+        if any(s.dtype == "bytes" for s in model.signature.inputs) or not request.inputs:
             return False
-        return not any(s.dtype == "bytes" for s in model.signature.inputs)
+        return kserve_generate.is_generation(request) or all(t.datatype == "BYTES" for t in request.inputs)
 
     async def infer_text(
         self, model: LoadedModel, slot: ModelSlot, request: InferRequest, deadline: float | None
@@ -156,7 +193,17 @@ class TaskPlane:
         from fwx.serving.tasks.textinfer import run_text_task
 
         assets = await asyncio.to_thread(assets_of, model)
+        if assets.task == GENERATE and kserve_generate.is_generation(request):  # ModelInfer: the whole text
+            call = kserve_generate.call_of(request)
+            assert call.prompt is not None
+            gen = await self.generate(model, assets, call.prompt, call.params)
+            text, finish = await gen.text()
+            return kserve_generate.response(request, str(model.version), text, finish, _usage(gen))
         return await run_text_task(model, slot, assets, request, deadline)
+
+
+def _usage(gen: Generation) -> Usage:
+    return Usage(gen.prompt_tokens, gen.completion_tokens)
 
 
 def _vocabulary(model: LoadedModel, assets: TextAssets) -> int:

@@ -63,7 +63,8 @@ async def run_text_task(
     """The task's answers for the request's texts, one JSON document each."""
     if assets.task == GENERATE:
         raise InputError(
-            f"model {model.name} generates text", hint=f"use POST /v2/models/{model.name}/generate or /v1/completions"
+            f"model {model.name} generates text",
+            hint=f"send one BYTES input 'text_input', or use POST /v2/models/{model.name}/generate or /v1/completions",
         )
     texts, contexts = _inputs(assets, request)
     encs = encode(assets, texts, contexts)  # question first, context second: its sequence id is 1
