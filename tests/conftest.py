@@ -10,6 +10,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("PYTHONHASHSEED", "0")
 
 import shutil  # noqa: E402
+import signal  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -25,6 +27,18 @@ def _has_cuda() -> bool:
         return "CUDAExecutionProvider" in ort.get_available_providers()
     except Exception:
         return False
+
+
+@pytest.fixture(autouse=True)
+def _sigint_left_as_found() -> Iterator[None]:
+    """A test that leaves another SIGINT handler installed fails here, and the handler is put back: a
+    leaked handler would swallow the Ctrl-C of every later test in this process (the prefetch test's)."""
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before:
+        signal.signal(signal.SIGINT, before)
+        pytest.fail(f"this test left SIGINT handled by {after!r} (it found {before!r})", pytrace=False)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

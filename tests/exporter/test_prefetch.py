@@ -195,17 +195,14 @@ def test_ctrl_c_kills_the_prefetch_process(keras_files: dict[str, Path], tmp_pat
         except BaseException as exc:  # a failure here must fail the test, not leave the export waiting
             problems.append(repr(exc))
 
-    # Ctrl-C as a terminal delivers it: Python's own handler, whatever an earlier test in this
-    # process left installed (a leaked asyncio or library handler would swallow the signal).
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Python's own SIGINT handler is in place: tests/conftest.py fails any test that leaves another one.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     threading.Thread(target=interrupt, daemon=True).start()
     outcome: BaseException | None = None
     try:
         _export(keras_files["savedmodel"], tmp_path, CHEAP, "on")
     except (KeyboardInterrupt, ExportError) as exc:
         outcome = exc
-    finally:
-        signal.signal(signal.SIGINT, previous)
     assert not problems, problems
     assert isinstance(outcome, KeyboardInterrupt), outcome
     assert _children() == []
