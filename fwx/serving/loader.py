@@ -148,9 +148,22 @@ def _load_manifest(path: Path, settings: LoadSettings, probed: MutableSet[str], 
         try:
             return _load_one(path, manifest, fmt, entry, settings, probed, origin or path)
         except FwxError as exc:
-            errors.append(f"{fmt}: {exc.message}")
+            errors.append(f"{fmt}: {_over_memory_limit(exc)}")
             log.warning("%s: cannot serve %s: %s", path, fmt, exc.message)
     raise InputError("; ".join(errors), hint="re-export the model, or put another format first with --prefer")
+
+
+def _over_memory_limit(exc: FwxError) -> str:
+    """The message, naming this worker's memory limit and its option when an allocation the limit refused
+    caused it (a runtime reports it in its own words: "Failed to allocate", ``MemoryError``)."""
+    import resource
+
+    from fwx.safety import limits
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+    if soft == resource.RLIM_INFINITY or not limits.ran_out_of_memory(exc):
+        return exc.message
+    return f"{exc.message} (over this worker's memory limit, {limits.size_text(soft)}: raise {limits.MEMORY_OPTION})"
 
 
 def _load_one(

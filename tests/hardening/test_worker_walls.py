@@ -269,3 +269,58 @@ def test_a_workers_filter_lets_it_make_tcp_sockets_only() -> None:
         "mptcp": 13,
         "socketpair": "made",
     }
+
+
+def _publish_expand_bomb(repo: Path) -> None:
+    """A 200-byte ONNX graph whose warm-up expands one value into 2 GiB."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from fwx.manifest import ArtifactEntry, Manifest, SourceInfo, sha256_path
+    from fwx.repository import Repository
+    from fwx.signature import Signature, TensorSpec
+
+    sig = Signature((TensorSpec("x", "float32", (-1, 1)),), (TensorSpec("y", "float32", (-1, 1)),))
+    shape = numpy_helper.from_array(np.array([1, 1 << 29], np.int64), "shape")
+    nodes = [
+        helper.make_node("Expand", ["x", "shape"], ["big"]),
+        helper.make_node("ReduceMax", ["big"], ["y"], axes=[1], keepdims=1),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])
+    model = helper.make_model(
+        helper.make_graph(nodes, "bomb", [x], [y], [shape]), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    model.ir_version = 8
+    with Repository(repo).staging("bomb", None) as st:
+        onnx.save(model, str(st.path / "model.onnx"))
+        art = st.path / "model.onnx"
+        entry = ArtifactEntry(
+            format="onnx",
+            path="model.onnx",
+            sha256=sha256_path(art),
+            size_bytes=art.stat().st_size,
+            signature=sig.to_json(),
+        )
+        source = SourceInfo(path="(built in test)", sha256="", format="onnx", framework="onnx")
+        st.publish(Manifest(name="bomb", version=0, source=source, signature=sig.to_json(), artifacts={"m": entry}))
+
+
+@pytest.mark.slow
+@served_tests
+def test_a_memory_bomb_fails_its_version_naming_the_limit_and_the_rest_serves(host: Host) -> None:
+    _publish(host.base / "repo", "good")
+    _publish_expand_bomb(host.base / "repo")
+    served = Served(host, "--memory-limit", "1GiB")
+    try:
+        _wait(
+            lambda: served.proc.poll() is not None or served.ready() or "bomb v1 failed" in served.text(), 240, "loads"
+        )
+        _wait(lambda: httpx.get(f"{served.url}/v2/models/good/ready", timeout=5).status_code == 200, 240, "good")
+        rows = {r["name"]: r for r in httpx.post(f"{served.url}/v2/repository/index", json={}, timeout=10).json()}
+        assert served.infer() == (200, [9.0])
+    finally:
+        assert served.stop() == 0, served.text()[-3000:]
+    assert rows["bomb"]["state"] == "FAILED"
+    assert rows["bomb"]["reason"].endswith("(over this worker's memory limit, 1GiB: raise --memory-limit)"), rows
