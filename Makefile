@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fwx-installed
 PYTEST_ARGS ?=
 
-.PHONY: install test-deps run test lint typecheck bench gpu-check docker-test clean
+.PHONY: install test-deps run test lint typecheck bench gpu-check docker-test docker-all clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -73,6 +73,12 @@ gpu-check: $(STAMP)
 ## out of reach (docker/ci.sh says how; its timings go to ~/.cache/fwx-ci/docker-ci.json).
 docker-test: $(STAMP)
 	PY=$(PY) bash docker/ci.sh
+
+## make docker-all: build the CPU image with every runtime (FWX_EXTRAS=all: torch, TensorFlow, TFLite, ONNX, hf)
+## and record its size, build time and cold starts (median of FWX_CI_COLD_RUNS, default 5) in
+## ~/.cache/fwx-ci/docker-all.json. Not part of .ci/run: docs/docker.md says why.
+docker-all: $(STAMP)
+	PY=$(PY) bash docker/ci.sh all
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .mypy_cache .ruff_cache
