@@ -68,12 +68,8 @@ _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|S
 
 def clean_environment(env: Mapping[str, str]) -> dict[str, str]:
     """The variables a loader or a server's worker is started with: an allow-list, less anything named like
-    a secret. ``PYTHONPATH`` keeps absolute entries only: an empty or relative one would put the caller's
-    working directory on ``sys.path``, and the sandbox grants reading every ``sys.path`` entry."""
-    kept = {k: v for k, v in env.items() if (k in _KEEP or k.startswith(_KEEP_PREFIXES)) and not _SECRET.search(k)}
-    if "PYTHONPATH" in kept:
-        kept["PYTHONPATH"] = os.pathsep.join(p for p in kept["PYTHONPATH"].split(os.pathsep) if os.path.isabs(p))
-    return kept
+    a secret (``fwx.serving.spawn.worker_env`` also drops relative ``PYTHONPATH`` entries for workers)."""
+    return {k: v for k, v in env.items() if (k in _KEEP or k.startswith(_KEEP_PREFIXES)) and not _SECRET.search(k)}
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ def worker_env(n: int, environ: dict[str, str] | None = None) -> dict[str, str]:
     from fwx.safety.walls import clean_environment  # the loader's allow-list: one list for both
 
     env = clean_environment(os.environ if environ is None else environ)
+    if "PYTHONPATH" in env:  # an empty or relative entry would put the working directory on sys.path
+        env["PYTHONPATH"] = os.pathsep.join(p for p in env["PYTHONPATH"].split(os.pathsep) if os.path.isabs(p))
     if n > 1:
         threads = str(max(1, parse_workers("auto") // n))
         for name in ("FWX_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
