@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._provenance import provenance, spread  # noqa: E402
 from fwx.sources.hf import import_transformers  # noqa: E402  (transformers beside a CUDA torchvision)
+from tests.exporter.hf_folders import tiny_config  # noqa: E402  (the one set of tiny Hugging Face shapes)
 
 VOCAB, CONTEXT, PROMPT = 512, 256, 16
 
@@ -43,7 +44,8 @@ def build(folder: Path) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     tf = import_transformers()
-    cfg = tf.LlamaConfig(
+    cfg = tiny_config(  # the tests' Llama shape, scaled up so that a step costs what batching can save
+        "LlamaConfig",
         vocab_size=VOCAB,
         hidden_size=128,
         intermediate_size=256,

@@ -61,13 +61,8 @@ BERT_HEADS = {
 
 def _bert_head(folder: Path, cls: str) -> None:
     tf = hf.transformers()
-    cfg = tf.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
+    cfg = hf.tiny_config(
+        "BertConfig",
         num_labels=2 if cls == "BertForQuestionAnswering" else 3,  # QA splits its logits into start and end
         architectures=[cls],
     )
