@@ -94,8 +94,8 @@ def planted_int8(monkeypatch: pytest.MonkeyPatch) -> None:
 
     real = runner.quantize_onnx
 
-    def quantize(src: Path, out: Path, signature: Any, quant: Any) -> Any:
-        info = real(src, out, signature, quant)
+    def quantize(src: Path, out: Path, signature: Any, quant: Any, graph: str | None = None) -> Any:
+        info = real(src, out, signature, quant, graph)
         model = onnx.load(str(out))
         dq = {n.output[0]: n for n in model.graph.node if n.op_type == "DequantizeLinear"}
         conv = next(n for n in model.graph.node if n.name == NODE)
