@@ -231,7 +231,8 @@ def _touch(p: Path) -> Path:
 
 
 def test_the_loaded_bytes_are_the_checked_bytes(tmp_path: Path) -> None:
-    """A swap after the check cannot reach the loader: every later read is of the private copy."""
+    """A swap after the check cannot reach the loader: every later read of that load is of its private copy;
+    a new call admits the file afresh (an edited model is the new model), into a copy of its own."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
@@ -249,8 +250,10 @@ def test_the_loaded_bytes_are_the_checked_bytes(tmp_path: Path) -> None:
 
     first = load_source(path)
     path.write_bytes(model(-1.0))  # the swap, after fwx read and checked the file
-    again = load_source(path)
-    assert first.path == again.path
     assert first.path != path
     assert onnx.load(str(first.path)).graph.initializer[0].float_data[0] == 2.0
+    again = load_source(path)
+    assert again.path != first.path
+    assert onnx.load(str(first.path)).graph.initializer[0].float_data[0] == 2.0  # the first load's copy stands
+    assert onnx.load(str(again.path)).graph.initializer[0].float_data[0] == -1.0
     snapshot.discard_all()
