@@ -101,7 +101,13 @@ torch_index() {  # sets TORCH_INDEX: where the builds take CPU torch from
         say "the CPU torch index is out of reach: fetching $(grep '^torch==' constraints.txt) into $index"
         "$PY" -m pip download -q --no-deps --only-binary :all: -d "$index/torch" "$(grep '^torch==' constraints.txt)"
     fi
-    port=$("$PY" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+    # A fixed port: the URL is a build arg, part of the dependency layers' cache key, so a new port
+    # each run would reinstall every dependency. A port already taken costs that cache, not the run.
+    port="${FWX_CI_INDEX_PORT:-43175}"
+    if ! "$PY" -c "import socket, sys; socket.socket().bind(('127.0.0.1', int(sys.argv[1])))" "$port" 2>/dev/null; then
+        port=$("$PY" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+        say "port ${FWX_CI_INDEX_PORT:-43175} is taken: the torch index is on $port (the dependency layers rebuild)"
+    fi
     "$PY" -m http.server --bind 127.0.0.1 --directory "$index" "$port" >/dev/null 2>&1 &
     INDEX_PID=$!
     trap 'kill "$INDEX_PID" 2>/dev/null || true' EXIT
