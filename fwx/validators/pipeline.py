@@ -273,7 +273,7 @@ def validate(paths: Sequence[str | Path], options: ValidateOptions | None = None
     opts = options or ValidateOptions()
     device, notes = resolve_device(opts.device)
     col = collect(paths)
-    rebuild = state_dict_ref(opts.model_class, opts.model_kwargs, opts.trust_model_code)
+    rebuild = state_dict_ref(opts.model_class, opts.model_kwargs)
     loose = set_aside(col, rebuild)  # loose state dicts load last, taking the others' signature
     ref_rt: Runtime | None = None
     try:

@@ -2,9 +2,11 @@
 
 A user who has only the weights and the class that defines the network can
 still check an artifact against it. A state dict is plain tensors and runs no
-code, but ``--model-class`` imports the user's module, so it is built only
-with ``--trust-model-code``. It has no signature of its own: it takes the one
-the other artifacts read back, so it is built after they are loaded.
+code; ``--model-class`` names the user's own module on the command line, so it
+is imported as ``fwx export`` imports it, without ``--trust-model-code`` (that
+flag is for code that comes from a model file). It has no signature of its
+own: it takes the one the other artifacts read back, so it is built after they
+are loaded.
 """
 
 from __future__ import annotations
@@ -21,18 +23,15 @@ from fwx.validators.artifacts import Artifact, Collection
 
 @dataclass(frozen=True)
 class StateDictRef:
-    """How to rebuild the loose PyTorch files of a validation: the class, its arguments, the user's consent."""
+    """How to rebuild the loose PyTorch files of a validation: the class and its arguments."""
 
     model_class: str
     model_kwargs: tuple[tuple[str, Any], ...] = ()
-    trusted: bool = False
 
 
-def state_dict_ref(
-    model_class: str | None, model_kwargs: Mapping[str, Any] | None, trusted: bool
-) -> StateDictRef | None:
+def state_dict_ref(model_class: str | None, model_kwargs: Mapping[str, Any] | None) -> StateDictRef | None:
     """The rebuild ``--model-class`` asks for; None without it."""
-    return StateDictRef(model_class, tuple((model_kwargs or {}).items()), trusted) if model_class else None
+    return StateDictRef(model_class, tuple((model_kwargs or {}).items())) if model_class else None
 
 
 def set_aside(col: Collection, ref: StateDictRef | None) -> list[Artifact]:
@@ -43,12 +42,6 @@ def set_aside(col: Collection, ref: StateDictRef | None) -> list[Artifact]:
     if ref is None or col.manifest is not None:
         return []
     loose = [a for a in col.artifacts if a.format is Format.PYTORCH]
-    if loose and not ref.trusted:
-        raise UsageError(
-            f"--model-class {ref.model_class} imports and runs that module's code to rebuild "
-            f"{loose[0].path.name}; fwx runs it only when told to",
-            hint="add --trust-model-code if you trust that module",
-        )
     if loose and len(loose) == len(col.artifacts):
         raise UsageError(
             "nothing to compare: only the state dict was given",

@@ -26,7 +26,7 @@ def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_state_dict_is_the_reference_the_artifact_passes_against(
     weights: Path, torch_files: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["validate", weights, torch_files["onnx"], "--model-class", CLASS, "--trust-model-code", "--json"]
+    args = ["validate", weights, torch_files["onnx"], "--model-class", CLASS, "--json"]
     code, out = fwx_cli(args, capsys)
     assert code == 0, out
     data = json.loads(out[out.index("{") :])
@@ -38,26 +38,16 @@ def test_the_state_dict_is_the_reference_the_artifact_passes_against(
 def test_a_changed_artifact_fails_against_the_state_dict(
     weights: Path, torch_files: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["validate", weights, torch_files["onnx_perturbed"], "--model-class", CLASS, "--trust-model-code"]
+    args = ["validate", weights, torch_files["onnx_perturbed"], "--model-class", CLASS]
     code, out = fwx_cli(args, capsys)
     assert code == 1, out
     assert "FAIL" in out
-
-
-def test_the_class_is_imported_only_with_trust(
-    weights: Path, torch_files: dict[str, Path], capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out = fwx_cli(["validate", weights, torch_files["onnx"], "--model-class", CLASS], capsys)
-    assert code == 2
-    assert f"--model-class {CLASS} imports and runs that module's code" in out
-    assert "--trust-model-code" in out
-    assert "Traceback" not in out
 
 
 def test_a_class_that_does_not_fit_the_weights_says_so(
     weights: Path, torch_files: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["validate", weights, torch_files["onnx"], "--model-class", "runtimes.models:torch_cnn"]
-    code, out = fwx_cli([*args, "--trust-model-code"], capsys)
+    code, out = fwx_cli(args, capsys)
     assert code == 2, out
     assert "does not match runtimes.models:torch_cnn" in out
