@@ -26,44 +26,15 @@ from typing import Any
 from fwx.errors import InputError
 from fwx.safety import fdcopy
 from fwx.safety.beneath import DIR_FLAGS
+from fwx.safety.hf_names import CODE_MAPS, CONFIG, KNOWN
 
-CONFIG = "config.json"
 #: (single file, its sharded index), in the order ``fwx.sources.hf_files.weight_files`` prefers them.
 WEIGHTS = (
     ("model.safetensors", "model.safetensors.index.json"),
     ("pytorch_model.bin", "pytorch_model.bin.index.json"),
 )
-#: Files transformers' config, tokenizer, processor and generation loaders read by name.
-KNOWN = frozenset(
-    {
-        CONFIG,
-        "generation_config.json",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "added_tokens.json",
-        "vocab.txt",
-        "vocab.json",
-        "merges.txt",
-        "spiece.model",
-        "spm.model",
-        "sentencepiece.model",
-        "sentencepiece.bpe.model",
-        "tokenizer.model",
-        "source.spm",
-        "target.spm",
-        "bpe.codes",
-        "preprocessor_config.json",
-        "processor_config.json",
-        "video_preprocessor_config.json",
-        "chat_template.jinja",
-        "chat_template.json",
-    }
-)
 #: A folder of extra chat templates (``additional_chat_templates/<name>.jinja``) transformers reads.
 TEMPLATES = "additional_chat_templates"
-#: JSON files whose ``auto_map`` names modules of the folder (as ``fwx.sources.hf_files`` checks them).
-CODE_MAPS = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json")
 _MAX_JSON = 64 * 2**20
 
 

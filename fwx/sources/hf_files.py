@@ -22,32 +22,14 @@ from typing import Any
 from fwx.errors import InputError, UnsafeModelError, first_line
 from fwx.frameworks import require
 from fwx.quiet import quiet
+from fwx.safety.hf_names import ASSETS, CODE_MAPS
 
 TRUST_HINT = "pass --trust-model-code only if you trust where this folder came from"
 CONFIG = "config.json"
 SAFETENSORS = "model.safetensors"
 BIN = "pytorch_model.bin"
-#: Files a client needs beside the artifacts: tokenizer, preprocessor and generation settings, labels.
-ASSET_NAMES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.txt",
-    "vocab.json",
-    "merges.txt",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-    "tokenizer.model",
-    "preprocessor_config.json",
-    "processor_config.json",
-    "chat_template.jinja",
-)
+ASSET_NAMES = ASSETS  # the files a client needs beside the artifacts (fwx.safety.hf_fileset)
 _MAX_JSON = 64 * 2**20
-#: JSON files whose ``auto_map`` makes transformers import Python code from the folder.
-_CODE_MAPS = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json")
 
 
 def check_folder(folder: Path, *, trust: bool) -> dict[str, Any]:
@@ -64,7 +46,7 @@ def check_folder(folder: Path, *, trust: bool) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise InputError(f"{folder / CONFIG} is not a JSON object", hint="save the model with save_pretrained")
     if not trust:
-        for name in _CODE_MAPS:
+        for name in CODE_MAPS:
             data = config if name == CONFIG else _optional_json(folder / name)
             if isinstance(data, dict) and data.get("auto_map"):
                 names = ", ".join(sorted(str(v) for v in _values(data["auto_map"])))[:200]

@@ -144,7 +144,6 @@ def test_the_file_set_holds_every_file_the_hugging_face_path_reads_by_name() -> 
     from fwx.sources import hf_files
 
     assert set(hf_files.ASSET_NAMES) <= hf_fileset.KNOWN  # copied beside the artifacts, so copied in first
-    assert set(hf_files._CODE_MAPS) == set(hf_fileset.CODE_MAPS)
     assert tuple(single for single, _ in hf_fileset.WEIGHTS) == (hf_files.SAFETENSORS, hf_files.BIN)
 
 
