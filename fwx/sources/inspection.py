@@ -205,7 +205,8 @@ def _hf_folder(p: Path, info: dict[str, Any], *, trust: bool) -> None:
     except UsageError as exc:
         info["notes"].append(exc.message)
         return
-    info["metadata"].update(task=task, outputs=list(hf_tasks.get_task(task).outputs))
+    arch = next(iter(config.get("architectures") or []), "")
+    info["metadata"].update(task=task, outputs=list(hf_tasks.task_outputs(task, str(arch))))
     info["notes"].append(f"export it with: fwx export {p} --task {task} (see docs/huggingface.md for the tasks)")
 
 

@@ -202,6 +202,23 @@ def test_weights_fill_a_factory_module(tmp_path: Path) -> None:
         load_source(tmp_path / "w.safetensors", weights=str(tmp_path / "w.safetensors"))
 
 
+@pytest.mark.parametrize(
+    ("arch", "model_type", "outputs"),
+    [
+        ("DetrForSegmentation", "detr", ["logits", "pred_boxes", "pred_masks"]),
+        ("MaskFormerForInstanceSegmentation", "maskformer", ["class_queries_logits", "masks_queries_logits"]),
+        ("SegformerForSemanticSegmentation", "segformer", ["logits"]),
+    ],
+)
+def test_inspect_lists_the_outputs_a_segmentation_head_writes(
+    tmp_path: Path, arch: str, model_type: str, outputs: list[str]
+) -> None:
+    from fwx.sources.inspection import inspect_path
+
+    folder = _folder(tmp_path, {"architectures": [arch], "model_type": model_type})
+    assert inspect_path(folder)["metadata"]["outputs"] == outputs
+
+
 def test_inspect_reads_a_folder_as_data_and_names_its_task(tmp_path: Path) -> None:
     from fwx.sources.inspection import inspect_path
 
