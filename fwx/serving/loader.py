@@ -112,10 +112,9 @@ def load_version(path: Path, settings: LoadSettings, probed: MutableSet[str]) ->
     ``probed`` holds the sha256 of artifacts already probed safely (shared with
     the manager), so an unchanged artifact is probed once per process.
     """
-    if settings.trust_model_code:
-        return _load_manifest(path, settings, probed)
     # The version is copied once into this process's private scratch; the copy is verified against the
     # manifest's checksums and is the only copy the probe and the runtime read (fwx.safety.snapshot).
+    # Trusted or not: --trust-model-code lets model code run, it does not let unverified bytes in.
     snap = snapshot.take(path, parent=sandbox.scratch_dir())
     try:
         loaded = _load_manifest(snap.path, settings, probed, origin=path)
@@ -133,8 +132,7 @@ def load_version(path: Path, settings: LoadSettings, probed: MutableSet[str]) ->
 def _load_manifest(path: Path, settings: LoadSettings, probed: MutableSet[str], origin: Path | None = None) -> Loaded:
     """``origin``: the repository's version folder ``path`` is a private copy of (names artifacts for the guard)."""
     manifest = Manifest.read(path)
-    if not settings.trust_model_code:
-        manifest.verify(path)
+    manifest.verify(path)
     options = candidates(manifest, settings.prefer)
     if not options:
         have = ", ".join(sorted(e.format for e in manifest.artifacts.values())) or "none"
@@ -178,8 +176,8 @@ def _load_one(
     artifact = path / entry.path
     sig = manifest.sig()
     probe_s: float | None = None
-    # The cache is keyed by checksum, so it is only sound when checksums were verified.
-    key = f"{fmt.value}:{entry.sha256}" if entry.sha256 and not settings.trust_model_code else ""
+    # The cache is keyed by checksum, sound because the checksums were verified.
+    key = f"{fmt.value}:{entry.sha256}" if entry.sha256 else ""
     if settings.probe and (not key or key not in probed):
         probe_s = probe(
             fmt,

@@ -83,8 +83,10 @@ def test_version_policies(make_config: Any, policy: str, served: list[int]) -> N
     run_manager(cfg, body)
 
 
-def test_checksum_mismatch_fails_newest_and_keeps_previous(make_config: Any) -> None:
-    cfg = nocheck(make_config())
+@pytest.mark.parametrize("trust", [False, True], ids=["untrusted", "trusted"])
+def test_checksum_mismatch_fails_newest_and_keeps_previous(make_config: Any, trust: bool) -> None:
+    """--trust-model-code lets model code run; it does not let bytes fwx.json does not vouch for in."""
+    cfg = nocheck(make_config(trust_model_code=trust))
     publish(cfg.repository, "lin", 1)
     publish(cfg.repository, "lin", 2, kind="checksum")
     failures: list[tuple[str, int, str]] = []
