@@ -20,12 +20,13 @@ from fwx.errors import FwxError, InputError
 from fwx.formats import Format
 from fwx.manifest import ArtifactEntry, Manifest
 from fwx.runtimes.base import Runtime, available_runtimes, load_runtime, warmup, warmup_inputs
-from fwx.safety import sandbox, snapshot
-from fwx.safety.snapshot import Snapshot
+from fwx.safety import sandbox
 from fwx.serving.config import DEFAULT_PREFER
 from fwx.serving.loader_probe import ProbeLimits, probe
 from fwx.serving.output_check import check_outputs
 from fwx.signature import Signature, is_dynamic
+from fwx.sources import boundary
+from fwx.sources.boundary import Admitted
 
 log = logging.getLogger("fwx.serving")
 
@@ -68,7 +69,7 @@ class Loaded:
     path: Path
     seconds: float
     probe_seconds: float | None
-    snapshot: Snapshot | None = None  # the private copy it was loaded from; discard it after closing the runtime
+    snapshot: Admitted | None = None  # the private copy it was loaded from; discard it after closing the runtime
 
 
 def is_batchable(sig: Signature, runtime: Runtime) -> bool:
@@ -115,17 +116,17 @@ def load_version(path: Path, settings: LoadSettings, probed: MutableSet[str]) ->
     # The version is copied once into this process's private scratch; the copy is verified against the
     # manifest's checksums and is the only copy the probe and the runtime read (fwx.safety.snapshot).
     # Trusted or not: --trust-model-code lets model code run, it does not let unverified bytes in.
-    snap = snapshot.take(path, parent=sandbox.scratch_dir())
+    admitted = boundary.admit(path, parent=sandbox.scratch_dir())  # the one boundary, as every command's
     try:
-        loaded = _load_manifest(snap.path, settings, probed, origin=path)
+        loaded = _load_manifest(admitted.path, settings, probed, origin=path)
     except FwxError as exc:
-        snap.discard()
-        exc.message = snap.display(exc.message)  # name the repository's files, not the private copy
+        admitted.discard()
+        exc.message = exc.message.replace(str(admitted.path), str(path))  # the repository's files, not the copy
         raise
     except BaseException:
-        snap.discard()
+        admitted.discard()
         raise
-    loaded.snapshot = snap
+    loaded.snapshot = admitted
     return loaded
 
 

@@ -29,7 +29,6 @@ from fwx.errors import ForbiddenError, FwxError, InputError, NotFoundError, Unav
 from fwx.formats import Format, parse_format
 from fwx.manifest import Manifest
 from fwx.runtimes.base import Runtime
-from fwx.safety.snapshot import Snapshot
 from fwx.serving.config import DEFAULT_PREFER
 from fwx.serving.control import resolve_model_dir
 from fwx.serving.loader import PLATFORMS, LoadSettings, is_batchable, load_version
@@ -37,6 +36,7 @@ from fwx.serving.loader_probe import ProbeLimits, drop_spares, keep_warm, kill_a
 from fwx.serving.scan import Fingerprint, Scanner
 from fwx.serving.version_policy import VersionPolicy, parse_version_policy, policy_for
 from fwx.signature import Signature
+from fwx.sources.boundary import Admitted
 
 if TYPE_CHECKING:
     from fwx.serving.config import ServerConfig
@@ -64,7 +64,7 @@ class LoadedModel:
     # which read it, annotate it), so models need not import upward.
     slot: Any = None
     inflight: int = 0
-    snapshot: Snapshot | None = None  # the private copy the runtime was loaded from (fwx.safety.snapshot)
+    snapshot: Admitted | None = None  # the private copy the runtime was loaded from (fwx.sources.boundary)
 
     def close(self) -> None:
         """Close the runtime, then drop its private copy; hand freed heap back to the OS."""

@@ -16,6 +16,7 @@ else calls the snapshot functions: a test walks the code and enforces it.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,11 @@ class Admitted:
     sha256: str  # of ``path``, as fwx.json records the source
     root: Path  # the private folder holding the copy (what the loader's sandbox grants for reading)
     left_out: tuple[str, ...] = ()  # a Hugging Face folder's entries not in its own file set (folders as name/)
+
+    def discard(self) -> None:
+        """Remove the private copy (a server unloading a version); admitting the path again copies it anew."""
+        _ADMITTED.pop(self.path, None)
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 #: Admitted models of this process, by the private copy's path.

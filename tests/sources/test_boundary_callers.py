@@ -33,11 +33,6 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
         {"fwx.safety.snapshot.register", "fwx.safety.snapshot.taken"},
         "the boundary itself: admit() takes the one copy",
     ),
-    "fwx.serving.loader": (
-        {"fwx.safety.snapshot.take"},
-        "a repository version fwx published, copied inside the serve worker's walls and checked against its "
-        "fwx.json checksums before a runtime reads it",
-    ),
 }
 #: The copying layer's own modules use each other freely.
 LAYER = {"fwx.safety.snapshot", "fwx.safety.fdcopy", "fwx.safety.beneath", "fwx.safety.hf_fileset"}
