@@ -268,9 +268,12 @@ def test_serve_refuses_every_hostile_version(corpus: Corpus) -> None:
     assert answer["outputs"][0]["data"] == [9.0], answer
     for name in names:
         assert index.get(name, {}).get("state") not in ("READY", None), (name, index.get(name), log[-3000:])
-        lines = [ln for ln in log.splitlines() if f"model {name} v1 failed to load" in ln]
         needle = NEEDLES.get(name) or corpus.manifests[name]
-        assert len(lines) == 1, (name, lines, log[-3000:])
-        assert needle in lines[0], (name, lines[0])
+        assert needle in index[name].get("reason", ""), (name, index[name])  # the reason, as the API gives it
+        # ...and logged at most once (the worker's and the supervisor's lines share one pipe: the index, not
+        # the captured log, is what this test relies on for the reason)
+        lines = [ln for ln in log.splitlines() if f"model {name} v1 failed to load" in ln]
+        assert len(lines) <= 1, (name, lines)
+        assert all(needle in ln for ln in lines), (name, lines)
     assert "Traceback" not in log, log[-3000:]
     assert corpus.ran() == []
