@@ -18,6 +18,7 @@ lengths (the shorter one padded at the end, then the same rows padded at the sta
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,25 +186,38 @@ def _cases(model: Any, shape: DecoderShape, vocab: int) -> tuple[tuple[str, dict
     )
 
 
+def greedy_errors(
+    model: Any,
+    cases: Sequence[tuple[str, dict[str, np.ndarray]]],
+    memo: list[list[list[int]]],
+    steps: int,
+    run: Callable[[dict[str, np.ndarray]], Any],
+) -> list[str]:
+    """What differs between ``run(inputs)`` and transformers' greedy tokens, case by case (the reference is
+    computed once, into ``memo``); never raises while measuring."""
+    if not memo:
+        try:
+            memo.extend(reference_tokens(model, inputs, steps) for _, inputs in cases)
+        except Exception as exc:  # noqa: BLE001 - never raise while measuring
+            return [f"transformers' generate() cannot run this model: {str(exc).splitlines()[0][:200]}"]
+    errors: list[str] = []
+    for (what, inputs), want in zip(cases, memo, strict=True):
+        try:
+            got = run(inputs)
+        except Exception as exc:  # noqa: BLE001 - never raise while measuring
+            errors.append(f"greedy generation ({what}) failed: {str(exc).splitlines()[0][:200]}")
+            continue
+        errors += _differs(what, got, want)
+    return errors
+
+
 def greedy_check(model: Any, shape: DecoderShape, vocab: int, *, steps: int = STEPS) -> UsageCheck:
     """Greedy decoding with the artifact against transformers', for one input alone and a batch of two."""
     cases = _cases(model, shape, vocab)
     memo: list[list[list[int]]] = []
 
     def check(rt: Any) -> tuple[list[str], list[str]]:
-        if not memo:
-            try:
-                memo.extend(reference_tokens(model, inputs, steps) for _, inputs in cases)
-            except Exception as exc:  # noqa: BLE001 - never raise while measuring
-                return [f"transformers' generate() cannot run this model: {str(exc).splitlines()[0][:200]}"], []
-        errors: list[str] = []
-        for (what, inputs), want in zip(cases, memo, strict=True):
-            try:
-                got = generate(rt, model, inputs, shape, steps)
-            except Exception as exc:  # noqa: BLE001 - never raise while measuring
-                errors.append(f"greedy generation ({what}) failed: {str(exc).splitlines()[0][:200]}")
-                continue
-            errors += _differs(what, got, want)
+        errors = greedy_errors(model, cases, memo, steps, lambda inputs: generate(rt, model, inputs, shape, steps))
         if errors:
             return errors, []
         whats = "; ".join(what for what, _ in cases)

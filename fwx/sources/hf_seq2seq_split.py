@@ -20,9 +20,9 @@ import torch
 
 from fwx.signature import TensorSpec
 from fwx.sources.extras import UsageCheck
-from fwx.sources.hf_cache import STEPS, _differs, _eos, _layer, _until_eos
+from fwx.sources.hf_cache import STEPS, _eos, _layer, _until_eos
 from fwx.sources.hf_modules import forward_params
-from fwx.sources.hf_seq2seq import DecoderShape, _cases, _encode, _start, reference_tokens
+from fwx.sources.hf_seq2seq import DecoderShape, _cases, _encode, _start, greedy_errors
 
 
 def _cache(layers: int, own: list[Any], cross: list[Any]) -> Any:
@@ -171,20 +171,10 @@ def greedy_check(
     torch_later = _InTorch(PastDecoder(model, shape).eval(), specs["decoder-with-past"])
 
     def check(rt: Any) -> tuple[list[str], list[str]]:
-        if not memo:
-            try:
-                memo.extend(reference_tokens(model, inputs, steps) for _, inputs in cases)
-            except Exception as exc:  # noqa: BLE001 - never raise while measuring
-                return [f"transformers' generate() cannot run this model: {str(exc).splitlines()[0][:200]}"], []
         first, later = (rt, torch_later) if role == "decoder" else (torch_first, rt)
-        errors: list[str] = []
-        for (what, inputs), want in zip(cases, memo, strict=True):
-            try:
-                got = generate(first, later, model, inputs, shape, steps)
-            except Exception as exc:  # noqa: BLE001 - never raise while measuring
-                errors.append(f"greedy generation ({what}) failed: {str(exc).splitlines()[0][:200]}")
-                continue
-            errors += _differs(what, got, want)
+        errors = greedy_errors(
+            model, cases, memo, steps, lambda inputs: generate(first, later, model, inputs, shape, steps)
+        )
         if errors:
             return errors, []
         other = "decoder_with_past" if role == "decoder" else "decoder"
