@@ -260,14 +260,11 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _cpu_flags() -> list[str]:
-    """The flags that decide onnxruntime's int8 kernels (VNNI, AVX-512, AVX2)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return []
-    line = next((x for x in text.splitlines() if x.startswith("flags")), "")
-    return [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni") if f in line.split()]
+def _cpu() -> dict[str, Any]:
+    """The CPU as fwx.json records it for an INT8 artifact (model, the INT8-relevant flags, kernel class)."""
+    from fwx.quantize.cpu import features
+
+    return features().to_json()
 
 
 def main() -> None:
@@ -293,7 +290,7 @@ def main() -> None:
 
 
 def _write(out: Path, results: dict[str, Any]) -> None:
-    doc = {"provenance": provenance(), "cpu_flags": _cpu_flags(), "what": __doc__.splitlines()[0], "networks": results}
+    doc = {"provenance": provenance(), "cpu": _cpu(), "what": __doc__.splitlines()[0], "networks": results}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
 
