@@ -6,9 +6,8 @@ from __future__ import annotations
 CONFIG = "config.json"
 #: Files a client needs beside the artifacts (tokenizer, preprocessor and generation settings, labels):
 #: copied into every version exported from a folder (``fwx.sources.hf_files``).
-ASSETS = (
-    CONFIG,
-    "generation_config.json",
+#: The tokenizer's own files (a folder holding any of them has a tokenizer to try).
+TOKENIZER = (
     "tokenizer.json",
     "tokenizer_config.json",
     "special_tokens_map.json",
@@ -19,6 +18,11 @@ ASSETS = (
     "spiece.model",
     "sentencepiece.bpe.model",
     "tokenizer.model",
+)
+ASSETS = (
+    CONFIG,
+    "generation_config.json",
+    *TOKENIZER,
     "preprocessor_config.json",
     "processor_config.json",
     "chat_template.jinja",

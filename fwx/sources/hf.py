@@ -25,6 +25,7 @@ from fwx import ui
 from fwx.errors import InputError, first_line
 from fwx.frameworks import require
 from fwx.quiet import quiet
+from fwx.safety import hf_names
 from fwx.signature import TensorSpec
 from fwx.sources import hf_files, hf_tasks
 from fwx.sources.extras import SourceExtras
@@ -282,7 +283,7 @@ def _tokenized(folder: Path, specs: tuple[TensorSpec, ...]) -> tuple[dict[str, A
     """A few sentences through the folder's own tokenizer, padded (a batch of three and one alone), for
     text inputs; nothing when there is no tokenizer or the inputs are not the tokenizer's."""
     names = [s.name for s in specs]
-    if not names or names[0] != "input_ids" or not any((folder / n).is_file() for n in hf_files.ASSET_NAMES[2:10]):
+    if not names or names[0] != "input_ids" or not any((folder / n).is_file() for n in hf_names.TOKENIZER):
         return ()
     tf = import_transformers()
     try:
