@@ -65,6 +65,7 @@ REST = [
     Rest("load_model", "POST", "/v2/repository/models/spare/load"),
     Rest("unload_model", "POST", "/v2/repository/models/spare/unload"),
     # the table's models take tensors, not text: an allowed caller passes auth and gets the 400 that says so
+    Rest("repository_index", "GET", "/v1/models"),
     Rest("infer", "POST", "/v1/completions", COMPLETION, 400),
     Rest("infer", "POST", "/v1/chat/completions", CHAT, 400),
     *(

@@ -161,7 +161,10 @@ class Routes:
         return Response(tf_serving.encode_predict(resp, style), media_type=JSON)
 
     async def tf_status(self, request: Request) -> Response:
-        return _json(tf_serving.model_status(self.dp.model_status(*self._mv(request), auth=self._auth(request))))
+        """TF Serving's status, with OpenAI's ``Model`` fields beside it: the route is also OpenAI's retrieve."""
+        name, version = self._mv(request)
+        status = tf_serving.model_status(self.dp.model_status(name, version, auth=self._auth(request)))
+        return _json(status | self.dp.tasks.openai_fields(name, version))
 
     async def tf_metadata(self, request: Request) -> Response:
         m = self.dp.served_model(*self._mv(request), auth=self._auth(request))
@@ -184,6 +187,7 @@ def _routes(r: Routes) -> list[tuple[str, Endpoint, str]]:
         ("/v2/repository/models/{model}/unload", r.unload, "POST"),
         ("/metrics", r.metrics, "GET"),
         ("/v2/openapi.json", r.openapi, "GET"),
+        ("/v1/models", g.models, "GET"),
         ("/v1/completions", g.completions, "POST"),
         ("/v1/chat/completions", g.chat, "POST"),
     ]

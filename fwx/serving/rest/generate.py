@@ -131,6 +131,14 @@ class GenerateRoutes:
         return self._stream(request, gen, events())
 
     # ------------------------------------------------------------------ OpenAI
+    async def models(self, request: Request) -> Response:
+        """``GET /v1/models``: OpenAI's list of the models that generate (``TaskPlane.openai_models``)."""
+        try:
+            data = self.dp.tasks.openai_models(request.headers.get("authorization"))
+        except FwxError as exc:
+            return Response(orjson.dumps(protocols.openai_error(exc)), exc.http_status, media_type=JSON)
+        return Response(orjson.dumps({"object": "list", "data": data}), media_type=JSON)
+
     async def completions(self, request: Request) -> Response:
         return await self._openai(request, protocols.completions, is_chat=False)
 

@@ -67,6 +67,7 @@ OPERATIONS: dict[str, tuple[str, dict[str, Any] | None, Any]] = {
     "openapi": ("This document", None, _OBJECT),
     "generate": ("Triton generate: text_input in, text_output out (text-generation-with-past)", _GENERATE, _OBJECT),
     "generate_stream": ("Triton generate_stream: text_output deltas as server-sent events", _GENERATE, _SSE),
+    "models": ("OpenAI-compatible model list: the models that generate", None, _OBJECT),
     "completions": ("OpenAI-compatible completions (stream: true for server-sent events)", _COMPLETION, _OBJECT),
     "chat": ("OpenAI-compatible chat completions (stream: true for server-sent events)", _CHAT, _OBJECT),
 }
@@ -92,7 +93,7 @@ def _response(answer: Any) -> dict[str, Any]:
 
 
 def _error_schema(name: str) -> dict[str, Any]:
-    return _OPENAI_ERROR if name in ("completions", "chat") else _ERROR
+    return _OPENAI_ERROR if name in ("completions", "chat", "models") else _ERROR
 
 
 def _operation(path: str, method: str, name: str) -> dict[str, Any]:

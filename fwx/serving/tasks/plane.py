@@ -16,7 +16,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Protocol
 
-from fwx.errors import InputError, UnavailableError
+from fwx.errors import FwxError, InputError, UnavailableError
 from fwx.serving.failures import failure_reason
 from fwx.serving.tasks import kserve_generate
 from fwx.serving.tasks.assets import GENERATE, TextAssets, assets_of, task_of
@@ -139,6 +139,31 @@ class TaskPlane:
             raise
         return Generation(self.engine(model), seq, assets.tokenizer, release, model)
 
+    # ------------------------------------------------------------ OpenAI models
+    def openai_models(self, auth: str | None) -> list[dict[str, object]]:
+        """``GET /v1/models``: the models ``/v1/completions`` can generate with (their newest ready version),
+        since that is what an OpenAI client lists them for; every other model is in the repository index."""
+        self.dp.authorize("repository_index", auth)
+        out = []
+        for name in self.dp.manager.models():
+            try:
+                model = self.dp.manager.get(name, None)
+            except FwxError:  # no version ready: nothing to generate with
+                continue
+            if task_of(model) == GENERATE:
+                out.append(openai_model(name, model))
+        return out
+
+    def openai_fields(self, name: str, version: str | None) -> dict[str, object]:
+        """OpenAI's ``Model`` fields for TF Serving's status answer at ``GET /v1/models/{m}`` (the route both
+        APIs use; each client ignores the other's fields), for a model ``/v1/models`` lists; any other model's
+        status stays TF Serving's own body. Called after the status lookup authorized it."""
+        try:
+            model = self.dp.manager.get(name, version)
+        except FwxError:  # no ready version: TF Serving's status says why, and there is nothing to generate with
+            return {}
+        return openai_model(name, model) if task_of(model) == GENERATE else {}
+
     def record(self, gen: Generation, t0: int, failure: str | None) -> None:
         """One finished generation request in the version's request statistics (``failure``: its reason)."""
         slot = gen.model.slot
@@ -200,6 +225,20 @@ class TaskPlane:
             text, finish = await gen.text()
             return kserve_generate.response(request, str(model.version), text, finish, _usage(gen))
         return await run_text_task(model, slot, assets, request, deadline)
+
+
+def openai_model(name: str, model: LoadedModel) -> dict[str, object]:
+    """One entry of OpenAI's model list: ``created`` is when fwx.json says the version was exported."""
+    return {"id": name, "object": "model", "created": _created(model), "owned_by": "fwx"}
+
+
+def _created(model: LoadedModel) -> int:
+    from datetime import datetime
+
+    try:
+        return int(datetime.fromisoformat(model.manifest.created).timestamp())
+    except (ValueError, TypeError):
+        return 0
 
 
 def _usage(gen: Generation) -> Usage:
