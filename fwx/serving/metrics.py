@@ -181,6 +181,7 @@ class _Collector:
         yield fail
         yield ready
         yield _sandbox_family()
+        yield _walls_family()
         yield _info_family(self.metrics.replica)
         if self.metrics.manager is not None:
             yield from model_families(self.metrics.manager)
@@ -196,6 +197,21 @@ def _sandbox_family() -> Any:
         "fwx_sandbox_enabled", "1 when model loading runs inside the Landlock sandbox.", labels=["landlock_abi"]
     )
     fam.add_metric([str(status.abi)], 1.0 if status.on else 0.0)
+    return fam
+
+
+def _walls_family() -> Any:
+    """``fwx_wall_up{wall}``: 1 per wall standing around this worker's loading, 0 per missing one
+    (``fwx.safety.walls.report``, as ``GET /v2`` lists them), so an alert can name the wall that fell."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    from fwx.safety.walls import report
+
+    fam = GaugeMetricFamily(
+        "fwx_wall_up", "1 when this wall stands around model loading, 0 when missing.", labels=["wall"]
+    )
+    for wall in report().walls:
+        fam.add_metric([wall.name], 1.0 if wall.up else 0.0)
     return fam
 
 

@@ -10,9 +10,9 @@ the others' snapshots (at most a second old).
 
 Merge rules: counters and histograms add up (a dead worker's last snapshot
 still counts, so totals never drop when a worker is restarted); gauges add up
-(queue depth, process memory and open files) except readiness, minima and the
-process start time (min), maxima, GPU gauges, server info and the fd limit (max),
-and running input means/stds (the unweighted mean over live workers). The
+(queue depth, process memory and open files) except readiness, the sandbox and
+wall gauges, minima and the process start time (min), maxima, GPU gauges,
+server info and the fd limit (max), and running input means/stds (the unweighted mean over live workers). The
 result is a registry, so it is encoded the way the scrape asked (text 0.0.4 or
 OpenMetrics).
 """
@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-_MIN = {"fwx_server_ready", "fwx_input_min", "process_start_time_seconds"}
+# a wall or the sandbox is up for the server only when it is up in every worker (a sum would read 4 for 4 workers)
+_MIN = {"fwx_server_ready", "fwx_input_min", "process_start_time_seconds", "fwx_sandbox_enabled", "fwx_wall_up"}
 _MAX = {"fwx_input_max", "fwx_gpu_utilization_ratio", "fwx_gpu_memory_used_bytes", "fwx_server_info", "process_max_fds"}
 _MEAN = {"fwx_input_mean", "fwx_input_std"}
 

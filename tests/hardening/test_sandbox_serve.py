@@ -122,6 +122,9 @@ def test_workers_say_they_are_sandboxed(served: dict[str, Any]) -> None:
     metrics = httpx.get(f"{served['url']}/metrics", timeout=5).text
     assert 'fwx_sandbox_enabled{landlock_abi="' in metrics
     assert [ln for ln in metrics.splitlines() if ln.startswith("fwx_sandbox_enabled")][0].endswith(" 1.0")
+    walls = {ln.split('"')[1]: ln.rsplit(" ", 1)[1] for ln in metrics.splitlines() if ln.startswith("fwx_wall_up{")}
+    assert walls == dict.fromkeys(meta["walls"]["walls"], "1.0"), metrics  # every wall /v2 lists, each up
+    assert {"landlock", "network", "proc", "memory"} <= walls.keys()
 
 
 def test_the_hostile_version_never_escapes(served: dict[str, Any]) -> None:

@@ -107,6 +107,18 @@ def test_merge_adds_counters_keeps_dead_counters_and_drops_dead_gauges() -> None
     assert 'fwx_queue_depth{model="m"} 4.0' in text  # the dead worker's gauge is gone
 
 
+def test_merged_walls_are_up_only_where_every_worker_has_them() -> None:
+    a = (
+        b'# TYPE fwx_sandbox_enabled gauge\nfwx_sandbox_enabled{landlock_abi="7"} 1.0\n'
+        b'# TYPE fwx_wall_up gauge\nfwx_wall_up{wall="landlock"} 1.0\nfwx_wall_up{wall="seccomp"} 1.0\n'
+    )
+    b = a.replace(b'seccomp"} 1.0', b'seccomp"} 0.0')
+    text = merge([(a, True), (a, True), (b, True)]).decode()
+    assert 'fwx_sandbox_enabled{landlock_abi="7"} 1.0' in text  # not 3.0: three sandboxed workers
+    assert 'fwx_wall_up{wall="landlock"} 1.0' in text
+    assert 'fwx_wall_up{wall="seccomp"} 0.0' in text  # one worker without it is enough to say it is down
+
+
 def test_a_worker_publishes_its_readiness_and_wakes_the_supervisor_only_on_a_change(tmp_path: Path) -> None:
     state = RunState.create(tmp_path, 2)
     one, zero = RunState.open(tmp_path, 2, 1), RunState.open(tmp_path, 2, 0)
