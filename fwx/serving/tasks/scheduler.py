@@ -113,6 +113,7 @@ class Engine:
         self._mask = np.zeros((0, 0), dtype=np.int64)
         self._cache: list[np.ndarray] = []
         self._next = np.zeros((0,), dtype=np.int64)
+        self._joining: list[Sequence] = []  # the prompts the step in flight prefills
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -171,30 +172,48 @@ class Engine:
         seq.tokens.put_nowait(exc)
 
     async def _run(self) -> None:
-        """Iterate while any request runs or waits; the task ends when the engine is idle."""
+        """Iterate while any request runs or waits; the task ends when the engine is idle.
+
+        Step k+1 starts in the compute thread before step k's tokens are handed out, so the
+        event loop's per-token work (queues, metrics, and in a server the streams themselves)
+        overlaps the model's run, which releases the GIL, instead of adding to every step.
+        """
         loop = asyncio.get_running_loop()
-        while self._rows or self._waiting:
-            room = self.options.max_rows - len(self._rows)
-            joining = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
+        step = self._start(loop)
+        while step is not None:
             try:
-                picks, left = await loop.run_in_executor(None, self._iteration, joining)
+                picks, left = await step
             except Exception as exc:  # noqa: BLE001 - a failed step fails its rows, not the server
                 log.exception("generation step failed")
                 err = exc if isinstance(exc, FwxError) else ServingError(f"generation failed: {exc}")
-                for seq in [*self._rows, *joining]:
+                for seq in dict.fromkeys([*self._rows, *self._joining]):  # a joined row is in both
                     self._fail(seq, err)
                 self._reset()
+                step = self._start(loop)
                 continue
-            now = time.perf_counter()
-            for seq, token, finish in picks:
-                if not seq.cancelled:
-                    seq.delivered += 1
-                    self.stats.token(id(seq), seq.t_submit, len(seq.prompt), seq.delivered, now, finish is not None)
-                    seq.tokens.put_nowait((token, finish))
-                    if finish is not None:
-                        seq.tokens.put_nowait(None)
+            step = self._start(loop)
+            self._deliver(picks)
             for seq in left:
                 self._release(seq)
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[tuple[list[Pick], list[Sequence]]] | None:
+        """The next step in the compute thread, with the prompts that fit; None when nothing runs or waits."""
+        if not (self._rows or self._waiting):
+            return None
+        live = sum(not (s.done or s.cancelled) for s in self._rows)  # finished rows leave at the step's start
+        room = self.options.max_rows - live
+        self._joining = [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
+        return loop.run_in_executor(None, self._iteration, self._joining)
+
+    def _deliver(self, picks: list[Pick]) -> None:
+        now = time.perf_counter()
+        for seq, token, finish in picks:
+            if not seq.cancelled:
+                seq.delivered += 1
+                self.stats.token(id(seq), seq.t_submit, len(seq.prompt), seq.delivered, now, finish is not None)
+                seq.tokens.put_nowait((token, finish))
+                if finish is not None:
+                    seq.tokens.put_nowait(None)
 
     def _reset(self) -> None:
         self._rows = []
@@ -255,9 +274,12 @@ class Engine:
         return np.asarray(out["logits"])[:, -1], present
 
     def _draw(self, rows: list[Sequence], logits: np.ndarray) -> list[Pick]:
+        """One token per row: greedy rows in one argmax over the batch, sampled rows one by one."""
+        best = logits.argmax(axis=1).tolist()
         picks = []
-        for seq, row in zip(rows, logits, strict=True):
-            token = pick(row, seq.params, seq.rng)
+        for seq, token, row in zip(rows, best, logits, strict=True):
+            if seq.rng is not None:
+                token = pick(row, seq.params, seq.rng)
             picks.append((seq, token, seq.advance(token)))
         return picks
 
