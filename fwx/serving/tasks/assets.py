@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 MAX_ASSET_BYTES = 64 * 2**20
 TEXT_TASKS = ("text-classification", "token-classification", "question-answering", "fill-mask", "feature-extraction")
 GENERATE = "text-generation-with-past"
+#: Tasks whose BYTES inputs are encoded media rather than text (``vision``, ``audio``): no tokenizer.
+IMAGE_TASKS = ("image-classification",)
+AUDIO_TASKS = ("audio-classification", "automatic-speech-recognition")
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ def task_of(model: LoadedModel) -> str | None:
     read from its signature and config."""
     recorded = model.manifest.task
     if recorded:  # as exported; one part of a multi-model task (``TASK:part``) is served as tensors
-        return recorded if recorded in (*TEXT_TASKS, GENERATE) else None
+        return recorded if recorded in (*TEXT_TASKS, GENERATE, *IMAGE_TASKS, *AUDIO_TASKS) else None
     names = set(model.signature.input_names)
     if "input_ids" not in names:
         return None
@@ -121,6 +124,13 @@ def _read(model: LoadedModel, name: str) -> bytes:
             f"{model.name}: {name} differs from the checksum fwx.json recorded", hint="re-export the model"
         )
     return data
+
+
+def json_asset(model: LoadedModel, name: str) -> dict[str, Any]:
+    """One of the version's JSON assets, checked against fwx.json's sha256 (a 400 when it has none)."""
+    if name not in model.manifest.assets:
+        raise InputError(f"model {model.name} has no {name} in its version", hint="re-export the Hugging Face folder")
+    return _json(model, name)
 
 
 def _json(model: LoadedModel, name: str) -> dict[str, Any]:

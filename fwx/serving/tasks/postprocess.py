@@ -25,8 +25,30 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def _label(assets: TextAssets, index: int) -> str:
-    table = assets.config.get("id2label") or {}
+    return label_of(assets.config, index)
+
+
+def label_of(config: dict[str, Any], index: int) -> str:
+    table = config.get("id2label") or {}
     return str(table.get(str(index), table.get(index, f"LABEL_{index}")))
+
+
+def top_labels(config: dict[str, Any], logits: np.ndarray, k: int) -> list[list[dict[str, Any]]]:
+    """The ``k`` best labels per row, best first, scored as the image and audio classification pipelines score
+    (sigmoid for one label or multi-label problems, the raw logits for regression, else softmax)."""
+    problem = config.get("problem_type")
+    x = logits.astype(np.float64)
+    if problem == "regression":
+        scores = x
+    elif problem == "multi_label_classification" or logits.shape[-1] == 1:
+        scores = 1.0 / (1.0 + np.exp(-x))
+    else:
+        scores = softmax(x)
+    out = []
+    for row in scores:
+        order = np.argsort(-row, kind="stable")[: max(1, min(k, row.shape[-1]))]
+        out.append([{"label": label_of(config, int(i)), "score": float(row[i])} for i in order])
+    return out
 
 
 def classify(assets: TextAssets, logits: np.ndarray) -> list[dict[str, Any]]:

@@ -70,7 +70,12 @@ async def run_text_task(
     encs = encode(assets, texts, contexts)  # question first, context second: its sequence id is 1
     feeds = tensors(assets, encs, model.signature.input_names)
     outputs = await slot.batcher.submit(feeds, len(encs), deadline)
-    docs = [orjson.dumps(a) for a in _answers(assets, dict(outputs), encs, feeds, contexts)]
+    return jsonlist(model, request, _answers(assets, dict(outputs), encs, feeds, contexts))
+
+
+def jsonlist(model: LoadedModel, request: InferRequest, answers: list[Any]) -> InferResponse:
+    """One JSON document per input in one BYTES output ``output``, marked as MLServer marks it."""
+    docs = [orjson.dumps(a) for a in answers]
     data = np.empty(len(docs), dtype=object)
     data[:] = docs
     tensor = InferTensor("output", "BYTES", [len(docs)], data, {"content_type": "hg_jsonlist"})
