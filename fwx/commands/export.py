@@ -43,7 +43,10 @@ SECTIONS = (
             "preprocess",
         ),
     ),
-    ("Accuracy budget (int8)", ("eval_data", "max_drop", "min_cosine", "min_agreement", "budget_steps")),
+    (
+        "Accuracy budget (int8)",
+        ("eval_data", "max_drop", "min_cosine", "min_agreement", "budget_steps", "eval_holdout"),
+    ),
 )
 
 
@@ -192,6 +195,13 @@ SECTIONS = (
     help="Accuracy budget without labels: fraction of samples whose top-1 matches the float model.",
 )
 @click.option("--budget-steps", type=click.IntRange(min=1), help="Layers tried in float at most (default 8).")
+@click.option(
+    "--eval-holdout",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    metavar="FRACTION",
+    help="Budget: the fraction of the eval samples the search never sees; the cost is reported on them "
+    "(default 0.5, seed 0).",
+)
 @ui.common_options
 def export(source: str | Admitted, targets: tuple[str, ...], plan: bool, **kw: Any) -> None:
     """Export SOURCE (a model file/folder, or pkg.mod:build_fn) to deployment formats.
@@ -282,6 +292,7 @@ def _options(kw: dict[str, Any]) -> ConvertOptions:
         min_cosine=kw["min_cosine"],
         min_agreement=kw["min_agreement"],
         budget_steps=kw["budget_steps"],
+        eval_holdout=kw["eval_holdout"],
         weight_bits=int(kw["weight_bits"]) if kw["weight_bits"] else None,
     )
     return ConvertOptions(

@@ -167,13 +167,13 @@ def _sources(q: QuantOptions, signature: Signature) -> tuple[Source, Split, Sour
     """(calibration samples for the ranking, the split, the part searched on, the part held out, what they are)."""
     calib = None if q.is_random else open_source(q.calibration_data or "", signature, q.preprocess)
     src = budget_source(q.eval_data, calib, signature, q.budget, q.preprocess)
-    s, searched, held = parts(src)
+    s, searched, held = parts(src, q.holdout_fraction)
     return (calib or src), s, searched, held, f"{src.describe()}: {s.describe()}"
 
 
 def eval_part(q: QuantOptions, source: Source) -> Source:
     """The eval samples a quantised model's cost is reported on: with a budget, only those its search never saw."""
-    return parts(source)[2] if q.static and q.budget.active else source
+    return parts(source, q.holdout_fraction)[2] if q.static and q.budget.active else source
 
 
 def _fit(

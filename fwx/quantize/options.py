@@ -60,6 +60,7 @@ class QuantOptions:
     min_cosine: float | None = None  # --min-cosine: mean output cosine vs the float model
     min_agreement: float | None = None  # --min-agreement: top-1 agreement with the float model (0..1)
     budget_steps: int | None = None  # --budget-steps: layers tried in float at most; None: 8
+    eval_holdout: float | None = None  # --eval-holdout: fraction of the budget's samples held out; None: 0.5
     weight_bits: int | None = None  # --weight-bits (ONNX int8): 7 or 8; None: 7, the same numbers on every CPU
 
     def __post_init__(self) -> None:
@@ -75,6 +76,10 @@ class QuantOptions:
             raise UsageError(f"--weight-bits must be 7 or 8, got {self.weight_bits!r}")
         if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
             raise UsageError(f"--calibration-samples must be a positive integer, got {self.samples!r}")
+        if self.eval_holdout is not None:
+            from fwx.quantize.split import check_fraction
+
+            check_fraction(self.eval_holdout)
         self.budget  # noqa: B018 - builds (and so checks) the budget's bounds now, not mid-export
 
     @property
@@ -84,6 +89,13 @@ class QuantOptions:
 
         steps = DEFAULT_MAX_STEPS if self.budget_steps is None else self.budget_steps
         return Budget(self.max_drop, self.min_cosine, self.min_agreement, max_steps=steps)
+
+    @property
+    def holdout_fraction(self) -> float:
+        """The part of the budget's samples its search never sees (``fwx.quantize.split``)."""
+        from fwx.quantize.split import HOLDOUT_FRACTION
+
+        return HOLDOUT_FRACTION if self.eval_holdout is None else self.eval_holdout
 
     @property
     def is_random(self) -> bool:
@@ -152,6 +164,7 @@ _FLAGS = {
     "min_cosine": "--min-cosine",
     "min_agreement": "--min-agreement",
     "budget_steps": "--budget-steps",
+    "eval_holdout": "--eval-holdout",
     "weight_bits": "--weight-bits",
 }
 
@@ -256,6 +269,11 @@ def _check_budget(q: QuantOptions) -> None:
     """A budget keeps int8 layers in float, measured on real samples: refuse what cannot be measured."""
     budget = q.budget
     if not budget.active:
+        if q.eval_holdout is not None:
+            raise UsageError(
+                "--eval-holdout splits the samples a budget is measured on, but no budget was given",
+                hint="add --max-drop, --min-cosine or --min-agreement, or drop --eval-holdout",
+            )
         return
     if not q.static:
         raise UsageError(

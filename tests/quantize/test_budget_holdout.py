@@ -68,7 +68,12 @@ def test_onnx_budget_reports_its_cost_on_samples_the_search_never_saw(
     assert b is not None
     assert b.met
     s = split(len(digits.y_test))
-    assert b.split == {"seed": SPLIT_SEED, "search_samples": len(s.search), "holdout_samples": len(s.holdout)}
+    assert b.split == {
+        "seed": SPLIT_SEED,
+        "search_samples": len(s.search),
+        "holdout_samples": len(s.holdout),
+        "holdout_fraction": HOLDOUT_FRACTION,
+    }
     assert b.final["samples"] == len(s.search)
     assert b.holdout["final"]["samples"] == len(s.holdout)
     assert info.eval is not None
