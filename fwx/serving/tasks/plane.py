@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from fwx.errors import FwxError, InputError, UnavailableError
 from fwx.serving.failures import failure_reason
 from fwx.serving.tasks import kserve_generate
-from fwx.serving.tasks.assets import GENERATE, IMAGE_TASKS, TextAssets, assets_of, task_of
+from fwx.serving.tasks.assets import AUDIO_TASKS, GENERATE, IMAGE_TASKS, TextAssets, assets_of, task_of
 from fwx.serving.tasks.generate import Generation
 from fwx.serving.tasks.metrics import GenerationCollector, GenerationStats
 from fwx.serving.tasks.protocols import MAX_TOKENS_LIMIT, GenerateCall, Usage
@@ -214,7 +214,7 @@ class TaskPlane:
     async def infer_text(
         self, model: LoadedModel, slot: ModelSlot, request: InferRequest, deadline: float | None
     ) -> InferResponse:
-        """Tokenize (or decode images), batch with the version's other requests, and answer the task (the data
+        """Tokenize (or decode images or audio), batch with the version's other requests, and answer the task (the data
         plane counts it)."""
         from fwx.serving.tasks.textinfer import run_text_task
 
@@ -223,6 +223,10 @@ class TaskPlane:
             from fwx.serving.tasks.vision import run_image_task
 
             return await run_image_task(model, slot, request, deadline)
+        if task in AUDIO_TASKS:
+            from fwx.serving.tasks.audio import run_audio_task
+
+            return await run_audio_task(model, slot, request, deadline, task)
         assets = await asyncio.to_thread(assets_of, model)
         if assets.task == GENERATE and kserve_generate.is_generation(request):  # ModelInfer: the whole text
             call = kserve_generate.call_of(request)

@@ -33,14 +33,17 @@ def label_of(config: dict[str, Any], index: int) -> str:
     return str(table.get(str(index), table.get(index, f"LABEL_{index}")))
 
 
-def top_labels(config: dict[str, Any], logits: np.ndarray, k: int) -> list[list[dict[str, Any]]]:
+def top_labels(
+    config: dict[str, Any], logits: np.ndarray, k: int, *, one_label_sigmoid: bool = True
+) -> list[list[dict[str, Any]]]:
     """The ``k`` best labels per row, best first, scored as the image and audio classification pipelines score
-    (sigmoid for one label or multi-label problems, the raw logits for regression, else softmax)."""
+    (sigmoid for multi-label problems, and for one label where the image pipeline does so; the raw logits for
+    regression; else softmax)."""
     problem = config.get("problem_type")
     x = logits.astype(np.float64)
     if problem == "regression":
         scores = x
-    elif problem == "multi_label_classification" or logits.shape[-1] == 1:
+    elif problem == "multi_label_classification" or (one_label_sigmoid and logits.shape[-1] == 1):
         scores = 1.0 / (1.0 + np.exp(-x))
     else:
         scores = softmax(x)
