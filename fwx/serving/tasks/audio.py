@@ -18,7 +18,6 @@ import asyncio
 import io
 import itertools
 import wave
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +25,14 @@ import numpy as np
 
 from fwx.errors import InputError
 from fwx.serving.tasks.assets import json_asset
+from fwx.serving.tasks.media import Cached, files
 from fwx.serving.tasks.postprocess import top_labels
 from fwx.serving.tasks.textinfer import jsonlist
 
 if TYPE_CHECKING:
     from fwx.serving.batching.hooks import ModelSlot
     from fwx.serving.models import LoadedModel
-    from fwx.serving.types import InferRequest, InferResponse
+    from fwx.serving.types import InferRequest, InferResponse, InferTensor
 
 MAX_SECONDS = 60.0  # per clip
 MAX_REQUEST_SECONDS = 300.0
@@ -91,16 +91,12 @@ class AudioAssets:
     vocab: CtcVocab | None
 
 
-_CACHE: weakref.WeakKeyDictionary[Any, AudioAssets] = weakref.WeakKeyDictionary()
+_CACHE = Cached()
 
 
 def audio_assets(model: LoadedModel, task: str) -> AudioAssets:
     """The version's feature extractor (and CTC vocabulary), read once; a 400 naming what is not supported."""
-    found = _CACHE.get(model)
-    if found is None:
-        found = _load(model, task)
-        _CACHE[model] = found
-    return found
+    return _CACHE.get(model, lambda: _load(model, task), AudioAssets)
 
 
 def _refuse(model: str, why: str) -> InputError:
@@ -189,20 +185,17 @@ def read_wav(raw: bytes, index: int, rate: int, budget: list[int]) -> np.ndarray
     return (np.frombuffer(data, dtype="<i2").astype(np.float32) / np.float32(32768.0)).astype(np.float32)
 
 
-def features(assets: AudioAssets, data: np.ndarray) -> list[np.ndarray]:
+def features(assets: AudioAssets, tensor: InferTensor) -> list[np.ndarray]:
     """Every element of a BYTES tensor as the model's ``input_values`` row, normalized as the extractor does."""
     budget = [int(MAX_REQUEST_SECONDS * assets.rate)]
     rows = []
-    for i, item in enumerate(data.reshape(-1)):
-        raw = item.encode() if isinstance(item, str) else bytes(item)
+    for i, raw in enumerate(files(tensor, "clip")):
         x = read_wav(raw, i, assets.rate, budget)
         if len(x) < assets.min_samples:
             raise InputError(f"clip {i} has {len(x)} samples; the model needs at least {assets.min_samples}")
         if assets.normalize:
             x = (x - x.mean()) / np.sqrt(x.var() + 1e-7)
         rows.append(np.asarray(x, dtype=np.float32)[None])
-    if not rows:
-        raise InputError("the request holds no clip")
     return rows
 
 
@@ -216,7 +209,7 @@ async def run_audio_task(
     k = request.parameters.get("top_k", TOP_K)
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise InputError("parameter top_k must be a positive integer")
-    rows = await asyncio.to_thread(features, assets, request.inputs[0].data)
+    rows = await asyncio.to_thread(features, assets, request.inputs[0])
 
     async def one(x: np.ndarray) -> np.ndarray:
         feeds = {assets.input_name: x}

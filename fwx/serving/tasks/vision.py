@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from fwx.errors import InputError
 from fwx.serving.tasks.assets import json_asset
+from fwx.serving.tasks.media import Cached, files
 from fwx.serving.tasks.postprocess import top_labels
 from fwx.serving.tasks.textinfer import jsonlist
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from fwx.serving.batching.hooks import ModelSlot
     from fwx.serving.models import LoadedModel
-    from fwx.serving.types import InferRequest, InferResponse
+    from fwx.serving.types import InferRequest, InferResponse, InferTensor
 
 FORMATS = ("PNG", "JPEG")
 MAX_PIXELS = 1 << 24  # per image (16.8 MP: 4096 x 4096); Pillow's own bomb check is at 179 MP
@@ -74,16 +74,12 @@ class VisionAssets:
     dtype: np.dtype[Any]
 
 
-_CACHE: weakref.WeakKeyDictionary[Any, VisionAssets] = weakref.WeakKeyDictionary()
+_CACHE = Cached()
 
 
 def vision_assets(model: LoadedModel) -> VisionAssets:
     """The version's processor and labels, read once (a 400 naming what is missing or not supported)."""
-    found = _CACHE.get(model)
-    if found is None:
-        found = _load(model)
-        _CACHE[model] = found
-    return found
+    return _CACHE.get(model, lambda: _load(model), VisionAssets)
 
 
 def _load(model: LoadedModel) -> VisionAssets:
@@ -182,15 +178,10 @@ def _first(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 
 
-def pixels(assets: VisionAssets, data: np.ndarray) -> np.ndarray:
+def pixels(assets: VisionAssets, tensor: InferTensor) -> np.ndarray:
     """Every element of a BYTES tensor decoded and preprocessed: ``(n, 3, height, width)``."""
     budget = [MAX_REQUEST_PIXELS]
-    rows = []
-    for i, item in enumerate(data.reshape(-1)):
-        raw = item if isinstance(item, bytes) else bytes(item) if not isinstance(item, str) else item.encode()
-        rows.append(assets.processor.apply(decode(raw, i, budget)))
-    if not rows:
-        raise InputError("the request holds no image")
+    rows = [assets.processor.apply(decode(raw, i, budget)) for i, raw in enumerate(files(tensor, "image"))]
     return np.stack(rows).astype(assets.dtype, copy=False)
 
 
@@ -209,6 +200,6 @@ async def run_image_task(
     if len(request.inputs) != 1:
         raise InputError(f"image classification takes one BYTES input of images, not {len(request.inputs)}")
     k = _top_k(request)
-    batch = await asyncio.to_thread(pixels, assets, request.inputs[0].data)
+    batch = await asyncio.to_thread(pixels, assets, request.inputs[0])
     outputs = await slot.batcher.submit({assets.input_name: batch}, len(batch), deadline)
     return jsonlist(model, request, top_labels(assets.config, np.asarray(dict(outputs)["logits"]), k))

@@ -5,6 +5,7 @@ in concurrent ones; bad clips are one clear 400 each and the server keeps servin
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import math
@@ -114,6 +115,20 @@ def test_ctc_transcripts_equal_the_pipeline(srv: Any, wav2vec2: Any) -> None:
     got = infer(srv, "ctc", WAVS)
     assert got == [{"text": w["text"]} for w in want]
     assert any(w["text"] for w in want)  # the random model says something
+
+
+def test_clips_as_base64_in_json(srv: Any) -> None:
+    data = [base64.b64encode(b).decode() for b in WAVS[:2]]
+    tensor = {
+        "name": "audio",
+        "datatype": "BYTES",
+        "shape": [2],
+        "data": data,
+        "parameters": {"content_type": "base64"},
+    }
+    r = srv.request("POST", "/v2/models/ctc/infer", json={"inputs": [tensor]})
+    assert r.status_code == 200, r.text
+    assert [orjson.loads(d) for d in r.json()["outputs"][0]["data"]] == infer(srv, "ctc", WAVS[:2])
 
 
 @pytest.mark.parametrize(

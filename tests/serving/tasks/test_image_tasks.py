@@ -7,6 +7,7 @@ images per request and concurrent requests; hostile bytes are one clear 400 each
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import math
@@ -137,6 +138,22 @@ def test_images_over_grpc(srv: Any, vit: Any) -> None:
         client.close()
 
 
+@pytest.mark.parametrize("content_type", ["base64", "pil_image"])
+def test_images_as_base64_in_json(srv: Any, content_type: str) -> None:
+    """MLServer's codecs' marking: a JSON body carries each file base64-encoded."""
+    data = [base64.b64encode(b).decode() for b in IMAGES[:3]]
+    tensor = {"name": "images", "datatype": "BYTES", "shape": [3], "data": data}
+    r = srv.request(
+        "POST", "/v2/models/vit/infer", json={"inputs": [tensor | {"parameters": {"content_type": content_type}}]}
+    )
+    assert r.status_code == 200, r.text
+    same([orjson.loads(d) for d in r.json()["outputs"][0]["data"]], infer(srv, "vit", IMAGES[:3]), 1e-6)
+    bad = {"inputs": [tensor | {"data": ["not base64!"], "shape": [1], "parameters": {"content_type": "base64"}}]}
+    r = srv.request("POST", "/v2/models/vit/infer", json=bad)
+    assert r.status_code == 400
+    assert "image 0 is not valid base64" in r.json()["error"]
+
+
 def png_bomb(side: int) -> bytes:
     """A valid grey PNG of side x side zeros: a few hundred KiB that decode to side**2 bytes."""
 
@@ -194,6 +211,7 @@ def _binary_body(data: bytes) -> bytes:
 
 def test_an_unsupported_processor_is_refused_and_tensors_still_work(srv: Any) -> None:
     r = infer(srv, "deit", IMAGES[:1])
+    assert str(infer(srv, "deit", IMAGES[:1])) == str(r)  # the refusal is kept: the same line every time
     assert "image processor 'DeiTImageProcessor' is not one fwx applies" in str(r)
     assert "send the preprocessed pixel_values tensor instead" in str(r)
     body = {"inputs": [{"name": "pixel_values", "datatype": "FP32", "shape": [1, 3, 16, 16], "data": [0.1] * 768}]}
