@@ -376,6 +376,17 @@ def build_dataplane(config: ServerConfig, metrics: Metrics | None = None) -> Dat
 
     metrics = metrics or Metrics(device=config.device)
     hooks = BatchingHooks(config, metrics)
-    manager = ModelManager(config.repository, config, on_load=hooks.on_load, on_unload=hooks.on_unload)
+    manager = ModelManager(config.repository, config, on_load=_on_load(hooks), on_unload=hooks.on_unload)
     metrics.manager = manager
     return DataPlane(manager, config, metrics, hooks)
+
+
+def _on_load(hooks: BatchingHooks) -> Callable[[LoadedModel], None]:
+    """The batching hook, then the media tasks' processor check (one warning at load for an unsupported one)."""
+    from fwx.serving.tasks.media_load import check_at_load
+
+    def on_load(model: LoadedModel) -> None:
+        hooks.on_load(model)
+        check_at_load(model)
+
+    return on_load

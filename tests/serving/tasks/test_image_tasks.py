@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
 import math
 import shutil
 import struct
@@ -218,3 +219,14 @@ def test_an_unsupported_processor_is_refused_and_tensors_still_work(srv: Any) ->
     ok = srv.request("POST", "/v2/models/deit/infer", json=body)
     assert ok.status_code == 200, ok.text
     assert ok.json()["outputs"][0]["shape"] == [1, 4]
+
+
+def test_an_unsupported_processor_is_said_once_at_load(
+    vit: tuple[Path, Path], live_server: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="fwx.serving"):
+        live_server(vit[0], load_probe=False)
+    lines = [r.getMessage() for r in caplog.records if "DeiTImageProcessor" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("deit/1 takes tensors only: model deit: image processor 'DeiTImageProcessor'")
+    assert not [r for r in caplog.records if r.getMessage().startswith("vit/")]
