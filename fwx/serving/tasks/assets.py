@@ -80,17 +80,18 @@ def task_of(model: LoadedModel) -> str | None:
     return task if task in TEXT_TASKS else None
 
 
-def assets_of(model: LoadedModel) -> TextAssets:
-    """The version's assets (cached for as long as the version is served); a 400 when it has none."""
+def assets_of(model: LoadedModel, task: str | None = None) -> TextAssets:
+    """The version's assets (cached for as long as the version is served); a 400 when it has none. ``task``:
+    the task the version serves as a part of a multi-model export (whose fwx.json names ``TASK:part``)."""
     found = _CACHE.get(model)
     if found is None:
-        found = _load(model)
+        found = _load(model, task)
         _CACHE[model] = found
     return found
 
 
-def _load(model: LoadedModel) -> TextAssets:
-    task = task_of(model)
+def _load(model: LoadedModel, task: str | None = None) -> TextAssets:
+    task = task or task_of(model)
     if task is None or "tokenizer.json" not in model.manifest.assets:
         raise InputError(
             f"model {model.name} takes tensors, not text: it has no task with a tokenizer.json in its version",

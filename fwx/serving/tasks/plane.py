@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from fwx.errors import FwxError, InputError, UnavailableError
 from fwx.serving.failures import failure_reason
-from fwx.serving.tasks import kserve_generate
+from fwx.serving.tasks import kserve_generate, seq2seq
 from fwx.serving.tasks.assets import AUDIO_TASKS, GENERATE, IMAGE_TASKS, TextAssets, assets_of, task_of
 from fwx.serving.tasks.generate import Generation
 from fwx.serving.tasks.metrics import GenerationCollector, GenerationStats
@@ -69,12 +69,14 @@ class TaskPlane:
         model = self.dp.manager.get(name, version)
         return model, await asyncio.to_thread(assets_of, model)
 
+    def stats_of(self, name: str, version: str) -> GenerationStats:
+        """The generation counters of one served version (or seq2seq export), made on first use."""
+        return self._stats.setdefault((name, version), GenerationStats(name, version))
+
     def engine(self, model: LoadedModel) -> Engine:
         found = self._engines.get(model)
         if found is None:
-            stats = self._stats.setdefault(
-                (model.name, str(model.version)), GenerationStats(model.name, str(model.version))
-            )
+            stats = self.stats_of(model.name, str(model.version))
             found = Engine(model.runtime, CacheLayout.of(model.signature), self.options, stats)
             self._engines[model] = found
         return found
@@ -88,6 +90,8 @@ class TaskPlane:
         """
         from fwx.serving.tasks.chat import render, template_of
 
+        if seq2seq.asks_for(self.dp.manager, call.model):  # NAME of NAME-encoder, -decoder, -decoder-with-past
+            return await seq2seq.start(self, call, auth)
         model, assets = await self.model(call.model, call.version, auth)
         prompt: str | list[int] | None = call.prompt
         if call.messages is not None:
@@ -175,6 +179,8 @@ class TaskPlane:
         """A ``text_input`` request for a version that generates (else it takes the inference path)."""
         if not kserve_generate.is_generation(request):
             return False
+        if seq2seq.asks_for(self.dp.manager, request.model_name):
+            return True
         try:
             model = self.dp.manager.get(request.model_name, request.model_version)
         except Exception:  # noqa: BLE001 - inference reports the unknown model, counted as usual
