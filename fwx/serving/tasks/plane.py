@@ -156,6 +156,7 @@ class TaskPlane:
                 continue
             if task_of(model) == GENERATE:
                 out.append(openai_model(name, model))
+        out += [openai_model(name, later) for name, later in seq2seq.exports(self.dp.manager)]
         return out
 
     def openai_fields(self, name: str, version: str | None) -> dict[str, object]:

@@ -102,6 +102,19 @@ def find(manager: ModelManager, name: str, version: str | None) -> Trio:
     return trio
 
 
+def exports(manager: ModelManager) -> list[tuple[str, LoadedModel]]:
+    """``(NAME, its decoder with past)`` for every served export a generation request can name now."""
+    out = []
+    for served in manager.models():
+        name = served.removesuffix("-decoder-with-past")
+        if name != served and asks_for(manager, name):
+            try:
+                out.append((name, find(manager, name, None).later))
+            except FwxError:  # a part missing or not ready: nothing to generate with
+                continue
+    return out
+
+
 def _part(manager: ModelManager, name: str, part: str, version: str | None) -> LoadedModel:
     try:
         return manager.get(f"{name}-{part}", version)

@@ -75,7 +75,7 @@ def s2s_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 
 @pytest.fixture(scope="module")
 def srv(s2s_repo: tuple[Path, dict[str, Path]], live_server: Callable[..., Any]) -> Any:
-    return live_server(s2s_repo[0], load_probe=False)
+    return live_server(s2s_repo[0], load_probe=False, grpc_port=0)
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +181,40 @@ def test_hostile_requests_are_one_clear_4xx_and_the_server_keeps_serving(srv: An
     prompt = tm.words(20, 31, 42, 53, 64)
     r = srv.request("POST", "/v2/models/t5/generate", json={"text_input": prompt, "max_tokens": STEPS})
     assert r.json()["text_output"] == reference("t5", prompt)
+
+
+def test_grpc_stream_infer_and_the_openai_model_list(srv: Any, reference: Any) -> None:
+    """Triton's decoupled form over gRPC (tritonclient unmodified) for ``NAME``; ``GET /v1/models`` lists the
+    exports a request can name (``t5broken`` has a part missing, so it is not listed)."""
+    import queue
+
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    prompt = tm.words(20, 31, 42, 53, 64)
+    text = grpcclient.InferInput("text_input", [1], "BYTES")
+    text.set_data_from_numpy(np.array([prompt.encode()], dtype=object))
+    steps = grpcclient.InferInput("max_tokens", [1], "INT32")
+    steps.set_data_from_numpy(np.array([STEPS], dtype=np.int32))
+    flag = grpcclient.InferInput("stream", [1], "BOOL")
+    flag.set_data_from_numpy(np.array([True]))
+    replies: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client = grpcclient.InferenceServerClient(srv.grpc_url)
+    client.start_stream(callback=lambda result, error: replies.put((result, error)))
+    try:
+        client.async_stream_infer("bart", [text, steps, flag], request_id="r1")
+    finally:
+        client.stop_stream()  # the server ends the stream once the request has its last reply
+        client.close()
+    parts = []
+    while not replies.empty():
+        result, error = replies.get_nowait()
+        assert error is None, error
+        parts.append(result.as_numpy("text_output")[0].decode())
+    assert "".join(parts) == reference("bart", prompt)
+    listed = {m["id"] for m in srv.request("GET", "/v1/models").json()["data"]}
+    assert {"t5", "bart"} <= listed
+    assert "t5broken" not in listed
 
 
 # ------------------------------------------------------------------ the engine on its own, no server
