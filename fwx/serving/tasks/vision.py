@@ -37,14 +37,21 @@ MAX_PIXELS = 1 << 24  # per image (16.8 MP: 4096 x 4096); Pillow's own bomb chec
 MAX_REQUEST_PIXELS = 1 << 26  # all images of one request, which bounds its decoding time
 MAX_IMAGE_BYTES = 32 << 20
 TOP_K = 5  # the image classification pipeline's default
-#: The ``image_processor_type``s whose steps are exactly resize to a fixed size, rescale, normalize.
-PROCESSORS = frozenset({"ViTImageProcessor", "ViTImageProcessorFast", "ViTImageProcessorPil", "ViTFeatureExtractor"})
 RESAMPLE = range(6)  # Pillow's NEAREST, LANCZOS, BILINEAR, BICUBIC, BOX, HAMMING (PILImageResampling)
+#: The processor families whose steps fwx applies exactly, with their defaults: ViT resizes to a fixed
+#: {height, width}; ConvNeXt (ResNet, ConvNeXt, RegNet folders) resizes the shortest edge to size / crop_pct,
+#: keeping the aspect ratio, and crops the centre square (or resizes to the square from 384 up).
+FAMILIES = {"ViT": 2, "ConvNext": 3}  # family -> default resample
+PROCESSORS = frozenset(
+    f"{family}{suffix}"
+    for family in FAMILIES
+    for suffix in ("ImageProcessor", "ImageProcessorFast", "ImageProcessorPil", "FeatureExtractor")
+)
 
 
 @dataclass(frozen=True)
 class ImageProcessor:
-    """A ViT-style processor read from ``preprocessor_config.json``."""
+    """A ViT- or ConvNeXt-style processor read from ``preprocessor_config.json``."""
 
     height: int
     width: int
@@ -52,10 +59,14 @@ class ImageProcessor:
     rescale: float | None
     mean: tuple[float, float, float] | None
     std: tuple[float, float, float] | None
+    crop_pct: float | None = None  # ConvNeXt below 384: resize the shortest edge to height / crop_pct, crop
 
     def apply(self, image: Image.Image) -> np.ndarray:
         """An RGB image as the model's ``(3, height, width)`` float32 pixels."""
-        resized = image.resize((self.width, self.height), resample=self.resample, reducing_gap=None)
+        resized = image.resize(self._resize_to(image.size), resample=self.resample, reducing_gap=None)
+        if resized.size != (self.width, self.height):  # the centre crop; Pillow's crop copies pixels unchanged
+            left, top = (resized.width - self.width) // 2, (resized.height - self.height) // 2
+            resized = resized.crop((left, top, left + self.width, top + self.height))
         pixels: np.ndarray = np.asarray(resized)
         if self.rescale is not None:
             pixels = (pixels.astype(np.float64) * self.rescale).astype(np.float32)
@@ -64,6 +75,16 @@ class ImageProcessor:
         if self.mean is not None and self.std is not None:
             pixels = (pixels - np.asarray(self.mean, np.float32)) / np.asarray(self.std, np.float32)
         return np.ascontiguousarray(pixels.transpose(2, 0, 1))
+
+    def _resize_to(self, size: tuple[int, int]) -> tuple[int, int]:
+        """(width, height) before the crop: transformers' ``get_resize_output_image_size`` for ConvNeXt."""
+        if self.crop_pct is None:
+            return self.width, self.height
+        width, height = size
+        short_side = int(self.height / self.crop_pct)
+        short, long = (width, height) if width <= height else (height, width)
+        new_long = int(short_side * long / short)
+        return (short_side, new_long) if width <= height else (new_long, short_side)
 
 
 @dataclass(frozen=True)
@@ -94,30 +115,53 @@ def _load(model: LoadedModel) -> VisionAssets:
 def parse_processor(model: str, doc: dict[str, Any]) -> ImageProcessor:
     """The processor's steps, refusing any processor or setting whose steps fwx does not apply exactly."""
     kind = doc.get("image_processor_type") or doc.get("feature_extractor_type")
-    why = _unsupported(doc) if kind in PROCESSORS else f"image processor {kind!r} is not one fwx applies"
+    family = next((f for f in FAMILIES if isinstance(kind, str) and kind.startswith(f)), "")
+    if kind not in PROCESSORS:
+        why: str | None = f"image processor {kind!r} is not one fwx applies"
+    else:
+        why = _unsupported(doc, family)
     if why:
         raise InputError(
-            f"model {model}: {why} (fwx applies {', '.join(sorted(PROCESSORS))} with a fixed size)",
+            f"model {model}: {why} (fwx applies the ViT and ConvNext image processors)",
             hint="send the preprocessed pixel_values tensor instead; the tensor interface still works",
         )
-    size = doc["size"]
+    height, width, crop_pct = _size(doc, family)
+    normalize = doc.get("do_normalize", True)
     return ImageProcessor(
-        int(size["height"]),
-        int(size["width"]),
-        int(doc.get("resample", 2)),
+        height,
+        width,
+        int(doc.get("resample", FAMILIES[family])),
         float(doc.get("rescale_factor", 1 / 255)) if doc.get("do_rescale", True) else None,
-        _triple(doc.get("image_mean", (0.5, 0.5, 0.5))) if doc.get("do_normalize", True) else None,
-        _triple(doc.get("image_std", (0.5, 0.5, 0.5))) if doc.get("do_normalize", True) else None,
+        _triple(doc.get("image_mean", (0.5, 0.5, 0.5))) if normalize else None,
+        _triple(doc.get("image_std", (0.5, 0.5, 0.5))) if normalize else None,
+        crop_pct,
     )
 
 
-def _unsupported(doc: dict[str, Any]) -> str | None:
+def _size(doc: dict[str, Any], family: str) -> tuple[int, int, float | None]:
+    """(height, width, crop_pct): an integer ``size`` is the square (ViT) or the shortest edge (ConvNeXt),
+    as transformers reads a legacy config."""
+    size = doc["size"]
+    if family == "ViT":
+        return (size, size, None) if isinstance(size, int) else (size["height"], size["width"], None)
+    edge = size if isinstance(size, int) else size["shortest_edge"]
+    return edge, edge, float(doc.get("crop_pct", 224 / 256)) if edge < 384 else None
+
+
+def _unsupported(doc: dict[str, Any], family: str) -> str | None:
     size = doc.get("size")
-    if doc.get("do_resize", True) is not True or not isinstance(size, dict) or set(size) != {"height", "width"}:
-        return "only do_resize with size {height, width} is applied"
-    if not all(isinstance(v, int) and 0 < v <= 4096 for v in size.values()):
-        return f"size {size} is not two positive integers"
-    if doc.get("resample", 2) not in RESAMPLE:
+    keys = {"height", "width"} if family == "ViT" else {"shortest_edge"}
+    if doc.get("do_resize", True) is not True or not (
+        isinstance(size, int) or (isinstance(size, dict) and set(size) == keys)
+    ):
+        return f"only do_resize with size {{{', '.join(sorted(keys))}}} is applied"
+    values = [size] if isinstance(size, int) else list(size.values())
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096 for v in values):
+        return f"size {size} is not positive integers"
+    crop_pct = doc.get("crop_pct", 224 / 256)
+    if family != "ViT" and (not isinstance(crop_pct, (int, float)) or not 0.1 <= crop_pct <= 1):
+        return f"crop_pct {crop_pct!r} is not a number in [0.1, 1]"
+    if doc.get("resample", FAMILIES[family]) not in RESAMPLE:
         return f"resample {doc.get('resample')!r} is not one of Pillow's filters"
     if doc.get("do_center_crop") or doc.get("do_pad"):
         return "center crop and padding are not applied"

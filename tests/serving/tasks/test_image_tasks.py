@@ -39,11 +39,25 @@ PROCESSOR = {
     "image_std": [0.2, 0.3, 0.4],
 }
 SIZES = [(23, 31), (16, 16), (64, 48), (9, 40), (120, 7)]
+#: ResNet's processor: the shortest edge to 16 / 0.875 = 18 keeping the aspect ratio, then the centre 16 x 16.
+CONVNEXT = {
+    "image_processor_type": "ConvNextImageProcessor",
+    "do_resize": True,
+    "size": {"shortest_edge": 16},
+    "crop_pct": 0.875,
+    "resample": 3,
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "image_mean": [0.485, 0.456, 0.406],
+    "image_std": [0.229, 0.224, 0.225],
+}
 
 
 @pytest.fixture(scope="module")
 def vit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(repository, source folder): ``vit`` with a ViT processor, ``deit`` with one fwx does not apply."""
+    """(repository, source folder): ``vit`` with a ViT processor, ``deit`` with one fwx does not apply,
+    ``resnet`` (beside the ViT folder) with ResNet's ConvNeXt processor."""
     from fwx.exporter import ExportOptions
     from fwx.exporter.parts import export_all
 
@@ -55,7 +69,9 @@ def vit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     (other / "preprocessor_config.json").write_text(
         json.dumps(PROCESSOR | {"image_processor_type": "DeiTImageProcessor", "do_center_crop": True})
     )
-    for name, src in (("vit", folder), ("deit", other)):
+    resnet, _ = hf.resnet(root / "resnet")
+    (resnet / "preprocessor_config.json").write_text(json.dumps(CONVNEXT))
+    for name, src in (("vit", folder), ("deit", other), ("resnet", resnet)):
         results = export_all(str(src), ["onnx"], ExportOptions(out=root / "repo", task=task, name=name))
         assert all(r.ok for r in results), [r.failures for r in results]
     return root / "repo", folder
@@ -98,11 +114,12 @@ def infer(srv: Any, model: str, images: list[bytes], **params: Any) -> Any:
         client.close()
 
 
-def reference(folder: Path, images: list[bytes], *, pil: bool) -> list[Any]:
+def reference(folder: Path, images: list[bytes], *, pil: bool, family: str = "ViT") -> list[Any]:
     from PIL import Image
 
     tf = hf.transformers()
-    extra = {"image_processor": tf.ViTImageProcessorPil.from_pretrained(str(folder))} if pil else {}
+    processor = getattr(tf, f"{family}ImageProcessorPil")
+    extra = {"image_processor": processor.from_pretrained(str(folder))} if pil else {}
     pipe = tf.pipeline("image-classification", model=str(folder), device="cpu", **extra)
     return [pipe(Image.open(io.BytesIO(b))) for b in images]
 
@@ -124,6 +141,13 @@ def test_images_answer_as_the_pipeline_does_in_one_request_and_concurrent_ones(s
         alone = list(pool.map(lambda b: infer(srv, "vit", [b]), IMAGES * 3))
     same([a[0] for a in alone], got * 3, 1e-5)
     assert [len(a) for a in infer(srv, "vit", IMAGES[:2], top_k=2)] == [2, 2]
+
+
+def test_resnets_convnext_processor_answers_as_the_pipeline_does(srv: Any, vit: Any) -> None:
+    resnet = vit[1].parent / "resnet"
+    got = infer(srv, "resnet", IMAGES)
+    same(got, reference(resnet, IMAGES, pil=True, family="ConvNext"), 1e-5)
+    same(got, reference(resnet, IMAGES, pil=False), 2e-3)
 
 
 def test_images_over_grpc(srv: Any, vit: Any) -> None:
@@ -229,4 +253,4 @@ def test_an_unsupported_processor_is_said_once_at_load(
     lines = [r.getMessage() for r in caplog.records if "DeiTImageProcessor" in r.getMessage()]
     assert len(lines) == 1, lines
     assert lines[0].startswith("deit/1 takes tensors only: model deit: image processor 'DeiTImageProcessor'")
-    assert not [r for r in caplog.records if r.getMessage().startswith("vit/")]
+    assert not [r for r in caplog.records if r.getMessage().startswith(("vit/", "resnet/"))]

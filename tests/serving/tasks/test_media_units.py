@@ -41,14 +41,16 @@ def test_a_vit_processor_is_applied_as_resize_rescale_normalize() -> None:
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [
-        ({"image_processor_type": "ConvNextImageProcessor"}, "image processor 'ConvNextImageProcessor' is not one"),
+        ({"image_processor_type": "BeitImageProcessor"}, "image processor 'BeitImageProcessor' is not one"),
         ({"size": {"shortest_edge": 224}}, "only do_resize with size {height, width} is applied"),
         ({"do_resize": False}, "only do_resize with size {height, width} is applied"),
         ({"do_center_crop": True}, "center crop and padding are not applied"),
         ({"resample": 9}, "resample 9 is not one of Pillow's filters"),
         ({"image_std": [0.5, 0, 0.5]}, "image_std holds a zero"),
         ({"image_mean": [0.5]}, "image_mean is not three numbers"),
-        ({"size": {"height": 0, "width": 8}}, "is not two positive integers"),
+        ({"size": {"height": 0, "width": 8}}, "is not positive integers"),
+        ({"image_processor_type": "ConvNextImageProcessor"}, "only do_resize with size {shortest_edge} is applied"),
+        ({"image_processor_type": "ConvNextImageProcessor", "size": 8, "crop_pct": 1.5}, "crop_pct 1.5 is not"),
     ],
 )
 def test_other_processors_are_refused_naming_why(change: dict[str, object], fragment: str) -> None:
@@ -56,6 +58,16 @@ def test_other_processors_are_refused_naming_why(change: dict[str, object], frag
         parse_processor("m", VIT | change)
     assert fragment in str(err.value)
     assert "pixel_values tensor" in str(err.value)
+
+
+def test_legacy_integer_sizes_read_as_transformers_reads_them() -> None:
+    vit = parse_processor("m", VIT | {"size": 12, "image_processor_type": "ViTFeatureExtractor"})
+    assert (vit.height, vit.width, vit.crop_pct) == (12, 12, None)
+    legacy = {"feature_extractor_type": "ConvNextFeatureExtractor", "size": 224, "crop_pct": 0.875}
+    convnext = parse_processor("m", legacy)
+    assert (convnext.height, convnext.width, convnext.crop_pct, convnext.resample) == (224, 224, 0.875, 3)
+    assert convnext._resize_to((300, 200)) == (384, 256)  # the short side to int(224 / 0.875), the ratio kept
+    assert parse_processor("m", legacy | {"size": 384}).crop_pct is None  # from 384 up: resized to the square
 
 
 def test_ctc_decode_collapses_repeats_drops_pad_and_spaces_words() -> None:
