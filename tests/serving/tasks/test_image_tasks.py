@@ -141,6 +141,7 @@ def test_images_answer_as_the_pipeline_does_in_one_request_and_concurrent_ones(s
         alone = list(pool.map(lambda b: infer(srv, "vit", [b]), IMAGES * 3))
     same([a[0] for a in alone], got * 3, 1e-5)
     assert [len(a) for a in infer(srv, "vit", IMAGES[:2], top_k=2)] == [2, 2]
+    assert "parameter top_k must be a positive integer" in str(infer(srv, "vit", IMAGES[:1], top_k=0))
 
 
 def test_resnets_convnext_processor_answers_as_the_pipeline_does(srv: Any, vit: Any) -> None:
