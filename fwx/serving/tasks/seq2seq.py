@@ -180,17 +180,26 @@ def _engine(plane: TaskPlane, trio: Trio, assets: TextAssets) -> Seq2SeqEngine:
         or found.parts.encoder is not trio.encoder.runtime
         or found.parts.decoder is not trio.decoder.runtime
     ):
-        start = assets.generation.get("decoder_start_token_id", assets.config.get("decoder_start_token_id"))
-        if not isinstance(start, int):
+        start = _setting(assets, "decoder_start_token_id")
+        if start is None:
             raise InputError(f"{trio.name}: config.json has no decoder_start_token_id", hint="re-export the folder")
         masked = "encoder_attention_mask" in trio.later.signature.input_names
-        parts = Seq2SeqParts(
-            trio.encoder.runtime, trio.decoder.runtime, trio.later.runtime, start, assets.pad_id, masked
-        )
+        rts = trio.encoder.runtime, trio.decoder.runtime, trio.later.runtime
+        forced = _setting(assets, "forced_bos_token_id"), _setting(assets, "forced_eos_token_id")
+        parts = Seq2SeqParts(*rts, start, assets.pad_id, masked, *forced)
         stats = plane.stats_of(trio.name, str(trio.later.version))
         found = Seq2SeqEngine(parts, layout_of(trio.later.signature), plane.options, stats)
         _ENGINES[trio.later] = found
     return found
+
+
+def _setting(assets: TextAssets, key: str) -> int | None:
+    """A token id from generation_config.json, else config.json (transformers' order)."""
+    for doc in (assets.generation, assets.config):
+        value = doc.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def _vocabulary(later: LoadedModel, assets: TextAssets) -> int:

@@ -37,6 +37,10 @@ class Seq2SeqParts:
     start_token: int
     pad_id: int
     masked: bool = True  # the decoders take ``encoder_attention_mask``
+    # the generation config's forced tokens (BART, mBART, Marian): the first token, and the last one a
+    # request's max_tokens allows, as transformers' ForcedBOS/ForcedEOS logits processors force them
+    forced_bos: int | None = None
+    forced_eos: int | None = None
 
 
 @dataclass(eq=False)
@@ -113,6 +117,19 @@ class Seq2SeqEngine(Engine):
         self._cohorts = [c for c in self._cohorts if c.rows]
         self._rows = [s for c in self._cohorts for s in c.rows]
         return gone
+
+    def _draw(self, rows: list[Sequence], logits: np.ndarray) -> list[Pick]:
+        """The decoder engine's draw, after the forced first and last tokens (every other score to -inf)."""
+        bos, eos = self.parts.forced_bos, self.parts.forced_eos
+        if bos is not None or eos is not None:
+            logits = np.array(logits, dtype=np.float32)
+            for r, seq in enumerate(rows):
+                last = seq.generated == seq.params.max_tokens - 1  # the last wins, as transformers' order has it
+                token = eos if last else bos if seq.generated == 0 else None
+                if token is not None and 0 <= token < logits.shape[1]:
+                    logits[r] = -np.inf
+                    logits[r, token] = 0.0
+        return super()._draw(rows, logits)
 
     def _mask_feed(self, mask: np.ndarray) -> dict[str, np.ndarray]:
         return {"encoder_attention_mask": mask} if self.parts.masked else {}

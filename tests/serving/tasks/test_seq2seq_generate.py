@@ -38,14 +38,17 @@ def export(folder: Path, repo: Path, name: str, fmt: str = "onnx") -> None:
     assert [r.ok for r in results] == [True] * 3, [r.failures for r in results]
 
 
-def reference_ids(folder: Path, ids: list[int], max_new: int) -> list[int]:
-    """transformers' greedy ``generate`` of the seq2seq model: the new tokens, the end-of-sequence one included."""
+def reference_ids(folder: Path, ids: list[int], max_new: int, **settings: Any) -> list[int]:
+    """transformers' greedy ``generate`` of the seq2seq model (``settings`` passed on): the new tokens, the
+    end-of-sequence one included."""
     import torch
 
     model = hf.transformers().AutoModelForSeq2SeqLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     x = torch.tensor([ids], dtype=torch.int64)
     with torch.no_grad():
-        out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new, do_sample=False, num_beams=1)
+        out = model.generate(
+            x, attention_mask=torch.ones_like(x), max_new_tokens=max_new, do_sample=False, num_beams=1, **settings
+        )
     return [int(t) for t in out[0, 1:]]  # after the decoder's start token
 
 
@@ -218,8 +221,15 @@ def test_grpc_stream_infer_and_the_openai_model_list(srv: Any, reference: Any) -
 
 
 # ------------------------------------------------------------------ the engine on its own, no server
-def run_engine(repo: Path, folder: Path, scenario: Callable[[Any], Any]) -> tuple[Any, Any]:
-    """``scenario(engine)`` on a T5-or-BART engine over the exported ONNX files; its result and the stats."""
+def run_engine(
+    repo: Path,
+    folder: Path,
+    scenario: Callable[[Any], Any],
+    options: Any = None,
+    forced: tuple[Any, Any] = (None, None),
+) -> tuple[Any, Any]:
+    """``scenario(engine)`` on a T5-or-BART engine over the exported ONNX files (``forced``: the first and
+    last tokens), with ``options`` or the defaults; its result and the stats."""
     import json
 
     from fwx.runtimes.onnx import OnnxRuntime
@@ -230,10 +240,10 @@ def run_engine(repo: Path, folder: Path, scenario: Callable[[Any], Any]) -> tupl
     name = folder.name
     enc, dec, later = (OnnxRuntime.load(repo / f"{name}-{p}" / "1" / "model.onnx") for p in PARTS)
     config = json.loads((folder / "config.json").read_text())
-    parts = Seq2SeqParts(enc, dec, later, config["decoder_start_token_id"], config["pad_token_id"])
+    parts = Seq2SeqParts(enc, dec, later, config["decoder_start_token_id"], config["pad_token_id"], True, *forced)
     stats = GenerationStats(name, "1")
     try:
-        engine = Seq2SeqEngine(parts, layout_of(later.signature()), EngineOptions(), stats)
+        engine = Seq2SeqEngine(parts, layout_of(later.signature()), options or EngineOptions(), stats)
         return asyncio.run(scenario(engine)), stats
     finally:
         for rt in (enc, dec, later):
@@ -289,3 +299,51 @@ def test_rows_of_one_cohort_and_a_later_cohort_each_generate_what_transformers_d
         want = reference_ids(folders[model], prompt, STEPS)
         assert got[i] == (want[:2] if i == 2 else want), f"prompt {i}"
     assert stats.rows.sum > stats.rows.count  # rows did share steps
+
+
+def test_forced_first_and_last_tokens_are_transformers(s2s_repo: tuple[Path, dict[str, Path]]) -> None:
+    """A generation config's ``forced_bos_token_id`` and ``forced_eos_token_id`` (BART, mBART, Marian) force the
+    first token and the last one ``max_tokens`` allows, as ``generate()`` does; a row that ends earlier at its
+    end-of-sequence token ends there."""
+    from fwx.serving.tasks.sampling import SamplingParams
+
+    repo, folders = s2s_repo
+    prompts = [[20, 21, 22], list(range(30, 37))]
+    params = SamplingParams(max_tokens=STEPS, greedy=True)
+
+    async def scenario(engine: Any) -> list[list[int]]:
+        seqs = [engine.submit(p, params, frozenset([3])) for p in prompts]
+        return list(await asyncio.gather(*(tokens(s, engine) for s in seqs)))
+
+    got, _ = run_engine(repo, folders["bart"], scenario, forced=(50, 3))
+    for prompt, row in zip(prompts, got, strict=True):
+        assert row[0] == 50
+        assert row == reference_ids(folders["bart"], prompt, STEPS, forced_bos_token_id=50, forced_eos_token_id=3)
+
+
+def test_the_cache_budget_refuses_with_503_when_spent_and_400_when_a_request_never_fits(
+    s2s_repo: tuple[Path, dict[str, Path]],
+) -> None:
+    """Reserved per request when it arrives: the encoder's tokens (the cross-attention cache) plus max_tokens
+    (the decoder's own), returned when the request ends."""
+    from fwx.errors import InputError, UnavailableError
+    from fwx.serving.tasks.sampling import SamplingParams
+    from fwx.serving.tasks.scheduler import EngineOptions
+
+    repo, folders = s2s_repo
+    params = SamplingParams(max_tokens=8, greedy=True, ignore_eos=True)
+    per_token = 2 * 2 * 4 * 8 * 4  # BART's decoder: 2 layers, key and value, 4 heads of 8, float32
+
+    async def scenario(engine: Any) -> list[int]:
+        first = engine.submit([20, 21], params, frozenset())
+        with pytest.raises(UnavailableError, match="cache is full"):
+            engine.submit([20, 21], params, frozenset())
+        with pytest.raises(InputError, match="budget"):
+            engine.submit(list(range(20, 40)), params, frozenset())
+        got = await tokens(first, engine)
+        assert engine.reserved == 0  # returned with the step that delivered the row's last token
+        return got + await tokens(engine.submit([20, 21], params, frozenset()), engine)
+
+    got, stats = run_engine(repo, folders["bart"], scenario, options=EngineOptions(cache_bytes=10 * per_token))
+    assert len(got) == 16
+    assert stats.rejected == 1
