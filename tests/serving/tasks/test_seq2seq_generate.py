@@ -177,6 +177,11 @@ def test_hostile_requests_are_one_clear_4xx_and_the_server_keeps_serving(srv: An
     bad = b'{"text_input": "w20 \xff\xfe", "max_tokens": 2}'
     r = srv.request("POST", "/v2/models/t5/generate", content=bad, headers={"content-type": "application/json"})
     assert r.status_code == 400, r.text
+    r = srv.request("POST", "/v1/completions", json={"model": "t5", "prompt": [20, 96], "max_tokens": 2})
+    assert r.status_code == 400, r.text
+    assert "[0, 96)" in r.json()["error"]["message"]
+    r = srv.request("POST", "/v1/completions", json={"model": "t5", "prompt": [20, 31], "max_tokens": 2})
+    assert r.status_code == 200, r.text  # token ids are a prompt too
     chat = {"model": "t5", "messages": [{"role": "user", "content": "w20"}], "max_tokens": 2}
     r = srv.request("POST", "/v1/chat/completions", json=chat)
     assert r.status_code == 400
