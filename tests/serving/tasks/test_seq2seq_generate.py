@@ -352,3 +352,41 @@ def test_the_cache_budget_refuses_with_503_when_spent_and_400_when_a_request_nev
     got, stats = run_engine(repo, folders["bart"], scenario, options=EngineOptions(cache_bytes=10 * per_token))
     assert len(got) == 16
     assert stats.rejected == 1
+
+
+def test_a_client_that_goes_away_is_cancelled_and_its_cache_returned(srv: Any) -> None:
+    """The decoder with past behind a gate (``Gate``: the real runtime, each call held until the test lets it
+    run): the client reads the first token and hangs up; its row is cancelled, leaves the in-flight count and
+    the cohort, and its reservation is returned."""
+    import dataclasses
+
+    import httpx
+
+    from fwx.serving.tasks import seq2seq
+    from tests.serving.tasks.test_generate_limits import Gate, wait_for
+
+    assert srv.request("POST", "/v2/models/t5/generate", json={"text_input": "w20", "max_tokens": 1}).status_code == 200
+    engine = seq2seq._ENGINES[seq2seq.find(srv.dataplane.manager, "t5", None).later]
+    real = engine.parts.later
+    gate = Gate(real)
+    engine.parts = dataclasses.replace(engine.parts, later=gate)
+    body = {"model": "t5", "prompt": "w20 w21", "max_tokens": 40, "temperature": 0, "stream": True, "ignore_eos": True}
+    try:
+        with httpx.Client(timeout=120) as client, client.stream("POST", f"{srv.url}/v1/completions", json=body) as r:
+            assert r.status_code == 200
+            lines = r.iter_lines()  # held until the client leaves (a collected generator would close it early)
+            for line in lines:
+                if line.startswith("data: "):
+                    break
+            assert "error" not in line
+            (seq,) = engine.sequences
+            assert srv.dataplane.inflight == 1
+            del lines
+        wait_for(lambda: seq.cancelled, "the disconnect to cancel the request")
+        wait_for(lambda: srv.dataplane.inflight == 0, "the request to leave the in-flight count")
+        gate.allow(10_000)
+        wait_for(lambda: engine.running == 0 and engine.reserved == 0, "the row to leave its cohort")
+        assert seq.generated < 40
+    finally:
+        gate.allow(10_000)
+        engine.parts = dataclasses.replace(engine.parts, later=real)
