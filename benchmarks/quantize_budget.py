@@ -270,6 +270,7 @@ def _cpu() -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seeds", help="comma-separated training seeds (default: 0 .. runs-1), e.g. to add one")
     ap.add_argument("--nets", default=",".join(EPOCHS))
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
@@ -277,7 +278,7 @@ def main() -> None:
     results: dict[str, Any] = {}
     for name in args.nets.split(","):
         runs: list[dict[str, Any]] = []
-        for seed in range(args.runs):
+        for seed in [int(x) for x in args.seeds.split(",")] if args.seeds else range(args.runs):
             runs.append(one_run(name, seed, data))
             print(f"{name} seed {seed}: {json.dumps(runs[-1])[:300]}", file=sys.stderr, flush=True)
             results[name] = {"summary": summary(runs), "runs": runs}
