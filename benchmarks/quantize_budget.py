@@ -21,6 +21,10 @@ the median of the runs (seeds) with min and max.
 
     .venv/bin/python benchmarks/quantize_budget.py              # 3 seeds, ~15-25 min on 2 cores
     .venv/bin/python benchmarks/quantize_budget.py --nets resnet18 --runs 1
+    .venv/bin/python benchmarks/quantize_budget.py --nets efficientnet_b0 --seeds 1,2 --out extra.json
+
+A seed's figures do not depend on the command that ran it, so seeds run
+separately (``--seeds``) complete a run stopped early.
 """
 
 from __future__ import annotations
