@@ -4,6 +4,8 @@ time and eight at once with different prompt lengths; sampling is reproducible b
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -147,3 +149,24 @@ def test_generation_needs_the_api_token_and_counts_in_metrics(srv: Any) -> None:
     assert 'fwx_generate_time_to_first_token_seconds_count{model="llama",version="1"}' in text
     assert 'fwx_generate_inter_token_seconds_count{model="llama",version="1"}' in text
     assert 'fwx_request_success_total{model="llama",version="1"}' in text
+
+
+def test_curl_streams_generate_stream_events_as_they_come(srv: Any, reference: Any) -> None:
+    """``curl -N`` (no output buffering), as Triton's docs call generate_stream: its server-sent events
+    carry the same text as transformers' ``generate()``, and a curl without the token gets 401."""
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl is not installed")
+    prompt = tm.words(20, 31, 42, 53, 64)
+    body = orjson.dumps({"text_input": prompt, "parameters": {"max_tokens": STEPS}}).decode()
+    url = f"{srv.url}/v2/models/llama/generate_stream"
+    cmd = [curl, "-sS", "-N", "-X", "POST", url, "-H", "Content-Type: application/json", "-d", body]
+    out = subprocess.run([*cmd, "-H", f"Authorization: Bearer {TOKEN}"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    chunks = events(out.stdout)
+    assert len(chunks) > 1  # one event per token, not one body at the end
+    assert "".join(c["text_output"] for c in chunks) == reference("llama", prompt)
+    denied = subprocess.run(
+        [*cmd, "-o", "/dev/null", "-w", "%{http_code}"], capture_output=True, text=True, timeout=120
+    )
+    assert denied.stdout == "401"
