@@ -65,6 +65,7 @@ class Halves:
     search_score: Score  # mAP@0.5 on the searched half
     held_score: Score  # mAP@0.5 on the held-out half
     object_worth: float  # points of mAP one box of the rarest class is worth on the held-out half
+    search_worth: float  # the same on the searched half: a layer kept in float must win back more than this
 
     def describe(self) -> str:
         worth = f"one box on the held-out half <= {self.object_worth:.2f} pt"
@@ -90,7 +91,8 @@ def write_data(
         return map_scorer(evaluation[list(indices)], [list(labels[i]) for i in indices])
 
     worth = object_worth([labels[i] for i in s.holdout])
-    return calib, Halves(s, searched, held, scorer(s.search), scorer(s.holdout), worth)
+    search_worth = object_worth([labels[i] for i in s.search])
+    return calib, Halves(s, searched, held, scorer(s.search), scorer(s.holdout), worth, search_worth)
 
 
 def _fit(
@@ -111,7 +113,8 @@ def _fit(
     finally:
         close()
         close_report()
-    result.split = halves.split.to_json() | {"object_worth_points": halves.object_worth}
+    worth = {"object_worth_points": halves.object_worth, "search_object_worth_points": halves.search_worth}
+    result.split = halves.split.to_json() | worth
     return result
 
 
@@ -142,7 +145,7 @@ def onnx_int8(
             )
 
         quantize([], out)
-        budget = Budget(max_drop=max_drop, max_steps=steps, metric=METRIC)
+        budget = Budget(max_drop=max_drop, max_steps=steps, metric=METRIC, step=halves.search_worth)
 
         def rank() -> list[Layer]:
             return onnx_ranking(pre, out, rank_batches(calib, SIGNATURE, RANK_SAMPLES))
@@ -170,7 +173,7 @@ def tflite_int8(
         order = tflite_input_order(requantizer.quantize(verify=True))
         return tflite_ranking(requantizer, tflite_dataset(calib, SIGNATURE, order, RANK_SAMPLES))
 
-    budget = Budget(max_drop=max_drop, max_steps=steps, metric=METRIC)
+    budget = Budget(max_drop=max_drop, max_steps=steps, metric=METRIC, step=halves.search_worth)
     return _fit(Format.TFLITE, float_tflite, out, halves, budget, requantizer.write, rank, TFLITE_RANKING)
 
 

@@ -19,6 +19,7 @@ from fwx.exporter.runner import WORK, Attempt, HopRun, RunContext
 from fwx.formats import ARTIFACT_NAMES, Format
 from fwx.frameworks import EXTRAS, version_of
 from fwx.manifest import ArtifactEntry, Hop, Manifest, SourceInfo, sha256_path, size_of
+from fwx.quantize.budget import BudgetMissedError
 from fwx.safety.snapshot import companions, original
 from fwx.signature import Signature
 from fwx.sources.load import LoadedSource
@@ -59,12 +60,25 @@ def telling_error(attempts: list[Attempt]) -> FwxError | None:
     failed = [(i, a) for i, a in enumerate(attempts) if a.error is not None]
     if not failed:
         return None
+    missed = [(a, a.error) for _, a in failed if isinstance(a.error, BudgetMissedError)]
+    if len(missed) > 1 and len(missed) == len(failed):
+        return _closest_budget(missed)
     if isinstance(attempts[0].error, UnsupportedOpsError):
         return attempts[0].error  # the preferred path names the model's ops the target cannot express
     best = max(failed, key=lambda f: (len(f[1].hops), -f[0]))[1]
     edge = _failed_edge(best)
     first = next((a for _, a in failed if edge is not None and _failed_edge(a) == edge), best)
     return first.error
+
+
+def _closest_budget(missed: list[tuple[Attempt, BudgetMissedError]]) -> FwxError:
+    """Every graph tried missed the INT8 budget: the one that came closest speaks, naming its graph and what each
+    other graph reached (a refusal quoting the preferred graph's 0.56 while another reached 0.28 misleads)."""
+    closest, err = min(missed, key=lambda m: m[1].miss)  # the preferred (earlier) graph on a tie
+    others = "; ".join(f"{a.plan.describe()}: {e.best}" for a, e in missed if a is not closest)
+    err.message = f"{err.message}, on the graph of {closest.plan.describe()} (the closest; also tried: {others})"
+    err.args = (err.message,)
+    return err
 
 
 def _failed_edge(attempt: Attempt) -> object | None:

@@ -34,6 +34,9 @@ DEFAULT_MAX_STEPS = 8
 class BudgetMissedError(ExportError):
     """INT8 could not be brought within the accuracy budget by keeping layers in float."""
 
+    miss: float = float("inf")  # how far the best model tried stayed outside the budget (``Budget.miss``)
+    best: str = ""  # that model's measure, described
+
 
 @dataclass(frozen=True)
 class Layer:
@@ -96,6 +99,9 @@ class Budget:
     min_agreement: float | None = None
     max_steps: int = DEFAULT_MAX_STEPS
     metric: str = "top-1"
+    #: A caller's own score (``metric`` other than top-1): the smallest change of ``drop`` that counts, e.g. what
+    #: one object is worth in mAP on the searched data; 0 counts any change.
+    step: float = 0.0
 
     def __post_init__(self) -> None:
         if self.max_drop is not None and self.max_drop < 0:
@@ -105,6 +111,8 @@ class Budget:
                 raise UsageError(f"{flag} must be between 0 and 1, got {v}", hint="e.g. 0.999 (a fraction, not %)")
         if self.max_steps < 1:
             raise UsageError(f"--budget-steps must be a positive integer, got {self.max_steps}")
+        if self.step < 0:
+            raise UsageError(f"a budget's step must be >= 0 points, got {self.step}")
 
     @property
     def active(self) -> bool:
@@ -119,9 +127,9 @@ class Budget:
         if self.max_drop is not None:
             parts.append(f"{self.metric} drop <= {self.max_drop:g} pt")
         if self.min_cosine is not None:
-            parts.append(f"cosine >= {self.min_cosine:g}")
+            parts.append(f"cosine >= {self.min_cosine!r}")
         if self.min_agreement is not None:
-            parts.append(f"agreement >= {self.min_agreement:g}")
+            parts.append(f"agreement >= {self.min_agreement!r}")
         return ", ".join(parts)
 
     def miss(self, m: Measure) -> float:
@@ -140,9 +148,12 @@ class Budget:
 
     def resolution(self, m: Measure) -> float:
         """The smallest change of ``miss`` that is not one sample's luck: 100/samples points for a top-1
-        bound (``--max-drop`` on top-1, ``--min-agreement``); 0 for cosine and a caller's own score."""
+        bound (``--max-drop`` on top-1, ``--min-agreement``); the caller's ``step`` for its own score; 0 for
+        cosine alone."""
         counted = (self.max_drop is not None and self.metric == "top-1") or self.min_agreement is not None
-        return 100.0 / m.samples if counted and m.samples else 0.0
+        if counted and m.samples:
+            return 100.0 / m.samples
+        return self.step if self.max_drop is not None and self.metric != "top-1" else 0.0
 
     def improves(self, m: Measure, best: Measure) -> bool:
         """Whether ``m`` beats ``best`` by more than the resolution: a layer kept in float must buy
@@ -212,11 +223,13 @@ def search(
 def _missed(budget: Budget, best: Measure, kept: list[Layer], steps: int, ranked: int) -> BudgetMissedError:
     layers = ", ".join(k.name for k in kept[:4]) + (", ..." if len(kept) > 4 else "")
     where = f"{len(kept)} layer(s) in float ({layers})" if kept else "no layer in float helped"
-    return BudgetMissedError(
+    err = BudgetMissedError(
         f"int8 misses the budget ({budget.describe()}): the best reached is {best.describe()} with {where}, "
         f"after {steps} of {ranked} ranked layer(s) tried",
         hint="loosen the budget, calibrate on more representative data, raise --budget-steps, or use --quantize fp16",
     )
+    err.miss, err.best = budget.miss(best), best.describe()
+    return err
 
 
 def measure_with(

@@ -98,3 +98,21 @@ def test_budget_refused_when_it_cannot_be_measured(digits: Digits) -> None:
             QuantOptions("int8", calibration_data=str(digits.calib), eval_data=str(digits.calib), max_drop=1.0),
             SIGNATURE,
         )
+
+
+def test_a_layer_kept_in_float_must_win_back_more_than_the_resolution() -> None:
+    """Top-1 counts in samples (100/samples points); a caller's own score (mAP) in its ``step``; cosine alone
+    in any change. Pure arithmetic on ``Budget``: no model needed to show which gains count."""
+    from fwx.quantize.budget import Budget, Measure
+
+    top1 = Budget(max_drop=0.0)
+    assert top1.resolution(Measure(drop=1.0, samples=200)) == pytest.approx(0.5)
+    assert not top1.improves(Measure(drop=0.6, samples=200), Measure(drop=1.0, samples=200))  # under one sample
+    assert top1.improves(Measure(drop=0.4, samples=200), Measure(drop=1.0, samples=200))
+    mapped = Budget(max_drop=0.5, metric="mAP@0.5", step=0.37)
+    assert mapped.resolution(Measure(drop=1.0)) == pytest.approx(0.37)
+    assert not mapped.improves(Measure(drop=0.8), Measure(drop=1.0))  # less than one box's worth
+    assert mapped.improves(Measure(drop=0.6), Measure(drop=1.0))
+    assert Budget(max_drop=0.5, metric="mAP@0.5").improves(Measure(drop=0.99), Measure(drop=1.0))  # step 0
+    with pytest.raises(UsageError, match="step"):
+        Budget(max_drop=0.5, metric="mAP@0.5", step=-1)

@@ -64,3 +64,22 @@ def test_export_refuses_quantize_for_torchscript_before_loading(digits: Digits, 
     with pytest.raises(UsageError, match="only onnx, tflite can hold"):
         _export(digits, tmp_path, ["torchscript"], calibration_data=str(digits.calib))
     assert not any(tmp_path.rglob("fwx.json"))
+
+
+def test_a_budget_every_graph_misses_is_refused_naming_each_graph_and_its_best(
+    digits: Digits, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ONNX exporters' graphs miss a budget no INT8 model meets within one step: the refusal quotes the
+    closest graph's best, names that graph, and says what the other reached (not only the preferred one's)."""
+    from fwx.errors import FwxError
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    cal, ev = str(digits.calib), str(digits.eval)
+    with pytest.raises(FwxError) as info:
+        _export(digits, tmp_path, ["onnx"], calibration_data=cal, eval_data=ev, min_cosine=0.99999999, budget_steps=1)
+    msg = info.value.message
+    assert msg.count("int8 misses the budget") == 1, msg
+    assert "(the closest; also tried: pytorch --[torch.onnx" in msg, msg
+    assert "TorchScript exporter" in msg, msg
+    assert "dynamo exporter" in msg, msg
+    assert not list(tmp_path.glob("digits/[0-9]*")), "nothing published"
