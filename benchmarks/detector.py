@@ -81,17 +81,10 @@ def one_run(run: int, folder: Path, refusals: list[str]) -> dict[str, float]:
     fig["object worth"] = halves.object_worth
     sm, ftfl = version / "model.savedmodel", version / "model.tflite"
 
-    def held_scored(fmt: Format, path: Path) -> float:
+    def held_scored(fmt: Format, path: Path, half: str = "held") -> float:
         run_fn, close = runtime_runner(fmt, path, signature_hint=SIGNATURE)
         try:
-            return halves.held_score(run_fn)
-        finally:
-            close()
-
-    def search_scored(fmt: Format, path: Path) -> float:
-        run_fn, close = runtime_runner(fmt, path, signature_hint=SIGNATURE)
-        try:
-            return halves.search_score(run_fn)
+            return (halves.held_score if half == "held" else halves.search_score)(run_fn)
         finally:
             close()
 
@@ -111,7 +104,9 @@ def one_run(run: int, folder: Path, refusals: list[str]) -> dict[str, float]:
         except BudgetMissedError as exc:  # refused, as fwx refuses it: the file holds plain INT8, nothing kept
             plain = folder / f"int8.{fmt.value}"
             fig[f"int8 {fmt.value} plain"] = held_scored(fmt, float_path) - held_scored(fmt, plain)
-            fig[f"searched {fmt.value} plain"] = search_scored(fmt, float_path) - search_scored(fmt, plain)
+            fig[f"searched {fmt.value} plain"] = held_scored(fmt, float_path, "search") - held_scored(
+                fmt, plain, "search"
+            )
             fig[f"int8 {fmt.value} refused"] = 1.0
             refusals.append(f"run {run} {fmt.value}: {exc.best} (best; budget missed by {exc.miss:.2f} pt)")
 

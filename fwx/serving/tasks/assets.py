@@ -159,3 +159,13 @@ def _eos(gen: dict[str, Any], config: dict[str, Any]) -> frozenset[int]:
     value = gen.get("eos_token_id", config.get("eos_token_id"))
     items = value if isinstance(value, list) else [value]
     return frozenset(int(v) for v in items if isinstance(v, int))
+
+
+def vocabulary(model: LoadedModel, assets: TextAssets) -> int:
+    """Rows of the embedding table: the logits' last dimension, else the config's ``vocab_size``."""
+    logits = next((s for s in model.signature.outputs if s.name == "logits"), None)
+    last = logits.shape[-1] if logits is not None and logits.shape else None
+    if isinstance(last, int) and last > 0:
+        return last
+    size = assets.config.get("vocab_size")
+    return size if isinstance(size, int) and size > 0 else 2**31

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from fwx.errors import FwxError, InputError, UnavailableError
 from fwx.serving.failures import failure_reason
 from fwx.serving.tasks import kserve_generate, seq2seq
-from fwx.serving.tasks.assets import AUDIO_TASKS, GENERATE, IMAGE_TASKS, TextAssets, assets_of, task_of
+from fwx.serving.tasks.assets import AUDIO_TASKS, GENERATE, IMAGE_TASKS, TextAssets, assets_of, task_of, vocabulary
 from fwx.serving.tasks.generate import Generation
 from fwx.serving.tasks.metrics import GenerationCollector, GenerationStats
 from fwx.serving.tasks.protocols import MAX_TOKENS_LIMIT, GenerateCall, Usage
@@ -123,7 +123,7 @@ class TaskPlane:
         ids = prompt if isinstance(prompt, list) else assets.tokenizer.encode(prompt, add_special_tokens=special).ids
         if not ids:
             raise InputError("the prompt is empty after tokenization")
-        vocab = _vocabulary(model, assets)
+        vocab = vocabulary(model, assets)
         if any(not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < vocab for t in ids):
             raise InputError(f"prompt token ids must be integers in [0, {vocab})")
         budget = assets.context - len(ids)
@@ -260,13 +260,3 @@ def _created(model: LoadedModel) -> int:
 
 def _usage(gen: Generation) -> Usage:
     return Usage(gen.prompt_tokens, gen.completion_tokens)
-
-
-def _vocabulary(model: LoadedModel, assets: TextAssets) -> int:
-    """Rows of the embedding table: the logits' last dimension, else the config's ``vocab_size``."""
-    logits = next((s for s in model.signature.outputs if s.name == "logits"), None)
-    last = logits.shape[-1] if logits is not None and logits.shape else None
-    if isinstance(last, int) and last > 0:
-        return last
-    size = assets.config.get("vocab_size")
-    return size if isinstance(size, int) and size > 0 else 2**31

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from weakref import WeakKeyDictionary
 
 from fwx.errors import FwxError, InputError, UnavailableError
-from fwx.serving.tasks.assets import TextAssets, assets_of
+from fwx.serving.tasks.assets import TextAssets, assets_of, vocabulary
 from fwx.serving.tasks.generate import Generation
 from fwx.serving.tasks.seq2seq_engine import Seq2SeqEngine, Seq2SeqParts, layout_of
 
@@ -146,7 +146,7 @@ def generate(plane: TaskPlane, trio: Trio, assets: TextAssets, call: GenerateCal
     ids = prompt if isinstance(prompt, list) else assets.tokenizer.encode(prompt, add_special_tokens=True).ids
     if not ids:
         raise InputError("the prompt is empty after tokenization")
-    vocab = _vocabulary(trio.later, assets)
+    vocab = vocabulary(trio.later, assets)
     if any(not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < vocab for t in ids):
         raise InputError(f"prompt token ids must be integers in [0, {vocab})")
     if len(ids) > assets.context:
@@ -200,13 +200,3 @@ def _setting(assets: TextAssets, key: str) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return None
-
-
-def _vocabulary(later: LoadedModel, assets: TextAssets) -> int:
-    """Rows of the embedding table: the logits' last dimension, else the config's ``vocab_size``."""
-    logits = next((s for s in later.signature.outputs if s.name == "logits"), None)
-    last = logits.shape[-1] if logits is not None and logits.shape else None
-    if isinstance(last, int) and last > 0:
-        return last
-    size = assets.config.get("vocab_size")
-    return size if isinstance(size, int) and size > 0 else 2**31
