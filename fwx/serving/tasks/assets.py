@@ -55,6 +55,13 @@ class TextAssets:
 _CACHE: weakref.WeakKeyDictionary[Any, TextAssets] = weakref.WeakKeyDictionary()
 
 
+def media_task(model: LoadedModel) -> str | None:
+    """The version's image or audio task, from fwx.json's own field alone: an older manifest's task is inferred
+    for text tasks only (``task_of``), so it is never a media one, and nothing is inferred per request."""
+    task = model.manifest.task
+    return task if task in (*IMAGE_TASKS, *AUDIO_TASKS) else None
+
+
 def task_of(model: LoadedModel) -> str | None:
     """The version's task: fwx.json's own field when it has one, else (fwx.json written before it had one)
     read from its signature and config."""

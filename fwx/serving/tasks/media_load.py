@@ -11,7 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from fwx.errors import FwxError
-from fwx.serving.tasks.assets import AUDIO_TASKS, IMAGE_TASKS, task_of
+from fwx.serving.tasks.assets import AUDIO_TASKS, IMAGE_TASKS, media_task
 
 if TYPE_CHECKING:
     from fwx.serving.models import LoadedModel
@@ -22,7 +22,7 @@ log = logging.getLogger("fwx.serving")
 def check_at_load(model: LoadedModel) -> None:
     """Read an image or audio version's assets now (a small checked JSON file); log a refusal as one warning."""
     try:
-        task = task_of(model)
+        task = media_task(model)
         if task in IMAGE_TASKS:
             from fwx.serving.tasks.vision import vision_assets
 

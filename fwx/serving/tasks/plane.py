@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Protocol
 from fwx.errors import FwxError, InputError, UnavailableError
 from fwx.serving.failures import failure_reason
 from fwx.serving.tasks import kserve_generate, seq2seq
-from fwx.serving.tasks.assets import AUDIO_TASKS, GENERATE, IMAGE_TASKS, TextAssets, assets_of, task_of, vocabulary
+from fwx.serving.tasks.assets import (
+    AUDIO_TASKS,
+    GENERATE,
+    IMAGE_TASKS,
+    TextAssets,
+    assets_of,
+    media_task,
+    task_of,
+    vocabulary,
+)
 from fwx.serving.tasks.generate import Generation
 from fwx.serving.tasks.metrics import GenerationCollector, GenerationStats
 from fwx.serving.tasks.protocols import MAX_TOKENS_LIMIT, GenerateCall, Usage
@@ -225,7 +234,7 @@ class TaskPlane:
         plane counts it)."""
         from fwx.serving.tasks.textinfer import run_text_task
 
-        task = task_of(model)
+        task = media_task(model)
         if task in IMAGE_TASKS:
             from fwx.serving.tasks.vision import run_image_task
 
