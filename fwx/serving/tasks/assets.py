@@ -64,7 +64,16 @@ def media_task(model: LoadedModel) -> str | None:
 
 def task_of(model: LoadedModel) -> str | None:
     """The version's task: fwx.json's own field when it has one, else (fwx.json written before it had one)
-    read from its signature and config."""
+    read from its signature and config, once per served version (the routes ask on every request)."""
+    if model not in _TASKS:
+        _TASKS[model] = _task_of(model)
+    return _TASKS[model]
+
+
+_TASKS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+
+
+def _task_of(model: LoadedModel) -> str | None:
     recorded = model.manifest.task
     if recorded:  # as exported; one part of a multi-model task (``TASK:part``) is served as tensors
         return recorded if recorded in (*TEXT_TASKS, GENERATE, *IMAGE_TASKS, *AUDIO_TASKS) else None

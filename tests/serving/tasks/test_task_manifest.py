@@ -61,3 +61,7 @@ def test_the_server_reads_the_recorded_task_and_infers_it_only_for_older_manifes
         answers[name] = r.json()["outputs"][0]["data"]
         assert len(inferred) == (0 if name == "bert" else 1), name
     assert answers["bert"] == answers["bert_old"]
+    r = srv.request("POST", "/v2/models/bert_old/infer", json=body)  # the inferred task is kept per version
+    assert r.status_code == 200, r.text
+    assert srv.request("GET", "/v1/models").status_code == 200  # lists by task: asks every model again
+    assert len(inferred) == 1
