@@ -83,8 +83,13 @@ def decode_raw(name: str, datatype: str, shape: Sequence[int], buf: bytes | byte
 
 def _decode_bytes(name: str, shape: Sequence[int], count: int, buf: bytes | bytearray | memoryview) -> np.ndarray:
     view = memoryview(buf)
-    out = np.empty(count, dtype=object)
     pos, end = 0, len(view)
+    if count * 4 > end:  # before allocating: a lying shape must not cost 8 bytes per claimed element
+        raise InputError(
+            f"input {name!r}: shape {list(shape)} needs at least {count * 4} bytes of BYTES data, got {end}",
+            hint="each element is a 4-byte little-endian length followed by its bytes",
+        )
+    out = np.empty(count, dtype=object)
     for i in range(count):
         if pos + 4 > end:
             raise InputError(
@@ -110,10 +115,10 @@ def decode_json_data(name: str, datatype: str, shape: Sequence[int], data: Any) 
         data = [data]
     try:
         if datatype == "BYTES":
-            arr = np.empty(count, dtype=object)
             flat = _flatten_bytes(name, data)
-            if len(flat) != count:
+            if len(flat) != count:  # checked before allocating the shape's count of elements
                 raise _size_error(name, shape, count, len(flat))
+            arr = np.empty(count, dtype=object)
             arr[:] = flat
             return arr.reshape(shape)
         if datatype == "BOOL":
