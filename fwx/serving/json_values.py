@@ -35,7 +35,7 @@ def numeric_array(name: str, label: str, dtype: np.dtype, data: Any) -> np.ndarr
     if kind == "b":
         raise InputError(f"input {name!r}: {label} data holds true/false", hint=f"send JSON numbers for {label}")
     if dtype.kind in "iu":
-        return _as_int(name, label, dtype, raw)
+        return _as_int(name, label, dtype, raw, data)
     with np.errstate(over="ignore"):  # overflow is detected below and reported as a 400
         out = raw.astype(dtype)
     if dtype.kind == "f" and out.size and not np.isfinite(out).all():
@@ -46,15 +46,30 @@ def numeric_array(name: str, label: str, dtype: np.dtype, data: Any) -> np.ndarr
     return out
 
 
-def _as_int(name: str, label: str, dtype: np.dtype, raw: np.ndarray) -> np.ndarray:
+def _as_int(name: str, label: str, dtype: np.dtype, raw: np.ndarray, data: Any) -> np.ndarray:
     whole = raw.dtype.kind != "f" or not raw.size or (np.isfinite(raw).all() and (raw == np.floor(raw)).all())
     if not whole:
         raise InputError(
             f"input {name!r}: {label} data holds a non-integer value", hint="send whole numbers (e.g. 2, not 1.5)"
         )
-    if raw.size:
-        info = np.iinfo(dtype)
-        lo, hi = raw.min(), raw.max()
+    if not raw.size:
+        return raw.astype(dtype)
+    info = np.iinfo(dtype)
+    out_of_range = InputError(f"input {name!r}: a value is out of the {label} range [{info.min}, {info.max}]")
+    lo, hi = raw.min(), raw.max()
+    if raw.dtype.kind != "f":
         if lo < info.min or hi > info.max:
-            raise InputError(f"input {name!r}: a value is out of the {label} range [{info.min}, {info.max}]")
-    return raw.astype(dtype)
+            raise out_of_range
+        return raw.astype(dtype)
+    if lo < info.min or hi > info.max:
+        raise out_of_range
+    # float64 rounds 2**63 - 1 and 2**63 alike (numpy reads a mix of small ints and one over 2**63 as float64),
+    # so the client's own numbers are read again exactly; a float cast that wrapped no longer equals the read.
+    try:
+        with np.errstate(invalid="ignore", over="ignore"):
+            out = np.asarray(data, dtype=dtype)
+    except OverflowError:
+        raise out_of_range from None
+    if not np.array_equal(out.astype(np.float64), raw):
+        raise out_of_range
+    return out
