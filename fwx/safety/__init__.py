@@ -150,8 +150,12 @@ def check_tflite(path: Path) -> None:
         return
     try:
         found = custom_ops(Path(path).read_bytes())
-    except FlatBufferError:
-        return  # not followable: the runtime's own structural check refuses it with its message
+    except FlatBufferError as exc:
+        # an op list this reader cannot follow is refused, never passed: LiteRT's own reader may follow it
+        raise InputError(
+            f"{path} is not a valid TFLite model: {exc}",
+            hint="the file is probably truncated or corrupt; export it again",
+        ) from exc
     if found:
         raise UnsafeModelError(
             f"{path} needs custom op(s) {_more(sorted(set(found)))}: they are code from outside the TFLite runtime",

@@ -4,7 +4,9 @@ Custom ops are code the interpreter must be given from outside (a registerer,
 a Flex delegate running arbitrary TF ops such as ``WriteFile``): an untrusted
 model may use builtin ops only. The reader is a few bounds-checked
 ``struct`` reads of the schema's ``Model.operator_codes`` (tensorflow/lite/schema/schema.fbs),
-so a truncated or crafted file is refused here before the native parser sees it.
+so a truncated or crafted file is refused here before the native parser sees it:
+a file this reader cannot follow is refused too (failing open would let a custom op
+hide behind, say, more operator codes than the reader walks).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ CUSTOM = 32  # BuiltinOperator.CUSTOM
 _MODEL_OPERATOR_CODES = 1
 _OPCODE_DEPRECATED_BUILTIN, _OPCODE_CUSTOM_CODE, _OPCODE_BUILTIN = 0, 1, 3
 _MAX_OPCODES = 10_000
+_MIN_SIZE = 32  # as the runtime's structural check (fwx.runtimes.files)
 
 
 class FlatBufferError(ValueError):
@@ -64,10 +67,14 @@ def _string(buf: bytes, pos: int | None) -> str:
 
 def operator_codes(buf: bytes) -> list[tuple[int, str]]:
     """``(builtin_code, custom_code)`` of every operator code in the model."""
-    if len(buf) < 8 or buf[4:8] != b"TFL3":
-        raise FlatBufferError("no TFL3 file identifier")
+    if len(buf) < _MIN_SIZE:
+        raise FlatBufferError(f"only {len(buf)} bytes")
+    if buf[4:8] != b"TFL3":
+        raise FlatBufferError("missing the TFL3 file identifier")
     try:
         root = _u32(buf, 0)
+        if root + 4 > len(buf):
+            raise FlatBufferError("root table offset points past the end of the file")
         vec_field = _field(buf, root, _MODEL_OPERATOR_CODES)
         if vec_field is None:
             return []
