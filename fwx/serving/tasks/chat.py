@@ -46,7 +46,10 @@ def messages_of(raw: Any) -> list[dict[str, str]]:
             raise InputError(f"messages[{i}] must be an object with a 'role'")
         content = msg.get("content")
         if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+            texts: list[Any] = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+            if not all(isinstance(t, str) for t in texts):
+                raise InputError(f"messages[{i}].content: a text part's 'text' must be a string")
+            content = "".join(texts)
         if content is None:
             content = ""
         if not isinstance(content, str):

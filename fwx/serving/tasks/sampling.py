@@ -37,6 +37,8 @@ class SamplingParams:
             raise InputError(f"top_p must be in (0, 1], not {self.top_p}")
         if self.top_k < 0:
             raise InputError(f"top_k must be 0 (off) or positive, not {self.top_k}")
+        if self.seed is not None and self.seed < 0:
+            raise InputError(f"seed must be a non-negative whole number, not {self.seed}")
         if len(self.stop) > 16 or any(not s or len(s) > 256 for s in self.stop):
             raise InputError("stop takes at most 16 non-empty strings of at most 256 characters")
 
