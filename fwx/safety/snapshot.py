@@ -167,9 +167,24 @@ def held(t):
         return None if t.data_type == T.STRING else n * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
     except Exception:
         return None
+def sparse(g):
+    # onnx's helper skips sparse tensors; onnxruntime reads their external data all the same
+    for st in g.sparse_initializer:
+        yield from (st.values, st.indices)
+    yield from nodes(g.node)
+def nodes(ns):
+    for n in ns:
+        for a in n.attribute:
+            for st in (a.sparse_tensor, *a.sparse_tensors):
+                yield from (st.values, st.indices)
+            for sub in (a.g, *a.graphs):
+                yield from sparse(sub)
 m = onnx.load(sys.argv[1], load_external_data=False)
 out = []
-for t in _get_all_tensors(m):
+tensors = [*_get_all_tensors(m), *sparse(m.graph)]
+for f in m.functions:
+    tensors.extend(nodes(f.node))
+for t in tensors:
     if t.data_location == T.EXTERNAL:
         kv = {e.key: e.value for e in t.external_data}
         out.append([kv.get("location", ""), kv.get("offset"), kv.get("length"), held(t)])
