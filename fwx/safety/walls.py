@@ -31,6 +31,7 @@ import re
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fwx.safety import limits, namespaces, seccomp
 
@@ -239,13 +240,28 @@ def run_loader(walls: Walls) -> int:
     The loader writes to this process's terminal itself (progress, tables, ``--json``); this process
     only waits and returns its exit code, or raises the limit that ended it.
     """
+    import shutil
+    import sys
+    import tempfile
+
+    argv = [sys.executable, *sys.orig_argv[1:]]
+    # The loader's snapshots and scratch folder go in a folder of ours: once Landlock is on, the loader
+    # may not remove entries of the shared temp folder, so its own atexit clean-up left a copy of the
+    # model behind on every run; this process removes it after the loader ends, however it ended.
+    home = Path(tempfile.mkdtemp(prefix="fwx-loader-"))
+    env = clean_environment(os.environ) | {LOADER_ENV: "1", "TMPDIR": str(home)}
+    try:
+        return _wait_loader(argv, env, walls)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _wait_loader(argv: list[str], env: dict[str, str], walls: Walls) -> int:
     import subprocess
     import sys
 
     from fwx.errors import FwxError
 
-    argv = [sys.executable, *sys.orig_argv[1:]]
-    env = clean_environment(os.environ) | {LOADER_ENV: "1"}
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     # Our /proc/<pid>/environ holds the secrets the loader's lacks: readable only with CAP_SYS_PTRACE,
