@@ -100,9 +100,15 @@ class Folder:
         with os.fdopen(fd, "rb") as fh:
             if alone and st.st_nlink > 1:
                 raise _hard_link(label, st.st_ino, st.st_nlink)
+            _room_for(label, st.st_size, dest.parent)
             with open(dest, "xb") as out:
                 os.fchmod(out.fileno(), 0o600)
-                _copy_bytes(fh, out)
+                try:
+                    _copy_bytes(fh, out)
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                        raise
+                    raise _no_room(label, st.st_size, exc.strerror) from exc
         self.seen.setdefault((st.st_dev, st.st_ino), [0, st.st_nlink])[0] += 1
         return st
 
@@ -140,6 +146,26 @@ class Folder:
                 self._copy_dir(sub, (*rel, name), dest / name)
             finally:
                 os.close(sub)
+
+
+def _room_for(label: Path, size: int, where: Path) -> None:
+    """Refuse a file bigger than the space left where its copy goes, before a byte is written: a sparse
+    file's apparent size costs its author nothing on disk, and would fill the temp folder's file system."""
+    try:
+        vfs = os.statvfs(where)
+    except OSError:
+        return
+    free = vfs.f_bavail * vfs.f_frsize
+    if size > free:
+        raise _no_room(label, size, f"only {free / 2**30:.1f} GiB are free there")
+
+
+def _no_room(label: Path, size: int, why: str | None) -> InputError:
+    return InputError(
+        f"cannot copy {label} ({size / 2**30:.1f} GiB) into fwx's private temp folder: {why}",
+        hint="free space there or point TMPDIR at a larger file system; a model file that large is "
+        "likely sparse (a file that claims more bytes than it holds)",
+    )
 
 
 def _copy_bytes(src: BinaryIO, dst: BinaryIO) -> None:
