@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fwx.errors import InputError
+from fwx.serving.tasks import template_walls as walls
 from fwx.serving.tasks.assets import TextAssets
 
 MAX_MESSAGES = 256
@@ -89,9 +90,25 @@ def _environment() -> Any:
             self._check()
             return super().__iter__()
 
-    return ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"], undefined=Refused
-    )
+    class Bounded(ImmutableSandboxedEnvironment):
+        intercepted_binops = frozenset({"*", "**", "+", "%"})
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            walls.check_binop(operator, left, right)
+            return super().call_binop(context, operator, left, right)
+
+        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+            walls.check_call(__obj, args, kwargs)
+            return super().call(__context, __obj, *args, **kwargs)
+
+        def wrap_str_format(self, value: Any) -> Any:  # the sandbox's own str.format, reached by attribute
+            walls.check_format(getattr(value, "__self__", None))
+            return super().wrap_str_format(value)
+
+    env = Bounded(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"], undefined=Refused)
+    env.filters = walls.bounded_filters(env.filters)
+    env.globals["namespace"] = walls.bounded_namespace()
+    return env
 
 
 def render(template: str, messages: list[dict[str, str]], assets: TextAssets) -> str:
@@ -104,18 +121,21 @@ def render(template: str, messages: list[dict[str, str]], assets: TextAssets) ->
     env = _environment()
     env.globals["raise_exception"] = raise_exception
     try:
-        text = env.from_string(template).render(
-            messages=messages,
-            add_generation_prompt=True,
-            bos_token=_token(assets, "bos_token"),
-            eos_token=_token(assets, "eos_token"),
+        compiled = env.from_string(template)
+        text = walls.render_bounded(
+            lambda: compiled.render(
+                messages=messages,
+                add_generation_prompt=True,
+                bos_token=_token(assets, "bos_token"),
+                eos_token=_token(assets, "eos_token"),
+            )
         )
     except TemplateError as exc:
         raise InputError(
             f"the chat template failed: {type(exc).__name__}: {str(exc)[:200]}",
             hint="the sandbox refuses access to Python objects; fix the template or send a prompt",
         ) from None
-    except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError) as exc:
+    except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError, MemoryError) as exc:
         raise InputError(f"the chat template failed: {type(exc).__name__}: {str(exc)[:200]}") from None
     if len(text) > MAX_PROMPT_CHARS:
         raise InputError("the chat template made a prompt over 4 Mi characters")
