@@ -2,7 +2,8 @@
 
 ``"model.onnx\\u0000.txt"`` passed the schema and reached ``Path.resolve``, which raises
 ``ValueError: embedded null byte``: ``fwx validate`` said "unexpected ValueError" and ``fwx serve``
-logged a traceback. A newline let a ``..`` segment past the schema's ``..`` rule (``.`` stops at it).
+logged a traceback. A trailing newline passed too (``$`` matches before it); the schema now refuses
+every control character, C0 and DEL.
 """
 
 from __future__ import annotations
