@@ -45,7 +45,7 @@ from fwx.quantize.options import check_options, check_target, validation_example
 from fwx.repository import Repository, model_name_for
 from fwx.safety.snapshot import original
 from fwx.signature import Signature, static_signature
-from fwx.sources.boundary import admit
+from fwx.sources.boundary import admit, names_a_model
 from fwx.sources.input_roles import input_roles
 from fwx.sources.load import LoadedSource, is_factory_ref, load_source
 from fwx.sources.lookup_tables import lookup_values
@@ -159,6 +159,8 @@ def admitted_source(source: str | Path, eo: ExportOptions) -> str | Path:
         return source
     if isinstance(source, str) and is_factory_ref(source):
         return source
+    if not names_a_model(Path(source)):
+        return source  # a folder that is no model (``fwx export ~``): refused by its names, never copied whole
     copy = admit(source, external_data=eo.external_data).path
     return copy if isinstance(source, Path) else str(copy)
 
