@@ -30,6 +30,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 1 << 18
@@ -171,13 +172,42 @@ def _reap_all() -> None:
         pass
 
 
+def interrupt_passer(pid: int) -> Any:
+    """A SIGINT handler for a process that waits on the loader ``pid``: pass the first SIGINT on, once.
+
+    The terminal's Ctrl-C reaches the loader itself (it ends cleanly), so in the foreground of a terminal
+    nothing is passed on; a SIGINT sent to the waiting process alone (kill -INT, timeout -s INT, a parent's
+    send_signal) was swallowed here, and the export went on and published. Once only: every further SIGINT
+    would land in the loader's own clean-up.
+    """
+    passed: list[bool] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        if not passed and not _terminal_foreground():
+            passed.append(True)
+            os.kill(pid, signum)
+
+    return handler
+
+
+def _terminal_foreground() -> bool:
+    """This process is in its terminal's foreground group: a Ctrl-C there went to the whole group."""
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _wait_and_mirror(pid: int, init: int) -> None:
     """Stay behind while the loader runs, pass on a termination, then end as it ended."""
     import resource
 
     drop_capabilities()  # waiting and passing on signals to its own children needs none
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C reaches the loader itself
+    signal.signal(signal.SIGINT, interrupt_passer(pid))
     for passed in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(passed, lambda signum, frame: os.kill(pid, signum))
     while True:

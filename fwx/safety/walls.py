@@ -271,7 +271,7 @@ def _wait_loader(argv: list[str], env: dict[str, str], walls: Walls) -> int:
     if sys.platform == "linux":
         ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     proc = subprocess.Popen(argv, env=env)  # noqa: S603 - our own interpreter and command line, no shell
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the loader, which ends cleanly
+    old_int = signal.signal(signal.SIGINT, namespaces.interrupt_passer(proc.pid))
     old_term = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
     try:
         _, status, usage = os.wait4(proc.pid, 0)
