@@ -8,6 +8,7 @@ import no framework at import time, so ``fwx --help`` stays fast.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 
@@ -114,14 +115,22 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.Abort:
         click.echo("aborted", err=True)
-        sys.exit(130)
+        _json_error("aborted", 130, argv)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        _json_error(exc.format_message(), exc.exit_code, argv)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(130)
+        _json_error("interrupted", 130, argv)
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
         if ui.state.debug:
             raise
         ui.fail(f"unexpected {type(exc).__name__}: {first_line(exc)}", "rerun with --debug for the traceback", 1)
+
+
+def _json_error(message: str, code: int, argv: list[str] | None) -> None:
+    """Exit ``code``; under ``--json`` first the one document a script parses (a usage error can stop click
+    before the option's own callback has run, so the command line is asked too)."""
+    if ui.state.json or "--json" in (sys.argv[1:] if argv is None else argv):
+        click.echo(json.dumps({"ok": False, "error": message, "hint": None, "exit_code": code}))
+    sys.exit(code)
