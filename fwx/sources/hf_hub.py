@@ -15,7 +15,8 @@ import os
 import re
 from pathlib import Path
 
-from fwx.errors import InputError
+from fwx.errors import InputError, UnsafeModelError
+from fwx.formats import is_hf_folder
 
 #: ``org/name`` (an optional ``@revision``): the hub's spelling of a model id. A bare ``name`` is a local path.
 _REPO_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(?:@(?P<rev>[\w./-]{1,128}))?$")
@@ -63,7 +64,20 @@ def resolve(source: str) -> Path:
             f"{repo} is in the Hugging Face cache ({model}) but not at revision {rev}",
             hint=f"fetch that revision first with {get} --revision {rev}",
         )
-    return model / "snapshots" / commit
+    snapshot = model / "snapshots" / commit
+    if snapshot.is_symlink():  # the hub links files into blobs/, never a revision folder elsewhere
+        raise UnsafeModelError(
+            f"{snapshot} is a link to {os.readlink(snapshot)}: a cached revision is a folder of the cache",
+            hint=f"fetch the revision again with {get} --revision {rev}, or pass the folder itself",
+        )
+    if not is_hf_folder(snapshot):  # otherwise the loader finds a folder it may not read, and says only that
+        raise InputError(
+            f"{repo} at revision {rev} in the Hugging Face cache has no config.json and weights "
+            "(model.safetensors or pytorch_model.bin, or an index and its shards) as plain files: "
+            "an incomplete download",
+            hint=f"fetch it again with {get} --revision {rev}",
+        )
+    return snapshot
 
 
 def _ref(model: Path, rev: str) -> str | None:
