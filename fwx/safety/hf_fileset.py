@@ -91,7 +91,8 @@ def copy(folder: fdcopy.Folder, names: dict[str, bool], dest: Path) -> tuple[str
 def _shards(index: Path) -> list[str]:
     """The plain file names an index's ``weight_map`` names (a path with a folder or a dot file is not one)."""
     data = _json(index)
-    shards = sorted({str(s) for s in (data.get("weight_map") or {}).values()}) if isinstance(data, dict) else []
+    found = data.get("weight_map") if isinstance(data, dict) else None
+    shards = sorted({str(s) for s in found.values()}) if isinstance(found, dict) else []
     return [s for s in shards if s and "/" not in s and "\\" not in s and not s.startswith(".")]
 
 
@@ -132,5 +133,5 @@ def _json(path: Path) -> Any:
         return None  # the loader says what is wrong with it
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None

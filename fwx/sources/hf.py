@@ -93,7 +93,7 @@ def load_hf(folder: Path, *, task: str | None, trust: bool) -> HFSource:
     base, part = hf_tasks.split_part(task)
     model = _model(folder, hf_tasks.get_task(base), config_json, trust)
     built = _build(model, base, part, config_json)
-    arch = (config_json.get("architectures") or [type(model).__name__])[0]
+    arch = hf_tasks.architecture(config_json) or type(model).__name__
     extras = SourceExtras(
         task=task,
         ranges=built.extras.ranges,

@@ -100,7 +100,7 @@ def read_json(path: Path) -> Any:
         raise InputError(f"{path} is larger than {_MAX_JSON >> 20} MiB, not a config", hint="check the folder")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # nesting deeper than Python's stack
         raise InputError(f"{path} is not valid JSON: {first_line(exc)}", hint="save the model again") from exc
 
 
@@ -120,7 +120,8 @@ def weight_files(folder: Path) -> list[Path]:
             return [folder / single]
         if (folder / index).is_file():
             data = read_json(folder / index)
-            shards = sorted(set((data.get("weight_map") or {}).values())) if isinstance(data, dict) else []
+            found = data.get("weight_map") if isinstance(data, dict) else None
+            shards = sorted({str(s) for s in found.values()}) if isinstance(found, dict) else []
             if not shards or any("/" in s or "\\" in s or s.startswith(".") for s in map(str, shards)):
                 raise InputError(f"{folder / index} names no shards in the folder", hint="save the model again")
             for shard in map(str, shards):

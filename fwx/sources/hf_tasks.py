@@ -181,10 +181,17 @@ def split_part(name: str) -> tuple[str, str | None]:
     return base, part or None
 
 
+def architecture(config: Mapping[str, Any]) -> str:
+    """``config.architectures[0]``, read as data: a folder's config may hold any JSON there."""
+    archs = config.get("architectures")
+    if isinstance(archs, str):
+        return archs
+    return str(archs[0]) if isinstance(archs, list) and archs else ""
+
+
 def infer_task(config: Mapping[str, Any]) -> str:
     """The task of a folder without ``--task``, from ``config.architectures`` as Optimum infers it."""
-    archs = config.get("architectures") or []
-    arch = str(archs[0]) if archs else ""
+    arch = architecture(config)
     model_type = str(config.get("model_type", ""))
     for suffix, task in _BY_SUFFIX:
         if arch.endswith(suffix):
