@@ -40,6 +40,8 @@ _INTERMEDIATE = ("intermediate_size", "d_ff", "ffn_dim", "n_inner", "hidden_dim"
 _HEADS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads")
 _POSITIONS = ("max_position_embeddings", "n_positions", "max_source_positions")
 _VOCAB = ("vocab_size",)
+#: What one label's two dict entries cost, counted in parameters (bytes here, as the budget counts them).
+_LABEL_ENTRY = 256
 
 
 @dataclass(frozen=True)
@@ -76,12 +78,15 @@ def _one(config: Mapping[str, Any]) -> tuple[int, tuple[str, int], dict[str, int
     heads, _ = _size(config, _HEADS, 1)
     positions, p_name = _size(config, _POSITIONS)
     vocab, v_name = _size(config, _VOCAB)
+    labels = _labels(config)
     per_layer = 4 * hidden * hidden + 2 * hidden * inter
     parts = {
         f"{v_name}={vocab}": vocab * hidden,
         f"{p_name}={positions}": positions * hidden,
         f"{l_name}={layers}": layers * per_layer,
         f"{d_name}={decoder}": decoder * (per_layer + 4 * hidden * hidden),  # + cross-attention
+        # a classification head, and before it id2label and label2id (a few hundred bytes a label)
+        f"num_labels={labels}": labels * (hidden + _LABEL_ENTRY),
         f"{h_name}={hidden}": 0,
         f"{i_name}={inter}": 0,
     }
@@ -89,6 +94,16 @@ def _one(config: Mapping[str, Any]) -> tuple[int, tuple[str, int], dict[str, int
     seq = min(positions or SAMPLE_SEQ, SAMPLE_SEQ)
     widest = {"num_attention_heads": heads * seq * seq, i_name or "intermediate_size": seq * inter, v_name: seq * vocab}
     return sum(parts.values()), max(widest.items(), key=lambda kv: kv[1]), parts
+
+
+def _labels(config: Mapping[str, Any]) -> int:
+    """Labels a head is built for: ``num_labels``, else as many as ``id2label`` names (transformers builds
+    ``id2label`` of ``num_labels`` entries before any weight: 3e8 of them filled the loader's memory)."""
+    labels = config.get("num_labels")
+    if isinstance(labels, int) and not isinstance(labels, bool):
+        return max(0, labels)
+    names = config.get("id2label")
+    return len(names) if isinstance(names, Mapping | list) else 0
 
 
 def estimate(config: Mapping[str, Any]) -> Estimate:
