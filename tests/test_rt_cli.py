@@ -114,3 +114,14 @@ def test_sigint_to_fwx_alone_stops_the_export_and_publishes_nothing(tmp_path: Pa
     doc = json.loads(stdout)
     assert doc["ok"] is False, doc
     assert doc["exit_code"] == 130, doc
+
+
+@pytest.mark.parametrize(("path", "said"), [("/dev/zero", "is not a file"), ("/nonexistent.npz", "does not exist")])
+def test_example_inputs_that_are_no_file_say_so(tmp_path: Path, path: str, said: str) -> None:
+    """A folder or a device "did not exist"."""
+    from fwx.errors import InputError
+    from fwx.exporter.pinning import load_example_inputs
+
+    for named in (path, tmp_path):
+        with pytest.raises(InputError, match="is not a file" if named == tmp_path else said):
+            load_example_inputs(named)

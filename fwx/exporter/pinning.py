@@ -21,9 +21,8 @@ def load_example_inputs(path: str | Path) -> dict[str, np.ndarray]:
     """Read ``--example-inputs``: an ``.npz`` whose keys are the input names, in order."""
     p = Path(path)
     if not p.is_file():
-        raise InputError(
-            f"--example-inputs {p} does not exist", hint="pass an .npz file whose keys are the input names"
-        )
+        what = "is not a file" if p.exists() else "does not exist"  # a folder or /dev/zero exists
+        raise InputError(f"--example-inputs {p} {what}", hint="pass an .npz file whose keys are the input names")
     try:
         with np.load(p, allow_pickle=False) as data:
             arrays = {k: np.asarray(data[k]) for k in data.files}
