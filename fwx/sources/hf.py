@@ -124,7 +124,7 @@ def _model(folder: Path, task: hf_tasks.Task, config_json: dict[str, Any], trust
             )
     except Exception as exc:  # noqa: BLE001 - transformers raises anything for a config it cannot build
         raise InputError(
-            f"transformers cannot build {folder} for task {task.name}: {first_line(exc)}",
+            f"transformers cannot build {folder} for task {task.name}: {reason(exc)}",
             hint="check --task (a task the architecture has a head for) and the transformers version",
         ) from exc
     missing = list(info.get("missing_keys") or [])
@@ -134,6 +134,15 @@ def _model(folder: Path, task: hf_tasks.Task, config_json: dict[str, Any], trust
             f"initialised at random ({', '.join(sorted(missing)[:3])}); the artifacts reproduce them as they are"
         )
     return model.eval()
+
+
+def reason(exc: BaseException) -> str:
+    """An error's first line, and the next when the first only announces it: a config field that fails
+    transformers' validation says which field on one line and what is wrong with it on the next."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {lines[1]}"[:300]
+    return first_line(exc)
 
 
 def _model_class(tf: Any, task: hf_tasks.Task, config: Any, config_json: dict[str, Any]) -> Any:

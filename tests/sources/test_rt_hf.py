@@ -142,3 +142,17 @@ def test_a_head_of_absurd_labels_is_refused_before_it_is_built(tmp_path: Path, e
 def test_a_real_label_set_fits(tmp_path: Path) -> None:
     folder = _folder(tmp_path / "imagenet")
     config_budget.check({**CONFIG, "hidden_size": 768, "id2label": {str(i): f"c{i}" for i in range(1000)}}, folder)
+
+
+def test_a_config_field_transformers_refuses_is_named_with_what_is_wrong() -> None:
+    """transformers' message puts the field on one line and the fault on the next: the error said only
+    "Validation error for field 'num_hidden_layers':"."""
+    from fwx.sources.hf import reason
+
+    exc = ValueError(
+        "Validation error for field 'num_hidden_layers':\n    TypeError: expected int, got bool (value: True)"
+    )
+    assert (
+        reason(exc) == "Validation error for field 'num_hidden_layers': TypeError: expected int, got bool (value: True)"
+    )
+    assert reason(ValueError("one line\nand more")) == "one line"
