@@ -9,9 +9,9 @@ else its unsafe globals are listed. A version folder shows its fwx.json.
 
 from __future__ import annotations
 
+import itertools
 import pickletools
 import re
-import zipfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -138,28 +138,54 @@ def _torchscript(p: Path, info: dict[str, Any], *, trust: bool, **_: Any) -> Non
 
 
 def torchscript_forward(p: Path) -> tuple[str | None, str | None]:
-    """Root class (from pickle opcodes, not unpickled) and its ``forward`` declaration (from the code text)."""
+    """Root class (from pickle opcodes, not unpickled) and its ``forward`` declaration (from the code text).
+
+    The archive keeps the zip bounds (a 0.5 MB file inflated a 512 MiB ``data.pkl`` here), and the text is
+    searched in linear time (a 10 KB code file kept the one regex this replaced busy for hours).
+    """
+    from fwx.safety.zipbounds import ZipBoundsError, ZipCorruptError, open_bounded
+
     try:
-        with zipfile.ZipFile(p) as zf:
-            names = zf.namelist()
-            pkl = next(n for n in names if n.endswith("/data.pkl"))
-            root = _first_global(zf.read(pkl))
-            if root is None:
-                return None, None
-            module, _, cls = root.rpartition(".")
-            prefix = pkl[: -len("data.pkl")]
-            code_file = f"{prefix}code/{module.replace('.', '/')}.py"
-            text = zf.read(code_file).decode("utf-8", "replace") if code_file in names else ""
-    except (zipfile.BadZipFile, StopIteration, KeyError, OSError):
+        zf = open_bounded(p.read_bytes(), where=f"{p.name}!/")
+        pkl = next(n for n in zf.names if n.endswith("/data.pkl"))
+        root = _first_global(zf.read(pkl))
+        if root is None:
+            return None, None
+        module, _, cls = root.rpartition(".")
+        prefix = pkl[: -len("data.pkl")]
+        code_file = f"{prefix}code/{module.replace('.', '/')}.py"
+        text = zf.read(code_file).decode("utf-8", "replace") if code_file in zf.members else ""
+    except (ZipCorruptError, StopIteration, KeyError, OSError, ValueError) as exc:
+        if isinstance(exc, ZipBoundsError) and not isinstance(exc, ZipCorruptError):
+            from fwx.safety import BOUNDS_HINT
+
+            raise UnsafeModelError(f"{p}: {exc}", hint=BOUNDS_HINT) from exc
         return None, None
-    m = re.search(rf"class {re.escape(cls)}\(.*?def forward\(self[^,)]*,?(.*?)\)\s*->\s*([^:]+):", text, re.DOTALL)
-    forward = f"forward({' '.join(m.group(1).split())}) -> {m.group(2).strip()}" if m else None
-    return root, forward
+    return root, _forward_decl(text, cls)
+
+
+_RETURNS = re.compile(r"\)\s*->\s*([^:\n]+):")
+_DECL_WINDOW = 2048  # a forward declaration is a few lines; nothing past this is searched
+
+
+def _forward_decl(text: str, cls: str) -> str | None:
+    start = text.find(f"class {cls}(")
+    at = text.find("def forward(self", start) if start >= 0 else -1
+    if at < 0:
+        return None
+    window = text[at + len("def forward(self") : at + _DECL_WINDOW]
+    m = _RETURNS.search(window)
+    if m is None:
+        return None
+    head = window[: m.start()]
+    args = head[head.index(",") + 1 :] if "," in head.split(")")[0] else ""
+    return f"forward({' '.join(args.split())}) -> {m.group(1).strip()}"
 
 
 def _first_global(data: bytes) -> str | None:
+    """The pickle's first global; only its first opcodes are walked (TorchScript names the root class there)."""
     strings: list[str] = []
-    for op, arg, _ in pickletools.genops(data):
+    for op, arg, _ in itertools.islice(pickletools.genops(data), _FIRST_OPS):
         if op.name == "GLOBAL" and isinstance(arg, str):
             return arg.replace(" ", ".")
         if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
@@ -167,6 +193,9 @@ def _first_global(data: bytes) -> str | None:
         if op.name == "STACK_GLOBAL" and len(strings) >= 2:
             return f"{strings[-2]}.{strings[-1]}"
     return None
+
+
+_FIRST_OPS = 64
 
 
 def _pt2(p: Path, info: dict[str, Any], *, trust: bool, **_: Any) -> None:
