@@ -162,6 +162,12 @@ def _removed_grpc_server(value: str | None) -> None:
     "walls (only --no-sandbox takes them down)."
 )
 @click.option(
+    "--allow-request-chat-template",
+    is_flag=True,
+    help="Let a chat request carry its own chat_template (any client can then make the server render its Jinja); "
+    "off: the version's own template only, and a request that sends one is a 400.",
+)
+@click.option(
     "--drain-seconds", default=30.0, show_default=True, type=SECONDS, help="How long SIGTERM waits for in-flight work."
 )
 @click.option(

@@ -93,6 +93,7 @@ class ServerConfig:
     admin_token: str | None = None
     api_token: str | None = None
     trust_model_code: bool = False
+    allow_request_chat_template: bool = False  # a request's own chat_template (vLLM's opt-in likewise)
     require_sandbox: bool = False  # refuse to serve where a worker's wall cannot be taken
     no_sandbox: bool = False  # workers take no wall at all (fwx.serving.worker_walls); warned loudly
     memory_limit: int | None = field(default_factory=default_memory)  # each worker's RLIMIT_DATA (None: none)

@@ -89,7 +89,7 @@ def test_what_chat_templates_do_still_renders() -> None:
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory, live_server: Callable[..., Any]) -> Any:
     repo, _ = tm.export(tmp_path_factory.mktemp("rt_tpl"), ["llama"])
-    return live_server(repo, load_probe=False)
+    return live_server(repo, load_probe=False, allow_request_chat_template=True)
 
 
 @pytest.mark.slow

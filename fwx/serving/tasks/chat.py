@@ -30,7 +30,8 @@ def template_of(assets: TextAssets, override: Any = None) -> str:
     if not isinstance(found, str) or not found:
         raise InputError(
             "the model has no chat template",
-            hint="use /v1/completions with a prompt, or send chat_template with the request",
+            hint="use /v1/completions with a prompt, or send chat_template "
+            "(to a server started with --allow-request-chat-template)",
         )
     if len(found) > MAX_TEMPLATE_CHARS:
         raise InputError(f"the chat template is over {MAX_TEMPLATE_CHARS} characters")

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from fwx.serving.batching.hooks import ModelSlot
+    from fwx.serving.config import ServerConfig
     from fwx.serving.metrics import Metrics
     from fwx.serving.models import LoadedModel, ModelManager
     from fwx.serving.types import InferRequest, InferResponse
@@ -50,6 +51,7 @@ class Policies(Protocol):
 
     manager: ModelManager
     metrics: Metrics
+    config: ServerConfig
 
     @property
     def closing(self) -> bool: ...
@@ -104,6 +106,11 @@ class TaskPlane:
         model, assets = await self.model(call.model, call.version, auth)
         prompt: str | list[int] | None = call.prompt
         if call.messages is not None:
+            if call.chat_template is not None and not self.dp.config.allow_request_chat_template:
+                raise InputError(
+                    "this server renders each model's own chat template only; the request sent a chat_template",
+                    hint="leave chat_template out, or start fwx serve with --allow-request-chat-template",
+                )
             template = template_of(assets, call.chat_template)
             prompt = await asyncio.to_thread(render, template, call.messages, assets)
         if prompt is None:

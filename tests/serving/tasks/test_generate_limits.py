@@ -57,7 +57,8 @@ def wait_for(cond: Callable[[], bool], what: str) -> None:
 
 @pytest.fixture(scope="module")
 def srv(text_repo: tuple[Path, dict[str, Path]], live_server: Callable[..., Any]) -> Any:
-    return live_server(text_repo[0], load_probe=False)
+    # the hostile templates below come in requests: the server must be told to take them
+    return live_server(text_repo[0], load_probe=False, allow_request_chat_template=True)
 
 
 @pytest.fixture

@@ -104,3 +104,14 @@ def test_refusals_reach_the_openai_package_as_its_own_errors(srv: Any, client: A
     with pytest.raises(openai.BadRequestError, match="context"):
         client.completions.create(model="llama", prompt=PROMPT, max_tokens=100_000)
     assert client.completions.create(model="llama", prompt=PROMPT, max_tokens=2, temperature=0).choices[0].text
+
+
+def test_a_request_template_is_refused_unless_the_server_allows_it(client: Any) -> None:
+    # any client could otherwise make the server render its own Jinja (this server is started without
+    # --allow-request-chat-template; the sandboxed render is tested with it in test_generate_limits.py)
+    messages = [{"role": "user", "content": tm.words(30, 31, 32)}]
+    with pytest.raises(openai.BadRequestError, match="--allow-request-chat-template"):
+        client.chat.completions.create(
+            model="llama", messages=messages, max_tokens=2, extra_body={"chat_template": "{{ messages[0].content }}"}
+        )
+    assert client.chat.completions.create(model="llama", messages=messages, max_tokens=2, temperature=0).choices
