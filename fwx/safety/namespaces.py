@@ -84,10 +84,14 @@ def _mount(libc: ctypes.CDLL, source: bytes, target: bytes, fstype: bytes, flags
     return int(libc.mount(source, target, fstype, flags, data)) == 0
 
 
-def isolate(shm_bytes: int, *, network: bool = True, user: bool = True) -> Isolation:
+def isolate(
+    shm_bytes: int, *, network: bool = True, user: bool = True, orphan_kill_after: float | None = None
+) -> Isolation:
     """Move this (single-threaded) process into fresh namespaces; only the forked child returns.
 
-    ``network=False`` keeps the host's network (a server's worker that binds its own ports)."""
+    ``network=False`` keeps the host's network (a server's worker that binds its own ports).
+    ``orphan_kill_after``: once the process that started this one is gone and a SIGTERM was passed on, the
+    child is killed after this many seconds (a server's worker drains in that time, or is wedged)."""
     if sys.platform != "linux":
         return Isolation(reason="not Linux")
     libc = _libc()
@@ -108,7 +112,7 @@ def isolate(shm_bytes: int, *, network: bool = True, user: bool = True) -> Isola
         die_with_parent(libc)
     if pid:
         try:
-            _wait_and_mirror(pid, init)
+            _wait_and_mirror(pid, init, orphan_kill_after)
         finally:  # whatever happens here, this process never goes on to load anything itself
             os._exit(1)
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
@@ -201,15 +205,25 @@ def _terminal_foreground() -> bool:
     return False
 
 
-def _wait_and_mirror(pid: int, init: int) -> None:
+def _wait_and_mirror(pid: int, init: int, orphan_kill_after: float | None = None) -> None:
     """Stay behind while the loader runs, pass on a termination, then end as it ended."""
     import resource
 
     drop_capabilities()  # waiting and passing on signals to its own children needs none
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    parent = os.getppid()
     signal.signal(signal.SIGINT, interrupt_passer(pid))
+
+    def pass_on(signum: int, frame: Any) -> None:
+        os.kill(pid, signum)
+        # Orphaned (the parent-death signal): a child wedged in one C call that holds the GIL never runs its
+        # SIGTERM handler, and would hold its ports with nobody left to stop it. The kernel delivers SIGKILL.
+        if orphan_kill_after is not None and os.getppid() != parent and not signal.getitimer(signal.ITIMER_REAL)[0]:
+            signal.signal(signal.SIGALRM, lambda signum, frame: os.kill(pid, signal.SIGKILL))
+            signal.setitimer(signal.ITIMER_REAL, orphan_kill_after)
+
     for passed in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(passed, lambda signum, frame: os.kill(pid, signum))
+        signal.signal(passed, pass_on)
     while True:
         try:
             _, status = os.waitpid(pid, 0)

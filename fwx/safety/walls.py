@@ -89,6 +89,8 @@ class Walls:
     privileged_port: bool = False
     #: With no CPU-time limit (a server): the longest one load may take before the supervisor kills it.
     load_timeout_s: float | None = None
+    #: A server's worker whose supervisor is gone: how long it may drain before it is killed (None: never).
+    orphan_drain_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,9 @@ def enter(walls: Walls) -> namespaces.Isolation:
     shm = max(64 << 20, (lim.memory_bytes or 4 << 30) // 4)  # a tmpfs fills memory the limits do not count
     # a server's worker drains on SIGTERM when its supervisor goes (the namespace's parent passes it on)
     namespaces.die_with_parent(signum=signal.SIGKILL if walls.network else signal.SIGTERM)
-    iso = namespaces.isolate(shm, network=walls.network, user=not walls.privileged_port)
+    iso = namespaces.isolate(
+        shm, network=walls.network, user=not walls.privileged_port, orphan_kill_after=walls.orphan_drain_s
+    )
     # after the mounts; as root, CAP_SYS_PTRACE would open the parent's environ
     namespaces.drop_capabilities(keep=(namespaces.CAP_NET_BIND_SERVICE,) if walls.privileged_port else ())
     global _seccomp_error

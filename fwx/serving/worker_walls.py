@@ -17,11 +17,15 @@ their deadlines.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from fwx.safety import limits, walls
 from fwx.serving.runstate import RunState
+
+#: Beyond its drain, how long a worker whose supervisor is gone may take to end before it is killed.
+ORPHAN_MARGIN_S = 10.0
 
 
 def wanted(config: Any) -> walls.Walls:
@@ -37,6 +41,8 @@ def wanted(config: Any) -> walls.Walls:
         network=False,
         privileged_port=any(p < 1024 for p in ports),
         load_timeout_s=float(getattr(config, "probe_timeout_s", DEFAULT_TIMEOUT_S)),
+        # its drain, and a margin for the shutdown delay's and the drain's own bookkeeping
+        orphan_drain_s=float(config.shutdown_delay_s) + float(config.drain_seconds) + ORPHAN_MARGIN_S,
     )
 
 
@@ -65,6 +71,9 @@ def enter(config: Any, run_root: Path, slot: int) -> walls.WallsReport:
     if not want.enabled:
         return walls.down("--no-sandbox")
     iso = walls.enter(want)
+    # The scratch folder goes in this worker's slot folder, which the supervisor empties for each worker and
+    # removes at the end: Landlock keeps a worker from removing its own entry in the shared temp folder.
+    tempfile.tempdir = str(RunState.slot_dir_of(Path(run_root).resolve(), slot))
     # (a kernel without Landlock was reported once by the supervisor: fwx.commands.serve)
     sandbox.enter(policy(config, run_root, slot, shm=iso.shm), require=want.require, what=f"worker {slot}", warn=False)
     report = walls.finish(iso, want, sandbox.status.abi, sandbox.status.reason, what=f"worker {slot}")

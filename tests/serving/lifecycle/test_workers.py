@@ -280,6 +280,7 @@ def test_two_workers_serve_restart_aggregate_and_drain(tmp_path: Path, run_tmp: 
     assert results == [200] * 6, server.log()[-3000:]
     assert code == 0
     assert not any(Path(f"/proc/{pid}").exists() for pid in after)
+    assert list(run_tmp.iterdir()) == []  # the run folder, and the workers' scratch folders inside it
 
 
 def _crash_hook(monkeypatch: pytest.MonkeyPatch, over: int) -> None:
@@ -408,3 +409,34 @@ def test_a_restarted_worker_takes_no_traffic_before_its_models_are_ready(tmp_pat
     bad = [a for a in answers if a != 200]
     assert bad == [], f"{len(bad)} of {len(answers)} requests failed, e.g. {bad[:3]}"
     assert (served_by_replacement or 0) > 0
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_a_wedged_worker_is_killed_once_its_supervisor_is_gone(
+    tmp_path: Path, run_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker stuck in one C call that holds the GIL (wedge_hook/) runs no SIGTERM handler: when its
+    supervisor is SIGKILLed, the process that stays outside its namespaces kills it after its drain."""
+    hook = Path(__file__).parent / "wedge_hook"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.setenv("FWX_TEST_WEDGE", "9")
+    repo = tmp_path / "repo"
+    publish(repo, "lin", 1)
+    log = tmp_path / "serve.log"
+    server = ServerProcess(repo, log, "--poll-seconds", "0", "--drain-seconds", "1", "--no-load-probe")
+    try:
+        _wait(lambda: "wedged" in server.log(), 120, "the worker to wedge")
+        (outer,) = _children(server.pid)  # the process the supervisor started
+        os.kill(server.pid, signal.SIGKILL)
+        server.proc.wait()
+        _wait(lambda: _dead(outer) and not _children_alive(outer), 120, "the orphaned, wedged worker to be killed")
+    finally:
+        server.stop()
+
+
+def _children_alive(pid: int) -> bool:
+    try:
+        return any(not _dead(int(p)) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+    except OSError:
+        return False
