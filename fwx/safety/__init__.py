@@ -99,8 +99,11 @@ def check_savedmodel(path: Path) -> None:
     from fwx.safety.tfgraph import scan_saved_model
 
     pb = Path(path) / "saved_model.pb"
-    if not pb.is_file():
-        return  # the runtime says "not a SavedModel folder"
+    if not pb.is_file():  # refused here, never passed: a saved_model.pbtxt beside it is not scanned
+        raise InputError(
+            f"{path} is not a SavedModel folder: it has no saved_model.pb",
+            hint="point at the folder tf.saved_model.save or model.export() wrote",
+        )
     linked = _linked_files(Path(path))
     if linked:
         raise UnsafeModelError(
