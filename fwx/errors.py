@@ -54,6 +54,12 @@ class InputError(UsageError):
     """An input file or tensor is unusable: missing, wrong format, corrupt, wrong shape or dtype."""
 
 
+class StoppedError(FwxError):
+    """fwx was told to stop (SIGTERM) while a step ran: nothing was published; exit 143, as the signal's own."""
+
+    exit_code = 143
+
+
 class NotFoundError(FwxError):
     exit_code = 2
     http_status = 404

@@ -94,9 +94,13 @@ def _export_until(argv: list[str], cwd: Path, marker: str, *, group: bool) -> su
 
 
 @pytest.mark.slow
-def test_sigint_to_fwx_alone_stops_the_export_and_publishes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code", "said"), [(signal.SIGINT, 130, "aborted"), (signal.SIGTERM, 143, "stopped")])
+def test_a_signal_to_fwx_alone_stops_the_export_and_publishes_nothing(
+    tmp_path: Path, sig: int, code: int, said: str
+) -> None:
     """``kill -INT <pid>`` (a script, ``timeout -s INT``, a notebook's interrupt) reaches fwx's own process
-    only; it ignored SIGINT while its loader ran, so the export went on and published with exit 0."""
+    only; it ignored SIGINT while its loader ran, so the export went on and published with exit 0. ``kill``'s
+    SIGTERM is passed on too, and said as a stop (it read as the loader killed, with a memory hint)."""
     from exporter.hf_folders import tiny_config, transformers
 
     folder = tmp_path / "tiny-bert"
@@ -104,16 +108,18 @@ def test_sigint_to_fwx_alone_stops_the_export_and_publishes_nothing(tmp_path: Pa
     out = tmp_path / "out"
     argv = ["--json", "export", str(folder), "--to", "torchscript,onnx,tflite", "--out", str(out)]
     proc = _export_until(argv, tmp_path, "-> (", group=False)  # the signature is pinned: exports start
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     stdout, _ = proc.communicate(timeout=240)
     err = (tmp_path / "stderr.txt").read_text()
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert "Traceback" not in err
+    assert "memory" not in err
     assert not list(out.rglob("fwx.json")), sorted(out.rglob("*"))
     assert not list(out.rglob(".fwx-*")), sorted(out.rglob("*"))
     doc = json.loads(stdout)
     assert doc["ok"] is False, doc
-    assert doc["exit_code"] == 130, doc
+    assert doc["exit_code"] == code, doc
+    assert said in doc["error"], doc
 
 
 @pytest.mark.parametrize(("path", "said"), [("/dev/zero", "is not a file"), ("/nonexistent.npz", "does not exist")])

@@ -264,7 +264,7 @@ def _wait_loader(argv: list[str], env: dict[str, str], walls: Walls) -> int:
     import subprocess
     import sys
 
-    from fwx.errors import FwxError
+    from fwx.errors import FwxError, StoppedError
 
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -276,7 +276,13 @@ def _wait_loader(argv: list[str], env: dict[str, str], walls: Walls) -> int:
         ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     proc = subprocess.Popen(argv, env=env)  # noqa: S603 - our own interpreter and command line, no shell
     old_int = signal.signal(signal.SIGINT, namespaces.interrupt_passer(proc.pid))
-    old_term = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
+    stopped: list[int] = []
+
+    def pass_on(signum: int, frame: object) -> None:
+        stopped.append(signum)
+        proc.send_signal(signum)
+
+    old_term = signal.signal(signal.SIGTERM, pass_on)
     try:
         _, status, usage = os.wait4(proc.pid, 0)
     finally:
@@ -285,6 +291,8 @@ def _wait_loader(argv: list[str], env: dict[str, str], walls: Walls) -> int:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
+        if sig in stopped:  # fwx itself was told to stop, and passed it on: not a fault of the model
+            raise StoppedError(f"stopped by {signal.Signals(sig).name} before the model's loader finished")
         hit = limits.killed_by(sig, usage.ru_utime + usage.ru_stime, walls.limits)
         if hit is not None:
             raise hit
