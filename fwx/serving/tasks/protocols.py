@@ -52,8 +52,29 @@ def _stops(value: Any) -> tuple[str, ...]:
     return tuple(s for s in items if s)
 
 
+#: Settings fwx does not apply, with the value that changes nothing: any other value is a 400, not ignored
+#: (an ignored penalty silently gives other text than the client asked for).
+NOT_APPLIED: dict[str, tuple[Any, ...]] = {
+    "frequency_penalty": (0,),
+    "presence_penalty": (0,),
+    "repetition_penalty": (1,),
+    "logit_bias": ({},),
+}
+
+
+def flag(doc: Mapping[str, Any], name: str) -> bool:
+    """A true/false setting (absent or null: false); anything else is a 400, not read as false."""
+    value = doc.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise InputError(f"'{name}' must be true or false, not {value!r}"[:200])
+    return value is True
+
+
 def sampling(doc: Mapping[str, Any], *, default_temperature: float, default_max: int) -> SamplingParams:
     """Decoding settings from a body (OpenAI names; ``top_k``, ``ignore_eos`` as vLLM adds them)."""
+    for name, neutral in NOT_APPLIED.items():
+        if doc.get(name) is not None and doc.get(name) not in neutral:
+            raise InputError(f"{name} is not applied by fwx", hint=f"leave it out (or send {neutral[0]!r})")
     max_tokens = _num(doc, "max_tokens", int, None)
     if max_tokens is None:
         max_tokens = _num(doc, "max_completion_tokens", int, default_max)
@@ -72,7 +93,7 @@ def sampling(doc: Mapping[str, Any], *, default_temperature: float, default_max:
         seed=seed,
         greedy=greedy,
         stop=_stops(doc.get("stop", doc.get("stop_words"))),
-        ignore_eos=doc.get("ignore_eos") is True,
+        ignore_eos=flag(doc, "ignore_eos"),
     )
 
 
@@ -110,9 +131,7 @@ def completions(doc: Any) -> GenerateCall:
     if d.get("echo") or d.get("logprobs") or d.get("suffix") or d.get("best_of") not in (None, 1):
         raise InputError("echo, logprobs, suffix and best_of are not supported")
     params = sampling(d, default_temperature=1.0, default_max=16)
-    return GenerateCall(
-        _model(d), None, _prompt(d.get("prompt")), None, params, d.get("stream") is True, _usage_flag(d)
-    )
+    return GenerateCall(_model(d), None, _prompt(d.get("prompt")), None, params, flag(d, "stream"), _usage_flag(d))
 
 
 def chat(doc: Any) -> GenerateCall:
@@ -127,7 +146,7 @@ def chat(doc: Any) -> GenerateCall:
     if template is not None and not isinstance(template, str):
         raise InputError("'chat_template' must be a string")
     return GenerateCall(
-        _model(d), None, None, messages_of(d.get("messages")), params, d.get("stream") is True, _usage_flag(d), template
+        _model(d), None, None, messages_of(d.get("messages")), params, flag(d, "stream"), _usage_flag(d), template
     )
 
 

@@ -168,6 +168,12 @@ HOSTILE = [
     ("/v1/completions", {"model": "llama", "prompt": tm.words(*([20] * 70)), "max_tokens": 1}, "context"),
     ("/v1/completions", {"model": "llama", "prompt": [5, 99999], "max_tokens": 2}, "token ids"),
     ("/v1/completions", {"model": "llama", "prompt": "w20", "n": 3}, "'n'"),
+    # a setting fwx would ignore changes the text the client asked for: refused unless it is the neutral value
+    ("/v1/completions", {"model": "llama", "prompt": "w20", "frequency_penalty": 0.5}, "frequency_penalty"),
+    ("/v1/completions", {"model": "llama", "prompt": "w20", "logit_bias": {"5": 100}}, "logit_bias"),
+    ("/v2/models/llama/generate", {"text_input": "w20", "repetition_penalty": 1.3}, "repetition_penalty"),
+    ("/v1/completions", {"model": "llama", "prompt": "w20", "stream": "yes"}, "'stream'"),
+    ("/v1/chat/completions", {"model": "llama", "messages": [], "ignore_eos": 1}, "'ignore_eos'"),
     ("/v1/completions", {"model": "bert", "prompt": "w20"}, "text-generation-with-past"),
     ("/v2/models/llama/generate", {"text_input": 5}, "text_input"),
     ("/v2/models/llama/generate", {"text_input": "w20", "temperature": -1}, "temperature"),

@@ -104,6 +104,10 @@ def test_refusals_reach_the_openai_package_as_its_own_errors(srv: Any, client: A
     with pytest.raises(openai.BadRequestError, match="context"):
         client.completions.create(model="llama", prompt=PROMPT, max_tokens=100_000)
     assert client.completions.create(model="llama", prompt=PROMPT, max_tokens=2, temperature=0).choices[0].text
+    with pytest.raises(openai.BadRequestError, match="presence_penalty"):  # not applied: refused, not ignored
+        client.completions.create(model="llama", prompt=PROMPT, max_tokens=2, presence_penalty=1.0)
+    neutral = {"frequency_penalty": 0, "presence_penalty": 0.0, "logit_bias": {}}  # what some clients always send
+    assert client.completions.create(model="llama", prompt=PROMPT, max_tokens=2, temperature=0, **neutral).choices
 
 
 def test_a_request_template_is_refused_unless_the_server_allows_it(client: Any) -> None:
