@@ -31,6 +31,9 @@ class TorchScriptRuntime(TorchRuntimeBase):
         assert self.path is not None
         if not self.path.is_file():
             raise InputError(f"{self.path} is not a file", hint="pass a TorchScript .pt file")
+        from fwx.safety.zipbounds import hold_zip_file
+
+        hold_zip_file(self.path)  # torch's zip reader trusts the sizes an archive declares, trusted code or not
         module = torch.jit.load(str(self.path), map_location=self._torch_device)
         module.eval()
         self._module = module

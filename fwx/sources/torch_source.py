@@ -220,6 +220,9 @@ def load_torchscript(path: Path, *, trust: bool) -> Any:
         raise UnsafeModelError(
             f"{path} is a TorchScript archive: loading it runs the code it contains", hint=TRUST_HINT
         )
+    from fwx.safety.zipbounds import hold_zip_file
+
+    hold_zip_file(path)  # the bounds guard memory, not code: they hold with --trust-model-code too
     try:
         with quiet():
             return torch.jit.load(str(path), map_location="cpu")
