@@ -416,10 +416,9 @@ def test_a_restarted_worker_takes_no_traffic_before_its_models_are_ready(tmp_pat
 def test_a_wedged_worker_is_killed_once_its_supervisor_is_gone(
     tmp_path: Path, run_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A worker stuck in one C call that holds the GIL (wedge_hook/) runs no SIGTERM handler: when its
+    """A worker stuck in one C call that holds the GIL (crash_hook/) runs no SIGTERM handler: when its
     supervisor is SIGKILLed, the process that stays outside its namespaces kills it after its drain."""
-    hook = Path(__file__).parent / "wedge_hook"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p))
+    _crash_hook(monkeypatch, 0)
     monkeypatch.setenv("FWX_TEST_WEDGE", "9")
     repo = tmp_path / "repo"
     publish(repo, "lin", 1)

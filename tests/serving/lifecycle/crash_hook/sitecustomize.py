@@ -1,9 +1,12 @@
-"""Test only: a native loader crash that reproduces, in every process that loads an artifact.
+"""Test only: a native loader fault that reproduces, in every process that loads an artifact.
 
 ``FWX_TEST_CRASH_OVER=N`` makes ``fwx.runtimes.base.load_runtime`` kill its own
 process with SIGSEGV for any artifact larger than N bytes, as a parser bug
-would: in a worker, and in the supervisor's trial of the artifact alike. The
-wrap is installed when the module is first imported, so nothing heavy is
+would: in a worker, and in the supervisor's trial of the artifact alike.
+``FWX_TEST_WEDGE=N`` makes it say so on stderr, then compute ``N ** (N ** N)``
+instead: minutes in one C call that holds the GIL, as a hostile file's parser
+loop would be, so no Python signal handler runs (the process ignores SIGTERM).
+The wrap is installed when the module is first imported, so nothing heavy is
 imported before a worker's sandbox.
 """
 
@@ -17,6 +20,7 @@ import sys
 from typing import Any
 
 LIMIT = os.environ.get("FWX_TEST_CRASH_OVER")
+WEDGE = os.environ.get("FWX_TEST_WEDGE")
 
 
 class _Wrap(importlib.abc.MetaPathFinder):
@@ -32,6 +36,10 @@ class _Wrap(importlib.abc.MetaPathFinder):
             real = module.load_runtime
 
             def load_runtime(fmt: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+                if WEDGE:
+                    n = int(WEDGE)
+                    print(f"fwx-test: worker {os.getpid()} wedged", file=sys.stderr, flush=True)
+                    return n ** (n**n)
                 if os.path.getsize(path) > int(LIMIT or 0):
                     os.kill(os.getpid(), signal.SIGSEGV)
                 return real(fmt, path, *args, **kwargs)
@@ -42,5 +50,5 @@ class _Wrap(importlib.abc.MetaPathFinder):
         return spec
 
 
-if LIMIT:
+if LIMIT or WEDGE:
     sys.meta_path.insert(0, _Wrap())
