@@ -20,6 +20,10 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     return type(exc).__name__
 
 
+#: The hint for a model file whose structure cannot be read (the runtimes', the scanners' and the detector's).
+CORRUPT_HINT = "the file is probably truncated or corrupt; export it again"
+
+
 class FwxWarning(UserWarning):
     """The category of every Python warning fwx itself issues; the test suite turns it into an error."""
 

@@ -10,7 +10,7 @@ import enum
 import zipfile
 from pathlib import Path
 
-from fwx.errors import InputError
+from fwx.errors import CORRUPT_HINT, InputError
 
 
 class Format(str, enum.Enum):
@@ -101,7 +101,7 @@ def _zip_names(path: Path) -> list[str]:
     except (zipfile.BadZipFile, OSError) as exc:
         raise InputError(
             f"{path} looks like a zip archive but cannot be read: {exc}",
-            hint="the file is probably truncated or corrupt; export it again",
+            hint=CORRUPT_HINT,
         ) from exc
 
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fwx.errors import CORRUPT_HINT as CORRUPT_HINT
 from fwx.errors import InputError, first_line
 from fwx.frameworks import require
-
-CORRUPT_HINT = "the file is probably truncated or corrupt; export it again"
+from fwx.safety.tflite_ops import MIN_SIZE
 
 
 def load_onnx(path: str | Path, *, external_data: bool = False) -> Any:
@@ -34,7 +34,6 @@ def onnx_opset(model: Any) -> int | None:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
-_MIN_SIZE = 32
 _MODEL_VECTOR_FIELDS = (1, 2, 4)  # operator_codes, subgraphs, buffers in schema.fbs Model
 
 
@@ -45,7 +44,7 @@ def check_tflite_file(path: Path) -> None:
     def bad(why: str) -> InputError:
         return InputError(f"{path} is not a valid TFLite model: {why}", hint=CORRUPT_HINT)
 
-    if size < _MIN_SIZE:
+    if size < MIN_SIZE:
         raise bad(f"only {size} bytes")
     with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
         _check_offsets(data, size, bad)

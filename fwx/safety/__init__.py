@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from fwx.errors import InputError, UnsafeModelError, first_line
+from fwx.errors import CORRUPT_HINT, InputError, UnsafeModelError, first_line
 from fwx.formats import Format
 from fwx.frameworks import require
 from fwx.safety.zipbounds import BOUNDS_HINT as BOUNDS_HINT
@@ -157,7 +157,7 @@ def check_tflite(path: Path) -> None:
         # an op list this reader cannot follow is refused, never passed: LiteRT's own reader may follow it
         raise InputError(
             f"{path} is not a valid TFLite model: {exc}",
-            hint="the file is probably truncated or corrupt; export it again",
+            hint=CORRUPT_HINT,
         ) from exc
     if found:
         raise UnsafeModelError(

@@ -17,7 +17,7 @@ CUSTOM = 32  # BuiltinOperator.CUSTOM
 _MODEL_OPERATOR_CODES = 1
 _OPCODE_DEPRECATED_BUILTIN, _OPCODE_CUSTOM_CODE, _OPCODE_BUILTIN = 0, 1, 3
 _MAX_OPCODES = 10_000
-_MIN_SIZE = 32  # as the runtime's structural check (fwx.runtimes.files)
+MIN_SIZE = 32  # the smallest TFLite file; the runtime's structural check (fwx.runtimes.files) uses it too
 
 
 class FlatBufferError(ValueError):
@@ -67,7 +67,7 @@ def _string(buf: bytes, pos: int | None) -> str:
 
 def operator_codes(buf: bytes) -> list[tuple[int, str]]:
     """``(builtin_code, custom_code)`` of every operator code in the model."""
-    if len(buf) < _MIN_SIZE:
+    if len(buf) < MIN_SIZE:
         raise FlatBufferError(f"only {len(buf)} bytes")
     if buf[4:8] != b"TFL3":
         raise FlatBufferError("missing the TFL3 file identifier")
