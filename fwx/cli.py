@@ -8,7 +8,6 @@ import no framework at import time, so ``fwx --help`` stays fast.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 
@@ -132,5 +131,5 @@ def _json_error(message: str, code: int, argv: list[str] | None) -> None:
     """Exit ``code``; under ``--json`` first the one document a script parses (a usage error can stop click
     before the option's own callback has run, so the command line is asked too)."""
     if ui.state.json or "--json" in (sys.argv[1:] if argv is None else argv):
-        click.echo(json.dumps({"ok": False, "error": message, "hint": None, "exit_code": code}))
+        ui.error_document(message, None, code)
     sys.exit(code)

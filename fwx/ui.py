@@ -276,6 +276,11 @@ def fail(message: str, hint: str | None, code: int, detail: Mapping[str, Any] | 
     if hint:
         click.echo(f"  hint: {hint}", err=True)
     if state.json:
-        doc = {"ok": False, "error": message, "hint": hint, "exit_code": code, **(detail or {})}
-        click.echo(state.display(json.dumps(doc, default=str)))
+        error_document(message, hint, code, detail)
     sys.exit(code)
+
+
+def error_document(message: str, hint: str | None, code: int, detail: Mapping[str, Any] | None = None) -> None:
+    """The one JSON document ``--json`` prints for an error, on stdout."""
+    doc = {"ok": False, "error": message, "hint": hint, "exit_code": code, **(detail or {})}
+    click.echo(state.display(json.dumps(doc, default=str)))
