@@ -26,7 +26,7 @@ from typing import Any
 from fwx.errors import InputError
 from fwx.safety import fdcopy
 from fwx.safety.beneath import DIR_FLAGS
-from fwx.safety.hf_names import CODE_MAPS, CONFIG, KNOWN
+from fwx.safety.hf_names import CODE_MAPS, CONFIG, KNOWN, plain_name, shard_names
 
 #: (single file, its sharded index), in the order ``fwx.sources.hf_files.weight_files`` prefers them.
 WEIGHTS = (
@@ -90,10 +90,7 @@ def copy(folder: fdcopy.Folder, names: dict[str, bool], dest: Path) -> tuple[str
 
 def _shards(index: Path) -> list[str]:
     """The plain file names an index's ``weight_map`` names (a path with a folder or a dot file is not one)."""
-    data = _json(index)
-    found = data.get("weight_map") if isinstance(data, dict) else None
-    shards = sorted({str(s) for s in found.values()}) if isinstance(found, dict) else []
-    return [s for s in shards if s and "/" not in s and "\\" not in s and not s.startswith(".")]
+    return [s for s in shard_names(_json(index)) if plain_name(s)]
 
 
 def _code_modules(dest: Path, names: dict[str, bool]) -> list[str]:

@@ -40,3 +40,14 @@ KNOWN = frozenset(ASSETS) | {
 
 #: JSON files whose ``auto_map`` names modules of the folder (as ``fwx.sources.hf_files`` checks them).
 CODE_MAPS = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json")
+
+
+def shard_names(index: object) -> list[str]:
+    """The names a weight index's ``weight_map`` lists, sorted and unique (none when it holds no such map)."""
+    found = index.get("weight_map") if isinstance(index, dict) else None
+    return sorted({str(s) for s in found.values()}) if isinstance(found, dict) else []
+
+
+def plain_name(name: str) -> bool:
+    """A file directly in the folder: no folder part, not a dot file (what an index may name as a shard)."""
+    return bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")

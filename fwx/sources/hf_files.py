@@ -22,7 +22,7 @@ from typing import Any
 from fwx.errors import InputError, UnsafeModelError, first_line
 from fwx.frameworks import require
 from fwx.quiet import quiet
-from fwx.safety.hf_names import ASSETS, CODE_MAPS
+from fwx.safety.hf_names import ASSETS, CODE_MAPS, plain_name, shard_names
 
 TRUST_HINT = "pass --trust-model-code only if you trust where this folder came from"
 CONFIG = "config.json"
@@ -119,18 +119,16 @@ def weight_files(folder: Path) -> list[Path]:
         if (folder / single).is_file():
             return [folder / single]
         if (folder / index).is_file():
-            data = read_json(folder / index)
-            found = data.get("weight_map") if isinstance(data, dict) else None
-            shards = sorted({str(s) for s in found.values()}) if isinstance(found, dict) else []
-            if not shards or any("/" in s or "\\" in s or s.startswith(".") for s in map(str, shards)):
+            shards = shard_names(read_json(folder / index))
+            if not shards or not all(map(plain_name, shards)):
                 raise InputError(f"{folder / index} names no shards in the folder", hint="save the model again")
-            for shard in map(str, shards):
+            for shard in shards:
                 if not (folder / shard).is_file():
                     raise InputError(
                         f"{folder / shard} is missing: {folder / index} lists it",
                         hint="copy or download every shard the index names (or save the model again)",
                     )
-            return [folder / str(s) for s in shards]
+            return [folder / s for s in shards]
     raise InputError(
         f"{folder} has a config.json but no {SAFETENSORS} or {BIN}", hint="save the model with save_pretrained"
     )
