@@ -9,6 +9,7 @@ Whatever a template does wrong is one 400 naming it; the server keeps serving.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from fwx.errors import InputError
@@ -67,10 +68,12 @@ def _token(assets: TextAssets, key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+@functools.lru_cache(maxsize=1)
 def _environment() -> Any:
     """The sandbox, set up as transformers renders chat templates (trim, lstrip, loop controls), except that
-    a value the sandbox refused fails the render instead of printing as nothing."""
-    from jinja2 import Undefined
+    a value the sandbox refused fails the render instead of printing as nothing. Built once: it holds no
+    request's state, and Jinja renders from one environment on many threads."""
+    from jinja2 import TemplateError, Undefined
     from jinja2.exceptions import SecurityError
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -109,20 +112,26 @@ def _environment() -> Any:
     env = Bounded(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"], undefined=Refused)
     env.filters = walls.bounded_filters(env.filters)
     env.globals["namespace"] = walls.bounded_namespace()
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(str(message))
+
+    env.globals["raise_exception"] = raise_exception
     return env
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(template: str) -> Any:
+    """A template compiled once (a version's own is the same string on every request)."""
+    return _environment().from_string(template)
 
 
 def render(template: str, messages: list[dict[str, str]], assets: TextAssets) -> str:
     """The prompt text the template makes of ``messages``, ending with the assistant's turn."""
     from jinja2 import TemplateError
 
-    def raise_exception(message: str) -> None:
-        raise TemplateError(str(message))
-
-    env = _environment()
-    env.globals["raise_exception"] = raise_exception
     try:
-        compiled = env.from_string(template)
+        compiled = _compiled(template)
         text = walls.render_bounded(
             lambda: compiled.render(
                 messages=messages,
